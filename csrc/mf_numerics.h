@@ -1,0 +1,39 @@
+/* Scalar numerics shared by the kernels: stable log(1 + e^x), sigmoid, binary entropy.
+ * Plain C, no Python; every function is static inline so Cython calls cost nothing. */
+#ifndef MF_NUMERICS_H
+#define MF_NUMERICS_H
+
+#include <math.h>
+#include "mf_exp.h"
+
+/* log(1 + exp(x)), piecewise so that it is accurate for every finite x. */
+static inline double mf_log1pexp(double x)
+{
+    if (x <= -37.0) return exp(x);
+    if (x <= 18.0) return log1p(exp(x));
+    if (x <= 33.3) return x + exp(-x);
+    return x;
+}
+
+/* 1 / (1 + exp(-x)) without overflow for any x. */
+static inline double mf_sigmoid(double x)
+{
+    double e = mf_exp_nonpos(-fabs(x));
+    return (x >= 0.0 ? 1.0 : e) / (1.0 + e);
+}
+
+/* Binary entropy in nats, H(0) = H(1) = 0. */
+static inline double mf_entropy(double p)
+{
+    double h = 0.0;
+    if (p > 0.0) h -= p * log(p);
+    if (p < 1.0) h -= (1.0 - p) * log1p(-p);
+    return h;
+}
+
+static inline double mf_logit(double p)
+{
+    return log(p) - log1p(-p);
+}
+
+#endif

@@ -1,0 +1,95 @@
+/* Vectorised per-child loops; see mf_sbn.h for the mathematics. */
+#include <math.h>
+#include "mf_sbn.h"
+#include "mf_exp.h"
+
+/* Run-time dispatch: one default x86-64 (SSE2) body and one AVX2+FMA body, chosen by the
+ * loader (GCC ifunc).  Disabled for -march=native builds (MFENGINE_NATIVE=1), which already
+ * target the build machine, and on compilers or platforms without target_clones. */
+#if defined(MF_TARGET_CLONES) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MF_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define MF_HAVE_CLONES 1
+#else
+#define MF_CLONES
+#define MF_HAVE_CLONES 0
+#endif
+
+int mf_sbn_dispatch_enabled(void) { return MF_HAVE_CLONES; }
+
+/* Children per chunk of the running product of (1 + e^{-|a|}) factors: each factor is at most
+ * 2, so 512 of them stay below 2^512 and one log per chunk replaces one log per child. */
+#define MF_LOGPROD_CHUNK 512
+
+MF_CLONES
+void mf_sbn_children_eval(ptrdiff_t n, const double *restrict J, const double *restrict J2,
+                          const double *restrict m, const double *restrict s,
+                          const double *restrict xi, const double *restrict muc,
+                          const double *restrict obs, double dmu, double dvar, double tk,
+                          int want_f, double *restrict sig_out, double *restrict out)
+{
+    double d1 = 0.0, d2 = 0.0, fsum = 0.0;
+    if (!want_f) {
+#pragma omp simd reduction(+:d1, d2)
+        for (ptrdiff_t c = 0; c < n; c++) {
+            double w = 0.5 - xi[c];
+            double sc = s[c] + J2[c] * dvar;
+            double a = m[c] + J[c] * dmu + w * sc;
+            double e = mf_exp_nonpos(-fabs(a));
+            double sig = (a >= 0.0 ? 1.0 : e) / (1.0 + e);
+            double q = xi[c] * xi[c] + 2.0 * w * sig;
+            double ap = J[c] + w * J2[c] * tk;
+            sig_out[c] = sig;
+            d1 += obs[c] * (J[c] * (muc[c] - sig) - 0.5 * J2[c] * tk * q);
+            d2 += obs[c] * (J2[c] * q - sig * (1.0 - sig) * ap * ap);
+        }
+    } else {
+        for (ptrdiff_t c0 = 0; c0 < n; c0 += MF_LOGPROD_CHUNK) {
+            ptrdiff_t c1 = c0 + MF_LOGPROD_CHUNK < n ? c0 + MF_LOGPROD_CHUNK : n;
+            double prod = 1.0;
+#pragma omp simd reduction(+:d1, d2, fsum) reduction(*:prod)
+            for (ptrdiff_t c = c0; c < c1; c++) {
+                double w = 0.5 - xi[c];
+                double mc = m[c] + J[c] * dmu;
+                double sc = s[c] + J2[c] * dvar;
+                double a = mc + w * sc;
+                double e = mf_exp_nonpos(-fabs(a));
+                double sig = (a >= 0.0 ? 1.0 : e) / (1.0 + e);
+                double q = xi[c] * xi[c] + 2.0 * w * sig;
+                double ap = J[c] + w * J2[c] * tk;
+                sig_out[c] = sig;
+                d1 += obs[c] * (J[c] * (muc[c] - sig) - 0.5 * J2[c] * tk * q);
+                d2 += obs[c] * (J2[c] * q - sig * (1.0 - sig) * ap * ap);
+                /* log(1 + e^a) = max(a, 0) + log(1 + e^{-|a|}); the log of the product is
+                 * taken once per chunk below. */
+                fsum += obs[c] * (muc[c] * mc - 0.5 * xi[c] * xi[c] * sc - (a > 0.0 ? a : 0.0));
+                prod *= 1.0 + obs[c] * e;
+            }
+            fsum -= log(prod);
+        }
+    }
+    out[0] = d1;
+    out[1] = d2;
+    out[2] = fsum;
+}
+
+MF_CLONES
+void mf_sbn_children_cached(ptrdiff_t n, const double *restrict J, const double *restrict J2,
+                            const double *restrict xi, const double *restrict sig,
+                            const double *restrict muc, const double *restrict obs, double tk,
+                            double *restrict out)
+{
+    double d1 = 0.0, d2 = 0.0, curv = 0.0;
+#pragma omp simd reduction(+:d1, d2, curv)
+    for (ptrdiff_t c = 0; c < n; c++) {
+        double w = 0.5 - xi[c];
+        double q = xi[c] * xi[c] + 2.0 * w * sig[c];
+        double ap = J[c] + w * J2[c] * tk;
+        double x2 = xi[c] * xi[c], y2 = (1.0 - xi[c]) * (1.0 - xi[c]);
+        d1 += obs[c] * (J[c] * (muc[c] - sig[c]) - 0.5 * J2[c] * tk * q);
+        d2 += obs[c] * (J2[c] * q - sig[c] * (1.0 - sig[c]) * ap * ap);
+        curv += obs[c] * J2[c] * (x2 > y2 ? x2 : y2);
+    }
+    out[0] = d1;
+    out[1] = d2;
+    out[2] = curv;
+}

@@ -1,0 +1,45 @@
+/* Vectorised per-child loops of the Gaussian-approximated mean-field solver for layered
+ * sigmoid belief nets (Saul & Jordan, eqs. 8-9, 17-24).  See mfengine/sbn/_gaussian.pyx for
+ * the solver that calls them and DESIGN notes for the mathematics.
+ *
+ * A hidden unit k with children c (weights J_c = J_ck, J2_c = J_ck^2) changes its mean from
+ * mu0 to mu = mu0 + dmu (so mu(1-mu) changes by dvar).  Each child's input statistics move to
+ *   m_c + J_c dmu,   s_c + J2_c dvar,   a_c = m_c + (1/2 - xi_c) s_c.
+ * Both functions return, summed over children with weight obs_c (0 for a missing visible child):
+ *   out[0] = sum_c [ J_c (mu_c - sig_c) - 1/2 J2_c tk q_c ],           q_c = xi_c^2 + (1 - 2 xi_c) sig_c
+ *   out[1] = sum_c [ J2_c q_c - sig_c (1 - sig_c) (J_c + (1/2 - xi_c) J2_c tk)^2 ]
+ * with tk = 1 - 2 mu and sig_c = sigmoid(a_c): the children's part of dL/dmu and d2L/dmu2.
+ */
+#ifndef MF_SBN_H
+#define MF_SBN_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Full evaluation at a trial point: one exp per child; sig_out[c] receives sig_c.
+ * If want_f, out[2] = sum_c obs_c [ mu_c m_c' - 1/2 xi_c^2 s_c' - log(1 + exp(a_c)) ]
+ * (the children's part of L at the trial point). */
+void mf_sbn_children_eval(ptrdiff_t n, const double *J, const double *J2,
+                          const double *m, const double *s, const double *xi,
+                          const double *muc, const double *obs,
+                          double dmu, double dvar, double tk, int want_f,
+                          double *sig_out, double *out);
+
+/* Evaluation at the current point from the cached sig_c (no exp).  Also returns
+ * out[2] = sum_c obs_c J2_c max(xi_c^2, (1 - xi_c)^2), the curvature bound: when it is below 4
+ * the 1-D objective in mu_k is strictly concave on [0, 1]. */
+void mf_sbn_children_cached(ptrdiff_t n, const double *J, const double *J2,
+                            const double *xi, const double *sig, const double *muc,
+                            const double *obs, double tk, double *out);
+
+/* Build facts: 1 when the kernels were compiled with run-time ISA dispatch (target_clones). */
+int mf_sbn_dispatch_enabled(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

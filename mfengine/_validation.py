@@ -1,0 +1,106 @@
+"""Input checks shared by every public entry point.
+
+The wrappers validate and convert once (dtype, C order, shape, value range); the compiled
+kernels trust what they are given.  Every error names the offending argument.
+"""
+import numbers
+import os
+
+import numpy as np
+
+__all__ = [
+    "as_float_matrix",
+    "check_binary",
+    "check_missing",
+    "check_random_state",
+    "effective_n_threads",
+]
+
+
+def as_float_matrix(X, name, n_cols=None, allow_nan=False):
+    """Return ``X`` as a C-contiguous float64 2-D array, refusing what cannot be converted.
+
+    Integer, boolean and float32 input is converted (a copy); a 1-D vector is refused rather
+    than guessed at, so that a single pattern must be passed as ``X[None, :]``.
+    """
+    if isinstance(X, np.ndarray) and X.dtype == object:
+        raise TypeError(f"{name} has dtype object; pass a numeric array")
+    try:
+        arr = np.asarray(X)
+    except Exception as exc:  # pragma: no cover - numpy's own message is kept
+        raise TypeError(f"{name} could not be converted to an array: {exc}") from exc
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise ValueError(
+            f"{name} must be a 2-D array of shape (n_patterns, n_features), got shape {arr.shape}"
+        )
+    if n_cols is not None and arr.shape[1] != n_cols:
+        raise ValueError(f"{name} must have {n_cols} columns, got {arr.shape[1]}")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    if not allow_nan and not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return arr
+
+
+def check_binary(V, name, ignore=None):
+    """Raise unless every entry of ``V`` (outside the boolean mask ``ignore``) is 0 or 1."""
+    vals = V if ignore is None else V[~ignore]
+    bad = (vals != 0.0) & (vals != 1.0)
+    if np.any(bad):
+        example = vals[bad].ravel()[0]
+        raise ValueError(
+            f"{name} must be binary (0/1) for binary visible units; found value {example!r}"
+        )
+
+
+def check_missing(missing, shape, name="missing"):
+    """Return the missing-value mask as a C-contiguous uint8 array of ``shape`` (or None).
+
+    A mask of shape (n_features,) applies to every pattern.
+    """
+    if missing is None:
+        return None
+    arr = np.asarray(missing)
+    if arr.dtype != np.bool_:
+        if arr.dtype.kind in "iu" and np.all((arr == 0) | (arr == 1)):
+            arr = arr.astype(np.bool_)
+        else:
+            raise TypeError(f"{name} must be a boolean mask, got dtype {arr.dtype}")
+    if arr.ndim == 1 and arr.shape[0] == shape[1]:
+        arr = np.broadcast_to(arr, shape)
+    if arr.shape != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)} (or ({shape[1]},)), got {arr.shape}")
+    return np.ascontiguousarray(arr, dtype=np.uint8)
+
+
+def check_random_state(seed):
+    """Turn ``seed`` (None, int or Generator) into a ``numpy.random.Generator``."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None or isinstance(seed, numbers.Integral):
+        return np.random.default_rng(seed)
+    if isinstance(seed, np.random.RandomState):
+        return np.random.default_rng(seed.randint(0, 2**31 - 1))
+    raise TypeError(f"random_state must be None, an int or a numpy Generator, got {type(seed).__name__}")
+
+
+def effective_n_threads(n_threads):
+    """Number of OpenMP threads to use: ``n_threads`` if given, else OMP_NUM_THREADS, else all cores.
+
+    A negative value counts back from the number of cores (-1: all of them).
+    """
+    from mfengine._openmp import openmp_enabled, max_threads
+
+    if n_threads is None:
+        env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+        n = int(env) if env.isdigit() and int(env) > 0 else max_threads()
+    else:
+        if not isinstance(n_threads, numbers.Integral) or n_threads == 0:
+            raise ValueError(f"n_threads must be a non-zero integer or None, got {n_threads!r}")
+        n = int(n_threads)
+        if n < 0:
+            n = max(1, (os.cpu_count() or 1) + 1 + n)
+    if not openmp_enabled():
+        return 1
+    return max(1, n)

@@ -1,0 +1,110 @@
+"""``mfengine.infer``: one entry point for every model and mean-field method."""
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mfengine._validation import effective_n_threads
+
+__all__ = ["infer", "InferenceResult", "METHODS"]
+
+METHODS = ("gaussian",)
+
+
+@dataclass
+class InferenceResult:
+    """The mean-field solution for a batch of patterns.
+
+    Attributes
+    ----------
+    bound : ndarray (n_patterns,)
+        The bound at the solution, per pattern, in nats.
+    mu, xi : list of ndarray
+        One (n_patterns, sizes[l]) array per layer, visible layer included.  Visible ``mu`` is
+        the data; at a missing visible entry it is ``xi``, the approximate predictive
+        probability of a 1.  Top-layer ``xi`` is sigmoid(bias) (its value does not enter the
+        bound, since the top layer has no input variance).
+    n_sweeps : ndarray of int (n_patterns,)
+        Sweeps (alternating bottom-up and top-down passes) taken per pattern.
+    converged : ndarray of bool (n_patterns,)
+        Whether the bound changed by less than ``tol`` in the last sweep.
+    method : str
+    """
+
+    bound: np.ndarray
+    mu: list
+    xi: list
+    n_sweeps: np.ndarray
+    converged: np.ndarray
+    method: str = "gaussian"
+    tol: float = field(default=1e-6, repr=False)
+
+    def __repr__(self):
+        n = self.bound.shape[0]
+        return (
+            f"InferenceResult(method={self.method!r}, n_patterns={n}, "
+            f"mean_bound={self.bound.mean() if n else float('nan'):.6g}, "
+            f"converged={int(self.converged.sum())}/{n})"
+        )
+
+
+def _inner_tol(tol):
+    # Each unit's 1-D solve stops when |dL/dmu| (and the xi residual) falls below this.  The
+    # bound's error from stopping there is about inner_tol**2 / 8 per unit, so the square root
+    # keeps it well under the outer tolerance.
+    return float(min(1e-3, max(1e-13, 0.03 * np.sqrt(tol))))
+
+
+def infer(model, V, method="gaussian", tol=1e-6, max_sweeps=200, missing=None, n_threads=None,
+          init_mu=None, inner_tol=None):
+    """Solve the mean-field equations for every pattern in ``V``.
+
+    Parameters
+    ----------
+    model : SigmoidBeliefNet
+    V : (n_patterns, n_visible) array of 0/1
+        Visible data.  float32, integer or boolean input is converted to float64; entries
+        must be 0 or 1 except where ``missing`` is True (there they may be anything, NaN too).
+    method : {"gaussian"}
+        "gaussian": Saul & Jordan's Gaussian-approximated bound (eq. 24), solved by cyclic
+        stepwise ascent: each hidden mean by a bracketed safeguarded Newton maximiser in the
+        logit, each xi by a safeguarded Newton root of its fixed-point equation; every update
+        raises the bound.  Sweeps alternate bottom-up and top-down.
+    tol : float, default 1e-6
+        Stop a pattern when its bound changes by less than ``tol`` nats in a sweep.
+    max_sweeps : int, default 200
+    missing : boolean array, (n_patterns, n_visible) or (n_visible,), optional
+        True marks a missing visible entry; it is marginalised exactly (its terms leave the bound).
+    n_threads : int, optional
+        OpenMP threads (patterns are split among them); default OMP_NUM_THREADS or all cores.
+        The answer does not depend on it.
+    init_mu : (n_patterns, n_hidden) array, optional
+        Starting hidden means, layers concatenated top first (a warm start); default 0.5.
+    inner_tol : float, optional
+        Tolerance of each unit's 1-D solve; default derived from ``tol``.
+
+    Returns
+    -------
+    InferenceResult
+    """
+    from mfengine.sbn.layered import SigmoidBeliefNet
+
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if not isinstance(model, SigmoidBeliefNet):
+        raise TypeError(f"model must be a SigmoidBeliefNet, got {type(model).__name__}")
+    if not (isinstance(tol, numbers.Real) and tol > 0 and np.isfinite(tol)):
+        raise ValueError(f"tol must be a positive number, got {tol!r}")
+    if not isinstance(max_sweeps, numbers.Integral) or max_sweeps < 1:
+        raise ValueError(f"max_sweeps must be a positive integer, got {max_sweeps!r}")
+    if inner_tol is None:
+        inner_tol = _inner_tol(tol)
+    elif not (isinstance(inner_tol, numbers.Real) and inner_tol > 0):
+        raise ValueError(f"inner_tol must be a positive number, got {inner_tol!r}")
+    model._check_params()
+    V, miss = model._check_data(V, missing)
+    n_threads = effective_n_threads(n_threads)
+    from mfengine.sbn import _gaussian
+
+    return _gaussian.run(model, V, miss, init_mu, float(tol), float(inner_tol), int(max_sweeps),
+                         n_threads)
