@@ -16,8 +16,9 @@
 
 int mf_sbn_dispatch_enabled(void) { return MF_HAVE_CLONES; }
 
-/* Children per chunk of the running product of (1 + e^{-|a|}) factors: each factor is at most
- * 2, so 512 of them stay below 2^512 and one log per chunk replaces one log per child. */
+/* Terms per chunk of the running products behind sums of log(1 + e^{-|a|}): each factor lies in
+ * [0.4, 3], so 512 of them stay far inside double range, and two logs per chunk replace one log
+ * per term. */
 #define MF_LOGPROD_CHUNK 512
 
 MF_CLONES
@@ -34,8 +35,9 @@ void mf_sbn_children_eval(ptrdiff_t n, const double *restrict J, const double *r
             double w = 0.5 - xi[c];
             double sc = s[c] + J2[c] * dvar;
             double a = m[c] + J[c] * dmu + w * sc;
-            double e = mf_exp_nonpos(-fabs(a));
-            double sig = (a >= 0.0 ? 1.0 : e) / (1.0 + e);
+            double num, den;   /* e^{-|a|} = num / den */
+            mf_exp_parts(-fabs(a), &num, &den);
+            double sig = (a >= 0.0 ? den : num) / (den + num);
             double q = xi[c] * xi[c] + 2.0 * w * sig;
             double ap = J[c] + w * J2[c] * tk;
             sig_out[c] = sig;
@@ -45,15 +47,16 @@ void mf_sbn_children_eval(ptrdiff_t n, const double *restrict J, const double *r
     } else {
         for (ptrdiff_t c0 = 0; c0 < n; c0 += MF_LOGPROD_CHUNK) {
             ptrdiff_t c1 = c0 + MF_LOGPROD_CHUNK < n ? c0 + MF_LOGPROD_CHUNK : n;
-            double prod = 1.0;
-#pragma omp simd reduction(+:d1, d2, fsum) reduction(*:prod)
+            double prod_num = 1.0, prod_den = 1.0;
+#pragma omp simd reduction(+:d1, d2, fsum) reduction(*:prod_num, prod_den)
             for (ptrdiff_t c = c0; c < c1; c++) {
                 double w = 0.5 - xi[c];
                 double mc = m[c] + J[c] * dmu;
                 double sc = s[c] + J2[c] * dvar;
                 double a = mc + w * sc;
-                double e = mf_exp_nonpos(-fabs(a));
-                double sig = (a >= 0.0 ? 1.0 : e) / (1.0 + e);
+                double num, den;
+                mf_exp_parts(-fabs(a), &num, &den);
+                double sig = (a >= 0.0 ? den : num) / (den + num);
                 double q = xi[c] * xi[c] + 2.0 * w * sig;
                 double ap = J[c] + w * J2[c] * tk;
                 sig_out[c] = sig;
@@ -62,9 +65,11 @@ void mf_sbn_children_eval(ptrdiff_t n, const double *restrict J, const double *r
                 /* log(1 + e^a) = max(a, 0) + log(1 + e^{-|a|}); the log of the product is
                  * taken once per chunk below. */
                 fsum += obs[c] * (muc[c] * mc - 0.5 * xi[c] * xi[c] * sc - (a > 0.0 ? a : 0.0));
-                prod *= 1.0 + obs[c] * e;
+                /* 1 + e^{-|a|} = (den + num) / den */
+                prod_num *= den + obs[c] * num;
+                prod_den *= den;   /* a missing child (obs 0) contributes den / den = 1 */
             }
-            fsum -= log(prod);
+            fsum -= log(prod_num) - log(prod_den);
         }
     }
     out[0] = d1;
@@ -92,4 +97,57 @@ void mf_sbn_children_cached(ptrdiff_t n, const double *restrict J, const double 
     out[0] = d1;
     out[1] = d2;
     out[2] = curv;
+}
+
+MF_CLONES
+double mf_sbn_layer_bound(ptrdiff_t n, const double *restrict mu, const double *restrict t,
+                          const double *restrict m, const double *restrict s,
+                          const double *restrict xi, const double *restrict obs)
+{
+    double total = 0.0;
+    for (ptrdiff_t i0 = 0; i0 < n; i0 += MF_LOGPROD_CHUNK) {
+        ptrdiff_t i1 = i0 + MF_LOGPROD_CHUNK < n ? i0 + MF_LOGPROD_CHUNK : n;
+        double lin = 0.0, pn = 1.0, pd = 1.0;
+        if (t != NULL) {
+            /* hidden units: all observed, plus the entropy log(1 + e^t) - mu t */
+#pragma omp simd reduction(+:lin) reduction(*:pn, pd)
+            for (ptrdiff_t i = i0; i < i1; i++) {
+                double a = m[i] + (0.5 - xi[i]) * s[i];
+                double na, da, nt, dt;
+                mf_exp_parts(-fabs(a), &na, &da);
+                mf_exp_parts(-fabs(t[i]), &nt, &dt);
+                lin += mu[i] * m[i] - 0.5 * xi[i] * xi[i] * s[i] - (a > 0.0 ? a : 0.0)
+                       + (t[i] > 0.0 ? t[i] : 0.0) - mu[i] * t[i];
+                /* -log(1 + e^{-|a|}) + log(1 + e^{-|t|}) = -log[(da + na) dt / (da (dt + nt))] */
+                pn *= (da + na) * dt;
+                pd *= da * (dt + nt);
+            }
+        } else {
+#pragma omp simd reduction(+:lin) reduction(*:pn, pd)
+            for (ptrdiff_t i = i0; i < i1; i++) {
+                double o = obs == NULL ? 1.0 : obs[i];
+                double a = m[i] + (0.5 - xi[i]) * s[i];
+                double na, da;
+                mf_exp_parts(-fabs(a), &na, &da);
+                lin += o * (mu[i] * m[i] - 0.5 * xi[i] * xi[i] * s[i] - (a > 0.0 ? a : 0.0));
+                pn *= da + o * na;
+                pd *= da;
+            }
+        }
+        total += lin - (log(pn) - log(pd));
+    }
+    return total;
+}
+
+MF_CLONES
+void mf_sbn_children_commit(ptrdiff_t n, const double *restrict J, const double *restrict J2,
+                            double dmu, double dvar, double *restrict m, double *restrict s,
+                            double *restrict sig, const double *restrict sig_new)
+{
+#pragma omp simd
+    for (ptrdiff_t c = 0; c < n; c++) {
+        m[c] += J[c] * dmu;
+        s[c] += J2[c] * dvar;
+        sig[c] = sig_new[c];
+    }
 }

@@ -35,6 +35,18 @@ void mf_sbn_children_cached(ptrdiff_t n, const double *J, const double *J2,
                             const double *xi, const double *sig, const double *muc,
                             const double *obs, double tk, double *out);
 
+/* Sum over the n units of one layer of their terms in the bound L:
+ *   obs_i [ mu_i m_i - 1/2 xi_i^2 s_i - log(1 + exp(m_i + (1/2 - xi_i) s_i)) ]  (+ H(mu_i) if t)
+ * where, for a hidden layer, t holds the logits of mu (mu_i = sigmoid(t_i)) and the binary
+ * entropy is H(mu) = log(1 + e^t) - mu t; pass t = NULL for the visible layer.  obs = NULL means
+ * every unit is observed.  Vectorised; a few logs per layer instead of several per unit. */
+double mf_sbn_layer_bound(ptrdiff_t n, const double *mu, const double *t, const double *m,
+                          const double *s, const double *xi, const double *obs);
+
+/* After a mean moves by dmu (variance by dvar): m_c += J_c dmu, s_c += J2_c dvar, sig_c = sig_new_c. */
+void mf_sbn_children_commit(ptrdiff_t n, const double *J, const double *J2, double dmu, double dvar,
+                            double *m, double *s, double *sig, const double *sig_new);
+
 /* Build facts: 1 when the kernels were compiled with run-time ISA dispatch (target_clones). */
 int mf_sbn_dispatch_enabled(void);
 

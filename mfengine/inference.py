@@ -52,7 +52,7 @@ def _inner_tol(tol):
     # Each unit's 1-D solve stops when |dL/dmu| (and the xi residual) falls below this.  The
     # bound's error from stopping there is about inner_tol**2 / 8 per unit, so the square root
     # keeps it well under the outer tolerance.
-    return float(min(1e-3, max(1e-13, 0.03 * np.sqrt(tol))))
+    return float(min(1e-3, max(1e-13, 0.1 * np.sqrt(tol))))
 
 
 def infer(model, V, method="gaussian", tol=1e-6, max_sweeps=200, missing=None, n_threads=None,

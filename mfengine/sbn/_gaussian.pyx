@@ -35,6 +35,11 @@ cdef extern from "mf_sbn.h" nogil:
     void mf_sbn_children_cached(Py_ssize_t n, const double *J, const double *J2,
                                 const double *xi, const double *sig, const double *muc,
                                 const double *obs, double tk, double *out)
+    double mf_sbn_layer_bound(Py_ssize_t n, const double *mu, const double *t, const double *m,
+                              const double *s, const double *xi, const double *obs)
+    void mf_sbn_children_commit(Py_ssize_t n, const double *J, const double *J2, double dmu,
+                                double dvar, double *m, double *s, double *sig,
+                                const double *sig_new)
 
 # Means are kept at sigmoid(t) with |t| <= T_MAX (mu >= 4e-18 away from 0 and 1).
 DEF T_MAX = 40.0
@@ -53,6 +58,7 @@ cdef struct Net:
     const double *bias
 
 cdef struct Work:
+    double *t           # logit of mu for hidden units (mu = sigmoid(t)); kept beside mu
     double *m
     double *s
     double *sig
@@ -64,6 +70,23 @@ cdef struct Work:
 
 cdef inline double sigmoid_t(double t) noexcept nogil:
     return mf_sigmoid(t)
+
+
+cdef void init_logits(const Net *net, double *mu, Work *w) noexcept nogil:
+    """t = logit(mu) for every hidden unit, clamped to |t| <= T_MAX, and mu = sigmoid(t)."""
+    cdef Py_ssize_t i
+    cdef double t, p
+    for i in range(net.offset[net.n_layers - 1]):
+        p = mu[i]
+        if p <= 0.0:
+            t = -T_MAX
+        elif p >= 1.0:
+            t = T_MAX
+        else:
+            t = log(p) - log(1.0 - p)
+            t = -T_MAX if t < -T_MAX else (T_MAX if t > T_MAX else t)
+        w.t[i] = t
+        mu[i] = mf_sigmoid(t)
 
 
 cdef void recompute_stats(const Net *net, const double *mu, const double *xi, Work *w) noexcept nogil:
@@ -99,56 +122,53 @@ cdef void recompute_stats(const Net *net, const double *mu, const double *xi, Wo
 
 cdef double pattern_bound(const Net *net, const double *mu, const double *xi, const Work *w) noexcept nogil:
     """L(mu, xi) from the cached m and s (Saul & Jordan eq. 24; missing visible terms left out)."""
-    cdef Py_ssize_t i, vis_off = net.offset[net.n_layers - 1]
-    cdef double total = 0.0
-    for i in range(net.n_units):
-        if i >= vis_off:
-            if w.obs[i - vis_off] == 0.0:
-                continue
-        else:
-            total += mf_entropy(mu[i])
-        total += (mu[i] * w.m[i] - 0.5 * xi[i] * xi[i] * w.s[i]
-                  - mf_log1pexp(w.m[i] + (0.5 - xi[i]) * w.s[i]))
+    cdef Py_ssize_t vis_off = net.offset[net.n_layers - 1]
+    cdef double total = mf_sbn_layer_bound(vis_off, mu, w.t, w.m, w.s, xi, NULL)
+    total += mf_sbn_layer_bound(net.sizes[net.n_layers - 1], mu + vis_off, NULL, w.m + vis_off,
+                                w.s + vis_off, xi + vis_off, w.obs)
     return total
 
 
-cdef void refresh_xi(const Net *net, Py_ssize_t l, double *xi, Work *w, double gtol) noexcept nogil:
-    """Solve xi = sigmoid(m + (1/2 - xi) s) for every unit of layer l (safeguarded Newton).
+cdef void refresh_xi_unit(Py_ssize_t i, double *xi, Work *w, double gtol) noexcept nogil:
+    """Solve xi_i = sigmoid(m_i + (1/2 - xi_i) s_i) by safeguarded Newton; update the cache.
 
     The residual r(xi) = xi - sigmoid(m + (1/2 - xi) s) is strictly increasing on [0, 1] with
     r(0) < 0 < r(1); its root minimises the convex term 1/2 xi^2 s + log(1 + e^{m + (1/2 - xi) s}),
-    so moving xi to it raises the bound.
+    so moving xi to it raises the bound.  (The paper's plain iteration xi <- sigmoid(...) can
+    overshoot and lower the bound once s is large.)
     """
-    cdef Py_ssize_t i, it, off = net.offset[l]
-    cdef double x, r, sg, lo, hi, xn, m, s
-    for i in range(off, off + net.sizes[l]):
-        m = w.m[i]
-        s = w.s[i]
-        x = xi[i]
-        sg = w.sig[i]
-        if s <= 0.0:
-            xi[i] = sg          # no input variance: sig does not depend on xi
-            continue
+    cdef Py_ssize_t it
+    cdef double x = xi[i], sg = w.sig[i], m = w.m[i], s = w.s[i], r, lo, hi, xn
+    if s <= 0.0:
+        xi[i] = sg          # no input variance: sig does not depend on xi
+        return
+    r = x - sg
+    if fabs(r) <= gtol:
+        return
+    lo = 0.0
+    hi = 1.0
+    for it in range(MAX_IT):
+        if r > 0.0:
+            hi = x
+        else:
+            lo = x
+        xn = x - r / (1.0 + s * sg * (1.0 - sg))
+        if not (xn > lo and xn < hi):
+            xn = 0.5 * (lo + hi)
+        x = xn
+        sg = mf_sigmoid(m + (0.5 - x) * s)
         r = x - sg
-        if fabs(r) <= gtol:
-            continue
-        lo = 0.0
-        hi = 1.0
-        for it in range(MAX_IT):
-            if r > 0.0:
-                hi = x
-            else:
-                lo = x
-            xn = x - r / (1.0 + s * sg * (1.0 - sg))
-            if not (xn > lo and xn < hi):
-                xn = 0.5 * (lo + hi)
-            x = xn
-            sg = mf_sigmoid(m + (0.5 - x) * s)
-            r = x - sg
-            if fabs(r) <= gtol or hi - lo <= 1e-15:
-                break
-        xi[i] = x
-        w.sig[i] = sg
+        if fabs(r) <= gtol or hi - lo <= 1e-15:
+            break
+    xi[i] = x
+    w.sig[i] = sg
+
+
+cdef inline void refresh_xi(const Net *net, Py_ssize_t l, double *xi, Work *w, double gtol) noexcept nogil:
+    """Re-solve the xi of every unit of layer l."""
+    cdef Py_ssize_t i, off = net.offset[l]
+    for i in range(off, off + net.sizes[l]):
+        refresh_xi_unit(i, xi, w, gtol)
 
 
 cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t nc,
@@ -173,13 +193,7 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
     bufs[0] = w.buf0
     bufs[1] = w.buf1
     mk = w.m[k]
-    if mu0 <= 0.0:
-        t0 = -T_MAX
-    elif mu0 >= 1.0:
-        t0 = T_MAX
-    else:
-        t0 = log(mu0) - log(1.0 - mu0)
-        t0 = -T_MAX if t0 < -T_MAX else (T_MAX if t0 > T_MAX else t0)
+    t0 = w.t[k]
     mf_sbn_children_cached(nc, J, J2, xic, sigc, muc, obs, 1.0 - 2.0 * mu0, out)
     concave = out[2] < CONCAVE_LIMIT
     g = -t0 + mk + out[0]
@@ -189,7 +203,7 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
     if not concave:
         mf_sbn_children_eval(nc, J, J2, mc, sc, xic, muc, obs, 0.0, 0.0, 1.0 - 2.0 * mu0, 1,
                              bufs[cur], out)
-        f0 = mf_entropy(mu0) + mu0 * mk + out[2]
+        f0 = mf_log1pexp(t0) - mu0 * t0 + mu0 * mk + out[2]
     tb = t0
     gb = g
     gpb = gp
@@ -217,7 +231,7 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
         gpx = -1.0 + out[1] * vx
         accept = concave
         if not concave:
-            fx = mf_entropy(mux) + mux * mk + out[2]
+            fx = mf_log1pexp(x) - mux * x + mux * mk + out[2]
             accept = fx >= fb
         if accept:
             if gx > 0.0:
@@ -241,21 +255,26 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
                 lo = x
     if moved:
         mu[k] = mub
-        for c in range(nc):
-            mc[c] += J[c] * (mub - mu0)
-            sc[c] += J2[c] * (mub * (1.0 - mub) - v0)
-            sigc[c] = best[c]
+        w.t[k] = tb
+        mf_sbn_children_commit(nc, J, J2, mub - mu0, mub * (1.0 - mub) - v0, mc, sc, sigc, best)
+
+
+cdef inline void update_mu(const Net *net, Py_ssize_t l, Py_ssize_t k, double *mu, double *xi,
+                           Work *w, double gtol) noexcept nogil:
+    """Update mu of unit k of hidden layer l."""
+    cdef Py_ssize_t nc = net.sizes[l + 1], coff = net.offset[l + 1]
+    cdef const double *obs = w.obs if l + 1 == net.n_layers - 1 else w.ones
+    solve_mu(net.offset[l] + k,
+             net.WT + net.woff[l] + k * nc, net.WT2 + net.woff[l] + k * nc, nc,
+             mu, w.m + coff, w.s + coff, xi + coff, w.sig + coff, mu + coff, obs, w, gtol)
 
 
 cdef void sweep_layer(const Net *net, Py_ssize_t l, double *mu, double *xi, Work *w,
                       double gtol) noexcept nogil:
     """Update every mu of hidden layer l, then re-solve the xi of layer l + 1."""
-    cdef Py_ssize_t k, nc = net.sizes[l + 1], coff = net.offset[l + 1]
-    cdef const double *obs = w.obs if l + 1 == net.n_layers - 1 else w.ones
+    cdef Py_ssize_t k
     for k in range(net.sizes[l]):
-        solve_mu(net.offset[l] + k,
-                 net.WT + net.woff[l] + k * nc, net.WT2 + net.woff[l] + k * nc, nc,
-                 mu, w.m + coff, w.s + coff, xi + coff, w.sig + coff, mu + coff, obs, w, gtol)
+        update_mu(net, l, k, mu, xi, w, gtol)
     refresh_xi(net, l + 1, xi, w, gtol)
 
 
@@ -276,6 +295,7 @@ cdef int8_t solve_pattern(const Net *net, const double *v, const uint8_t *miss,
             mu[voff + i] = v[i]
     for i in range(net.offset[1], net.n_units):
         xi[i] = 0.5
+    init_logits(net, mu, w)
     recompute_stats(net, mu, xi, w)
     for i in range(net.sizes[0]):
         xi[i] = w.sig[i]
@@ -315,10 +335,11 @@ cdef Work make_work(double *scratch, Py_ssize_t U, Py_ssize_t width, Py_ssize_t 
     w.m = scratch
     w.s = scratch + U
     w.sig = scratch + 2 * U
-    w.buf0 = scratch + 3 * U
-    w.buf1 = scratch + 3 * U + width
-    w.ones = scratch + 3 * U + 2 * width
-    w.obs = scratch + 3 * U + 3 * width
+    w.t = scratch + 3 * U
+    w.buf0 = scratch + 4 * U
+    w.buf1 = scratch + 4 * U + width
+    w.ones = scratch + 4 * U + 2 * width
+    w.obs = scratch + 4 * U + 3 * width
     for i in range(width):
         w.ones[i] = 1.0
     return w
@@ -335,19 +356,29 @@ def _flatten(model):
     return sizes, offset, woff, WT, WT * WT, bias
 
 
+cdef void fill_net(Net *net, const intp_t[::1] sizes, const intp_t[::1] offset,
+                   const intp_t[::1] woff, const double[::1] WT, const double[::1] WT2,
+                   const double[::1] bias) noexcept:
+    net.n_layers = sizes.shape[0]
+    net.n_units = offset[sizes.shape[0]]
+    net.sizes = &sizes[0]
+    net.offset = &offset[0]
+    net.woff = &woff[0]
+    net.WT = &WT[0]
+    net.WT2 = &WT2[0]
+    net.bias = &bias[0]
+
+
 def run(model, const double[:, ::1] V, miss, init_mu, double tol, double gtol,
         Py_ssize_t max_sweeps, int n_threads):
     """Solve every pattern of V; returns an InferenceResult (see mfengine.inference)."""
     from mfengine.inference import InferenceResult
 
-    sizes_a, offset_a, woff_a, WT_a, WT2_a, bias_a = _flatten(model)
-    cdef const intp_t[::1] sizes = sizes_a
-    cdef const intp_t[::1] offset = offset_a
-    cdef const intp_t[::1] woff = woff_a
-    cdef const double[::1] WT = WT_a
-    cdef const double[::1] WT2 = WT2_a
-    cdef const double[::1] bias = bias_a
-    cdef Py_ssize_t n = V.shape[0], U = int(offset_a[-1]), L = sizes_a.shape[0]
+    flat = _flatten(model)
+    sizes_a, offset_a = flat[0], flat[1]
+    cdef Net net
+    fill_net(&net, flat[0], flat[1], flat[2], flat[3], flat[4], flat[5])
+    cdef Py_ssize_t n = V.shape[0], U = net.n_units, L = net.n_layers
     cdef Py_ssize_t H = U - sizes_a[L - 1], nv = sizes_a[L - 1]
     cdef Py_ssize_t width = int(sizes_a.max())
 
@@ -378,20 +409,10 @@ def run(model, const double[:, ::1] V, miss, init_mu, double tol, double gtol,
     else:
         missv = np.zeros((1, 1), dtype=np.uint8)
 
-    cdef Net net
-    net.n_layers = L
-    net.n_units = U
-    net.sizes = &sizes[0]
-    net.offset = &offset[0]
-    net.woff = &woff[0]
-    net.WT = &WT[0]
-    net.WT2 = &WT2[0]
-    net.bias = &bias[0]
-
     cdef Py_ssize_t p
     cdef double *scratch
     cdef Work w
-    cdef Py_ssize_t wsize = 3 * U + 3 * width + nv
+    cdef Py_ssize_t wsize = 4 * U + 3 * width + nv
     cdef const uint8_t *mrow
     with nogil, parallel(num_threads=n_threads):
         scratch = <double *> malloc(wsize * sizeof(double))
@@ -412,3 +433,67 @@ def run(model, const double[:, ::1] V, miss, init_mu, double tol, double gtol,
     xis = [np.ascontiguousarray(a) for a in np.split(xi_a, splits, axis=1)]
     return InferenceResult(bound=bound_a, mu=mus, xi=xis, n_sweeps=sweeps_a,
                            converged=status_a.astype(bool), method="gaussian", tol=tol)
+
+
+cdef double exact_bound(const Net *net, const double *mu, const double *xi, const Work *w,
+                        Work *w2) noexcept:
+    """The bound from statistics recomputed into a separate work area (the solver's cache untouched)."""
+    cdef Py_ssize_t i
+    for i in range(net.offset[net.n_layers - 1]):
+        w2.t[i] = w.t[i]
+    recompute_stats(net, mu, xi, w2)
+    return pattern_bound(net, mu, xi, w2)
+
+
+def trace(model, v, missing_row=None, Py_ssize_t max_sweeps=20, double inner_tol=1e-8):
+    """Run the solver on ONE pattern and record the exact bound around every single update.
+
+    For tests: returns a dict of arrays ``kind`` (0 = a mu update, 1 = a xi update), ``unit``
+    (flat unit index, layers concatenated top first), ``before`` and ``after`` (the bound
+    recomputed from scratch before and after the update).  Follows the same sweep order as
+    ``run``; no convergence test (all ``max_sweeps`` sweeps run).
+    """
+    flat = _flatten(model)
+    sizes_a, offset_a = flat[0], flat[1]
+    cdef Net net
+    fill_net(&net, flat[0], flat[1], flat[2], flat[3], flat[4], flat[5])
+    cdef Py_ssize_t U = net.n_units, L = net.n_layers, nv = sizes_a[L - 1]
+    cdef Py_ssize_t width = int(sizes_a.max()), vis = L - 1, voff = offset_a[L - 1]
+    cdef const double[::1] vv = np.ascontiguousarray(v, dtype=np.float64)
+    mrow = None if missing_row is None else np.ascontiguousarray(missing_row, dtype=np.uint8)
+    cdef double[::1] scratch = np.empty(4 * U + 3 * width + nv)
+    cdef double[::1] scratch2 = np.empty(4 * U + 3 * width + nv)
+    cdef double[::1] mu = np.full(U, 0.5)
+    cdef double[::1] xi = np.full(U, 0.5)
+    cdef Work w = make_work(&scratch[0], U, width, nv)
+    cdef Work w2 = make_work(&scratch2[0], U, width, nv)
+    cdef Py_ssize_t i, l, k, sweep
+    for i in range(nv):
+        if mrow is not None and mrow[i]:
+            w.obs[i] = 0.0
+        else:
+            w.obs[i] = 1.0
+            mu[voff + i] = vv[i]
+        w2.obs[i] = w.obs[i]
+    init_logits(&net, &mu[0], &w)
+    recompute_stats(&net, &mu[0], &xi[0], &w)
+    for i in range(net.sizes[0]):
+        xi[i] = w.sig[i]
+    for l in range(1, L):
+        refresh_xi(&net, l, &xi[0], &w, inner_tol)
+    kinds, units, before, after = [], [], [], []
+
+    for sweep in range(max_sweeps):
+        recompute_stats(&net, &mu[0], &xi[0], &w)
+        layers = range(vis - 1, -1, -1) if sweep % 2 == 0 else range(vis)
+        for l in layers:
+            for k in range(net.sizes[l]):
+                b = exact_bound(&net, &mu[0], &xi[0], &w, &w2)
+                update_mu(&net, l, k, &mu[0], &xi[0], &w, inner_tol)
+                kinds.append(0); units.append(offset_a[l] + k); before.append(b); after.append(exact_bound(&net, &mu[0], &xi[0], &w, &w2))
+            for i in range(offset_a[l + 1], offset_a[l + 1] + net.sizes[l + 1]):
+                b = exact_bound(&net, &mu[0], &xi[0], &w, &w2)
+                refresh_xi_unit(i, &xi[0], &w, inner_tol)
+                kinds.append(1); units.append(i); before.append(b); after.append(exact_bound(&net, &mu[0], &xi[0], &w, &w2))
+    return {"kind": np.array(kinds), "unit": np.array(units), "before": np.array(before),
+            "after": np.array(after), "mu": np.asarray(mu).copy(), "xi": np.asarray(xi).copy()}
