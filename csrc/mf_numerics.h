@@ -22,6 +22,18 @@ static inline double mf_sigmoid(double x)
     return (x >= 0.0 ? 1.0 : e) / (1.0 + e);
 }
 
+/* sigmoid(a) and u = 1 + e^{-|a|} (so that log(1 + e^a) = max(a, 0) + log u), from one exp
+ * and one division. */
+static inline void mf_sig_u(double a, double *sig, double *u)
+{
+    double num, den;    /* e^{-|a|} = num / den */
+    mf_exp_parts(-fabs(a), &num, &den);
+    double dn = den + num;
+    double r = 1.0 / (den * dn);
+    *sig = (a >= 0.0 ? den : num) * den * r;
+    *u = dn * dn * r;
+}
+
 /* Binary entropy in nats, H(0) = H(1) = 0. */
 static inline double mf_entropy(double p)
 {

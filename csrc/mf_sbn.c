@@ -1,7 +1,7 @@
 /* Vectorised per-child loops; see mf_sbn.h for the mathematics. */
 #include <math.h>
 #include "mf_sbn.h"
-#include "mf_exp.h"
+#include "mf_numerics.h"
 
 /* Run-time dispatch: one default x86-64 (SSE2) body and one AVX2+FMA body, chosen by the
  * loader (GCC ifunc).  Disabled for -march=native builds (MFENGINE_NATIVE=1), which already
@@ -26,7 +26,8 @@ void mf_sbn_children_eval(ptrdiff_t n, const double *restrict J, const double *r
                           const double *restrict m, const double *restrict s,
                           const double *restrict xi, const double *restrict muc,
                           const double *restrict obs, double dmu, double dvar, double tk,
-                          int want_f, double *restrict sig_out, double *restrict out)
+                          int want_f, double *restrict sig_out, double *restrict u_out,
+                          double *restrict out)
 {
     double d1 = 0.0, d2 = 0.0, fsum = 0.0;
     if (!want_f) {
@@ -35,41 +36,39 @@ void mf_sbn_children_eval(ptrdiff_t n, const double *restrict J, const double *r
             double w = 0.5 - xi[c];
             double sc = s[c] + J2[c] * dvar;
             double a = m[c] + J[c] * dmu + w * sc;
-            double num, den;   /* e^{-|a|} = num / den */
-            mf_exp_parts(-fabs(a), &num, &den);
-            double sig = (a >= 0.0 ? den : num) / (den + num);
+            double sig, u;
+            mf_sig_u(a, &sig, &u);
             double q = xi[c] * xi[c] + 2.0 * w * sig;
             double ap = J[c] + w * J2[c] * tk;
             sig_out[c] = sig;
+            u_out[c] = u;
             d1 += obs[c] * (J[c] * (muc[c] - sig) - 0.5 * J2[c] * tk * q);
             d2 += obs[c] * (J2[c] * q - sig * (1.0 - sig) * ap * ap);
         }
     } else {
         for (ptrdiff_t c0 = 0; c0 < n; c0 += MF_LOGPROD_CHUNK) {
             ptrdiff_t c1 = c0 + MF_LOGPROD_CHUNK < n ? c0 + MF_LOGPROD_CHUNK : n;
-            double prod_num = 1.0, prod_den = 1.0;
-#pragma omp simd reduction(+:d1, d2, fsum) reduction(*:prod_num, prod_den)
+            double prod = 1.0;
+#pragma omp simd reduction(+:d1, d2, fsum) reduction(*:prod)
             for (ptrdiff_t c = c0; c < c1; c++) {
                 double w = 0.5 - xi[c];
                 double mc = m[c] + J[c] * dmu;
                 double sc = s[c] + J2[c] * dvar;
                 double a = mc + w * sc;
-                double num, den;
-                mf_exp_parts(-fabs(a), &num, &den);
-                double sig = (a >= 0.0 ? den : num) / (den + num);
+                double sig, u;
+                mf_sig_u(a, &sig, &u);
                 double q = xi[c] * xi[c] + 2.0 * w * sig;
                 double ap = J[c] + w * J2[c] * tk;
                 sig_out[c] = sig;
+                u_out[c] = u;
                 d1 += obs[c] * (J[c] * (muc[c] - sig) - 0.5 * J2[c] * tk * q);
                 d2 += obs[c] * (J2[c] * q - sig * (1.0 - sig) * ap * ap);
-                /* log(1 + e^a) = max(a, 0) + log(1 + e^{-|a|}); the log of the product is
-                 * taken once per chunk below. */
+                /* log(1 + e^a) = max(a, 0) + log u; the log of the product of the u is taken
+                 * once per chunk below (a missing child contributes a factor 1). */
                 fsum += obs[c] * (muc[c] * mc - 0.5 * xi[c] * xi[c] * sc - (a > 0.0 ? a : 0.0));
-                /* 1 + e^{-|a|} = (den + num) / den */
-                prod_num *= den + obs[c] * num;
-                prod_den *= den;   /* a missing child (obs 0) contributes den / den = 1 */
+                prod *= 1.0 + obs[c] * (u - 1.0);
             }
-            fsum -= log(prod_num) - log(prod_den);
+            fsum -= log(prod);
         }
     }
     out[0] = d1;
@@ -79,11 +78,13 @@ void mf_sbn_children_eval(ptrdiff_t n, const double *restrict J, const double *r
 
 MF_CLONES
 void mf_sbn_children_cached(ptrdiff_t n, const double *restrict J, const double *restrict J2,
+                            const double *restrict m, const double *restrict s,
                             const double *restrict xi, const double *restrict sig,
-                            const double *restrict muc, const double *restrict obs, double tk,
+                            const double *restrict u, const double *restrict muc,
+                            const double *restrict obs, double tk, int want_f,
                             double *restrict out)
 {
-    double d1 = 0.0, d2 = 0.0, curv = 0.0;
+    double d1 = 0.0, d2 = 0.0, curv = 0.0, fsum = 0.0;
 #pragma omp simd reduction(+:d1, d2, curv)
     for (ptrdiff_t c = 0; c < n; c++) {
         double w = 0.5 - xi[c];
@@ -94,9 +95,36 @@ void mf_sbn_children_cached(ptrdiff_t n, const double *restrict J, const double 
         d2 += obs[c] * (J2[c] * q - sig[c] * (1.0 - sig[c]) * ap * ap);
         curv += obs[c] * J2[c] * (x2 > y2 ? x2 : y2);
     }
+    if (want_f) {
+        for (ptrdiff_t c0 = 0; c0 < n; c0 += MF_LOGPROD_CHUNK) {
+            ptrdiff_t c1 = c0 + MF_LOGPROD_CHUNK < n ? c0 + MF_LOGPROD_CHUNK : n;
+            double prod = 1.0;
+#pragma omp simd reduction(+:fsum) reduction(*:prod)
+            for (ptrdiff_t c = c0; c < c1; c++) {
+                double a = m[c] + (0.5 - xi[c]) * s[c];
+                fsum += obs[c] * (muc[c] * m[c] - 0.5 * xi[c] * xi[c] * s[c] - (a > 0.0 ? a : 0.0));
+                prod *= 1.0 + obs[c] * (u[c] - 1.0);
+            }
+            fsum -= log(prod);
+        }
+    }
     out[0] = d1;
     out[1] = d2;
     out[2] = curv;
+    out[3] = fsum;
+}
+
+MF_CLONES
+void mf_sbn_sig_u_all(ptrdiff_t n, const double *restrict m, const double *restrict s,
+                      const double *restrict xi, double *restrict sig, double *restrict u)
+{
+#pragma omp simd
+    for (ptrdiff_t i = 0; i < n; i++) {
+        double sg, uu;
+        mf_sig_u(m[i] + (0.5 - xi[i]) * s[i], &sg, &uu);
+        sig[i] = sg;
+        u[i] = uu;
+    }
 }
 
 MF_CLONES
@@ -142,12 +170,14 @@ double mf_sbn_layer_bound(ptrdiff_t n, const double *restrict mu, const double *
 MF_CLONES
 void mf_sbn_children_commit(ptrdiff_t n, const double *restrict J, const double *restrict J2,
                             double dmu, double dvar, double *restrict m, double *restrict s,
-                            double *restrict sig, const double *restrict sig_new)
+                            double *restrict sig, double *restrict u,
+                            const double *restrict sig_new, const double *restrict u_new)
 {
 #pragma omp simd
     for (ptrdiff_t c = 0; c < n; c++) {
         m[c] += J[c] * dmu;
         s[c] += J2[c] * dvar;
         sig[c] = sig_new[c];
+        u[c] = u_new[c];
     }
 }

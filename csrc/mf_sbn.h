@@ -19,21 +19,27 @@
 extern "C" {
 #endif
 
-/* Full evaluation at a trial point: one exp per child; sig_out[c] receives sig_c.
- * If want_f, out[2] = sum_c obs_c [ mu_c m_c' - 1/2 xi_c^2 s_c' - log(1 + exp(a_c)) ]
- * (the children's part of L at the trial point). */
+/* Full evaluation at a trial point: one exp per child; sig_out[c] receives sig_c and
+ * u_out[c] = 1 + e^{-|a_c|}.  If want_f, out[2] = sum_c obs_c [ mu_c m_c' - 1/2 xi_c^2 s_c'
+ * - log(1 + exp(a_c)) ] (the children's part of L at the trial point). */
 void mf_sbn_children_eval(ptrdiff_t n, const double *J, const double *J2,
                           const double *m, const double *s, const double *xi,
                           const double *muc, const double *obs,
                           double dmu, double dvar, double tk, int want_f,
-                          double *sig_out, double *out);
+                          double *sig_out, double *u_out, double *out);
 
-/* Evaluation at the current point from the cached sig_c (no exp).  Also returns
+/* Evaluation at the current point from the children's cached sig and u (no exp).
  * out[2] = sum_c obs_c J2_c max(xi_c^2, (1 - xi_c)^2), the curvature bound: when it is below 4
- * the 1-D objective in mu_k is strictly concave on [0, 1]. */
+ * the 1-D objective in mu_k is strictly concave on [0, 1].  If want_f, out[3] is the children's
+ * part of L at the current point (as out[2] of mf_sbn_children_eval). */
 void mf_sbn_children_cached(ptrdiff_t n, const double *J, const double *J2,
-                            const double *xi, const double *sig, const double *muc,
-                            const double *obs, double tk, double *out);
+                            const double *m, const double *s, const double *xi,
+                            const double *sig, const double *u, const double *muc,
+                            const double *obs, double tk, int want_f, double *out);
+
+/* sig = sigmoid(a) and u = 1 + e^{-|a|}, a = m + (1/2 - xi) s, for n units (the cache). */
+void mf_sbn_sig_u_all(ptrdiff_t n, const double *m, const double *s, const double *xi,
+                      double *sig, double *u);
 
 /* Sum over the n units of one layer of their terms in the bound L:
  *   obs_i [ mu_i m_i - 1/2 xi_i^2 s_i - log(1 + exp(m_i + (1/2 - xi_i) s_i)) ]  (+ H(mu_i) if t)
@@ -43,9 +49,11 @@ void mf_sbn_children_cached(ptrdiff_t n, const double *J, const double *J2,
 double mf_sbn_layer_bound(ptrdiff_t n, const double *mu, const double *t, const double *m,
                           const double *s, const double *xi, const double *obs);
 
-/* After a mean moves by dmu (variance by dvar): m_c += J_c dmu, s_c += J2_c dvar, sig_c = sig_new_c. */
+/* After a mean moves by dmu (variance by dvar): m_c += J_c dmu, s_c += J2_c dvar, and the
+ * cache takes the values computed at the new point: sig_c = sig_new_c, u_c = u_new_c. */
 void mf_sbn_children_commit(ptrdiff_t n, const double *J, const double *J2, double dmu, double dvar,
-                            double *m, double *s, double *sig, const double *sig_new);
+                            double *m, double *s, double *sig, double *u,
+                            const double *sig_new, const double *u_new);
 
 /* Build facts: 1 when the kernels were compiled with run-time ISA dispatch (target_clones). */
 int mf_sbn_dispatch_enabled(void);

@@ -22,6 +22,7 @@ from libc.stdlib cimport malloc, free
 from mfengine._typedefs cimport float64_t, intp_t, uint8_t, int8_t
 
 cdef extern from "mf_numerics.h" nogil:
+    void mf_sig_u(double a, double *sig, double *u)
     double mf_log1pexp(double x)
     double mf_sigmoid(double x)
     double mf_entropy(double p)
@@ -31,21 +32,25 @@ cdef extern from "mf_sbn.h" nogil:
                               const double *m, const double *s, const double *xi,
                               const double *muc, const double *obs,
                               double dmu, double dvar, double tk, int want_f,
-                              double *sig_out, double *out)
+                              double *sig_out, double *u_out, double *out)
     void mf_sbn_children_cached(Py_ssize_t n, const double *J, const double *J2,
-                                const double *xi, const double *sig, const double *muc,
-                                const double *obs, double tk, double *out)
+                                const double *m, const double *s, const double *xi,
+                                const double *sig, const double *u, const double *muc,
+                                const double *obs, double tk, int want_f, double *out)
+    void mf_sbn_sig_u_all(Py_ssize_t n, const double *m, const double *s, const double *xi,
+                          double *sig, double *u)
     double mf_sbn_layer_bound(Py_ssize_t n, const double *mu, const double *t, const double *m,
                               const double *s, const double *xi, const double *obs)
     void mf_sbn_children_commit(Py_ssize_t n, const double *J, const double *J2, double dmu,
-                                double dvar, double *m, double *s, double *sig,
-                                const double *sig_new)
+                                double dvar, double *m, double *s, double *sig, double *u,
+                                const double *sig_new, const double *u_new)
 
 # Means are kept at sigmoid(t) with |t| <= T_MAX (mu >= 4e-18 away from 0 and 1).
 DEF T_MAX = 40.0
 DEF T_TOL = 1e-11      # bracket width (in t) at which a mu search stops
 DEF MAX_IT = 100       # evaluations per 1-D solve, a safety net (typically 0 to 4)
 DEF CONCAVE_LIMIT = 4.0
+DEF RECOMPUTE_EVERY = 8   # sweeps between exact recomputations of the cached statistics
 
 cdef struct Net:
     Py_ssize_t n_layers
@@ -62,14 +67,13 @@ cdef struct Work:
     double *m
     double *s
     double *sig
-    double *buf0
+    double *u           # 1 + e^{-|a|}, a = m + (1/2 - xi) s: log(1 + e^a) = max(a, 0) + log u
+    double *buf0        # sig and u at trial points (two of each: trial and best)
     double *buf1
+    double *ubuf0
+    double *ubuf1
     double *ones
     double *obs
-
-
-cdef inline double sigmoid_t(double t) noexcept nogil:
-    return mf_sigmoid(t)
 
 
 cdef void init_logits(const Net *net, double *mu, Work *w) noexcept nogil:
@@ -116,8 +120,7 @@ cdef void recompute_stats(const Net *net, const double *mu, const double *xi, Wo
             for c in range(nc):
                 m[coff + c] += row[c] * muj
                 s[coff + c] += row2[c] * vj
-    for i in range(net.n_units):
-        w.sig[i] = mf_sigmoid(m[i] + (0.5 - xi[i]) * s[i])
+    mf_sbn_sig_u_all(net.n_units, m, s, xi, w.sig, w.u)
 
 
 cdef double pattern_bound(const Net *net, const double *mu, const double *xi, const Work *w) noexcept nogil:
@@ -138,7 +141,7 @@ cdef void refresh_xi_unit(Py_ssize_t i, double *xi, Work *w, double gtol) noexce
     overshoot and lower the bound once s is large.)
     """
     cdef Py_ssize_t it
-    cdef double x = xi[i], sg = w.sig[i], m = w.m[i], s = w.s[i], r, lo, hi, xn
+    cdef double x = xi[i], sg = w.sig[i], m = w.m[i], s = w.s[i], r, lo, hi, xn, uu = w.u[i]
     if s <= 0.0:
         xi[i] = sg          # no input variance: sig does not depend on xi
         return
@@ -156,12 +159,13 @@ cdef void refresh_xi_unit(Py_ssize_t i, double *xi, Work *w, double gtol) noexce
         if not (xn > lo and xn < hi):
             xn = 0.5 * (lo + hi)
         x = xn
-        sg = mf_sigmoid(m + (0.5 - x) * s)
+        mf_sig_u(m + (0.5 - x) * s, &sg, &uu)
         r = x - sg
         if fabs(r) <= gtol or hi - lo <= 1e-15:
             break
     xi[i] = x
     w.sig[i] = sg
+    w.u[i] = uu
 
 
 cdef inline void refresh_xi(const Net *net, Py_ssize_t l, double *xi, Work *w, double gtol) noexcept nogil:
@@ -173,7 +177,8 @@ cdef inline void refresh_xi(const Net *net, Py_ssize_t l, double *xi, Work *w, d
 
 cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t nc,
                    double *mu, double *mc, double *sc, const double *xic, double *sigc,
-                   const double *muc, const double *obs, Work *w, double gtol) noexcept nogil:
+                   double *uc, const double *muc, const double *obs, Work *w,
+                   double gtol) noexcept nogil:
     """Maximise the bound over mu_k in [0, 1], all else fixed; update the children's cache.
 
     The objective (k's entropy, mu_k m_k and its children's terms) is searched in t = logit(mu).
@@ -183,27 +188,30 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
     says the objective is strictly concave in mu, g is decreasing and the sign of g alone
     moves the bracket; otherwise a trial is accepted only if it does not lower the objective.
     """
-    cdef double out[3]
+    cdef double out[4]
     cdef double mu0 = mu[k], v0 = mu0 * (1.0 - mu0), mk
     cdef double t0, g, gp, f0 = 0.0, tb, gb, gpb, fb, mub, lo, hi, x, mux, vx, gx, gpx, fx = 0.0
     cdef int concave, accept, moved = 0, it, cur = 0
     cdef double *bufs[2]
+    cdef double *ubufs[2]
     cdef double *best = NULL
+    cdef double *ubest = NULL
     cdef Py_ssize_t c
     bufs[0] = w.buf0
     bufs[1] = w.buf1
+    ubufs[0] = w.ubuf0
+    ubufs[1] = w.ubuf1
     mk = w.m[k]
     t0 = w.t[k]
-    mf_sbn_children_cached(nc, J, J2, xic, sigc, muc, obs, 1.0 - 2.0 * mu0, out)
+    # first evaluation from the cache: no exp (and the objective's value only if needed)
+    mf_sbn_children_cached(nc, J, J2, mc, sc, xic, sigc, uc, muc, obs, 1.0 - 2.0 * mu0, 1, out)
     concave = out[2] < CONCAVE_LIMIT
     g = -t0 + mk + out[0]
     gp = -1.0 + out[1] * v0
     if fabs(g) <= gtol:
         return
     if not concave:
-        mf_sbn_children_eval(nc, J, J2, mc, sc, xic, muc, obs, 0.0, 0.0, 1.0 - 2.0 * mu0, 1,
-                             bufs[cur], out)
-        f0 = mf_log1pexp(t0) - mu0 * t0 + mu0 * mk + out[2]
+        f0 = mf_log1pexp(t0) - mu0 * t0 + mu0 * mk + out[3]
     tb = t0
     gb = g
     gpb = gp
@@ -226,7 +234,7 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
         mux = mf_sigmoid(x)
         vx = mux * (1.0 - mux)
         mf_sbn_children_eval(nc, J, J2, mc, sc, xic, muc, obs, mux - mu0, vx - v0,
-                             1.0 - 2.0 * mux, not concave, bufs[cur], out)
+                             1.0 - 2.0 * mux, not concave, bufs[cur], ubufs[cur], out)
         gx = -x + mk + out[0]
         gpx = -1.0 + out[1] * vx
         accept = concave
@@ -244,6 +252,7 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
             fb = fx
             mub = mux
             best = bufs[cur]
+            ubest = ubufs[cur]
             cur = 1 - cur
             moved = 1
             if fabs(gb) <= gtol:
@@ -256,7 +265,8 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
     if moved:
         mu[k] = mub
         w.t[k] = tb
-        mf_sbn_children_commit(nc, J, J2, mub - mu0, mub * (1.0 - mub) - v0, mc, sc, sigc, best)
+        mf_sbn_children_commit(nc, J, J2, mub - mu0, mub * (1.0 - mub) - v0, mc, sc, sigc, uc,
+                               best, ubest)
 
 
 cdef inline void update_mu(const Net *net, Py_ssize_t l, Py_ssize_t k, double *mu, double *xi,
@@ -266,7 +276,8 @@ cdef inline void update_mu(const Net *net, Py_ssize_t l, Py_ssize_t k, double *m
     cdef const double *obs = w.obs if l + 1 == net.n_layers - 1 else w.ones
     solve_mu(net.offset[l] + k,
              net.WT + net.woff[l] + k * nc, net.WT2 + net.woff[l] + k * nc, nc,
-             mu, w.m + coff, w.s + coff, xi + coff, w.sig + coff, mu + coff, obs, w, gtol)
+             mu, w.m + coff, w.s + coff, xi + coff, w.sig + coff, w.u + coff, mu + coff, obs,
+             w, gtol)
 
 
 cdef void sweep_layer(const Net *net, Py_ssize_t l, double *mu, double *xi, Work *w,
@@ -304,7 +315,9 @@ cdef int8_t solve_pattern(const Net *net, const double *v, const uint8_t *miss,
     Lold = pattern_bound(net, mu, xi, w)
     sweeps_out[0] = max_sweeps
     for sweep in range(max_sweeps):
-        if sweep > 0:
+        if sweep > 0 and sweep % RECOMPUTE_EVERY == 0:
+            # m, s and sig are kept up to date incrementally; an exact recomputation now and
+            # then stops round-off from accumulating.
             recompute_stats(net, mu, xi, w)
         if sweep % 2 == 0:
             for l in range(vis - 1, -1, -1):
@@ -328,6 +341,10 @@ cdef int8_t solve_pattern(const Net *net, const double *v, const uint8_t *miss,
     return converged
 
 
+cdef inline Py_ssize_t WORK_SIZE(Py_ssize_t U, Py_ssize_t width, Py_ssize_t nv) noexcept nogil:
+    return 5 * U + 5 * width + nv
+
+
 cdef Work make_work(double *scratch, Py_ssize_t U, Py_ssize_t width, Py_ssize_t nv) noexcept nogil:
     """Carve one thread's scratch block into the per-pattern work arrays."""
     cdef Work w
@@ -336,10 +353,13 @@ cdef Work make_work(double *scratch, Py_ssize_t U, Py_ssize_t width, Py_ssize_t 
     w.s = scratch + U
     w.sig = scratch + 2 * U
     w.t = scratch + 3 * U
-    w.buf0 = scratch + 4 * U
-    w.buf1 = scratch + 4 * U + width
-    w.ones = scratch + 4 * U + 2 * width
-    w.obs = scratch + 4 * U + 3 * width
+    w.u = scratch + 4 * U
+    w.buf0 = scratch + 5 * U
+    w.buf1 = scratch + 5 * U + width
+    w.ubuf0 = scratch + 5 * U + 2 * width
+    w.ubuf1 = scratch + 5 * U + 3 * width
+    w.ones = scratch + 5 * U + 4 * width
+    w.obs = scratch + 5 * U + 5 * width
     for i in range(width):
         w.ones[i] = 1.0
     return w
@@ -412,7 +432,7 @@ def run(model, const double[:, ::1] V, miss, init_mu, double tol, double gtol,
     cdef Py_ssize_t p
     cdef double *scratch
     cdef Work w
-    cdef Py_ssize_t wsize = 4 * U + 3 * width + nv
+    cdef Py_ssize_t wsize = WORK_SIZE(U, width, nv)
     cdef const uint8_t *mrow
     with nogil, parallel(num_threads=n_threads):
         scratch = <double *> malloc(wsize * sizeof(double))
@@ -461,8 +481,8 @@ def trace(model, v, missing_row=None, Py_ssize_t max_sweeps=20, double inner_tol
     cdef Py_ssize_t width = int(sizes_a.max()), vis = L - 1, voff = offset_a[L - 1]
     cdef const double[::1] vv = np.ascontiguousarray(v, dtype=np.float64)
     mrow = None if missing_row is None else np.ascontiguousarray(missing_row, dtype=np.uint8)
-    cdef double[::1] scratch = np.empty(4 * U + 3 * width + nv)
-    cdef double[::1] scratch2 = np.empty(4 * U + 3 * width + nv)
+    cdef double[::1] scratch = np.empty(WORK_SIZE(U, width, nv))
+    cdef double[::1] scratch2 = np.empty(WORK_SIZE(U, width, nv))
     cdef double[::1] mu = np.full(U, 0.5)
     cdef double[::1] xi = np.full(U, 0.5)
     cdef Work w = make_work(&scratch[0], U, width, nv)

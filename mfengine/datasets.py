@@ -1,0 +1,66 @@
+"""Small binary image data sets for the demo and the tests.
+
+The paper (Saul & Jordan, section 3) used 10x10 binary NIST digits, 6000 training images per
+class.  Those are not redistributable, so mfengine uses scikit-learn's bundled 8x8 digits
+(1797 images, grey levels 0-16, no download) thresholded to binary.  It has about 125 training
+images per class: a far smaller problem than the paper's.
+"""
+import numbers
+
+import numpy as np
+
+__all__ = ["load_binary_digits", "DIGITS_SHAPE"]
+
+#: Height and width of one image from ``load_binary_digits``.
+DIGITS_SHAPE = (8, 8)
+
+
+def _require_sklearn():
+    try:
+        import sklearn  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            "mfengine.datasets needs scikit-learn for its bundled digit images; install it with "
+            "'pip install mfengine[demo]' (or 'pip install scikit-learn')."
+        ) from exc
+
+
+def load_binary_digits(threshold=8, test_size=0.3, random_state=0):
+    """scikit-learn's 8x8 handwritten digits, thresholded to {0, 1}, with a fixed split.
+
+    Parameters
+    ----------
+    threshold : int, default 8
+        A pixel (grey level 0-16) becomes 1 when it is ``>= threshold``.
+    test_size : float in (0, 1), default 0.3
+        Fraction of the 1797 images held out for testing; the split is stratified by digit.
+    random_state : int, default 0
+        Seed of the split (the same seed always gives the same split).
+
+    Returns
+    -------
+    X_train, X_test : ndarray of float64, shapes (n_train, 64) and (n_test, 64)
+        Binary images, row-major 8x8.
+    y_train, y_test : ndarray of int64
+        Digit labels 0-9.
+    """
+    _require_sklearn()
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    if not (isinstance(threshold, numbers.Real) and 0 < threshold <= 16):
+        raise ValueError(f"threshold must be a number in (0, 16], got {threshold!r}")
+    if not (isinstance(test_size, numbers.Real) and 0.0 < test_size < 1.0):
+        raise ValueError(f"test_size must be a fraction in (0, 1), got {test_size!r}")
+    digits = load_digits()
+    X = (digits.data >= threshold).astype(np.float64)
+    y = digits.target.astype(np.int64)
+    X_train, X_test, y_train, y_test = train_test_split(
+        X, y, test_size=test_size, stratify=y, random_state=random_state
+    )
+    return (
+        np.ascontiguousarray(X_train),
+        np.ascontiguousarray(X_test),
+        np.ascontiguousarray(y_train),
+        np.ascontiguousarray(y_test),
+    )
