@@ -1,5 +1,6 @@
 /* Vectorised per-child loops; see mf_sbn.h for the mathematics. */
 #include <math.h>
+#include <string.h>
 #include "mf_sbn.h"
 #include "mf_numerics.h"
 
@@ -21,21 +22,65 @@ int mf_sbn_dispatch_enabled(void) { return MF_HAVE_CLONES; }
  * per term. */
 #define MF_LOGPROD_CHUNK 512
 
+/* The no-objective loop, specialised on whether the u cache is kept (want_u is a constant at
+ * each call site, so the compiler emits two loops). */
+static inline void children_grad(ptrdiff_t n, const double *restrict J, const double *restrict J2,
+                                 const double *restrict m, const double *restrict s,
+                                 const double *restrict xi, const double *restrict muc,
+                                 const double *restrict obs, double dmu, double dvar, double tk,
+                                 const int want_u, double *restrict sig_out,
+                                 double *restrict u_out, double *restrict out)
+{
+    double d1 = 0.0, d2 = 0.0;
+#pragma omp simd reduction(+:d1, d2)
+    for (ptrdiff_t c = 0; c < n; c++) {
+        double w = 0.5 - xi[c];
+        double sc = s[c] + J2[c] * dvar;
+        double a = m[c] + J[c] * dmu + w * sc;
+        double sig;
+        if (want_u) {
+            double u;
+            mf_sig_u(a, &sig, &u);
+            u_out[c] = u;
+        } else {
+            sig = mf_sigmoid(a);
+        }
+        double q = xi[c] * xi[c] + 2.0 * w * sig;
+        double ap = J[c] + w * J2[c] * tk;
+        sig_out[c] = sig;
+        d1 += obs[c] * (J[c] * (muc[c] - sig) - 0.5 * J2[c] * tk * q);
+        d2 += obs[c] * (J2[c] * q - sig * (1.0 - sig) * ap * ap);
+    }
+    out[0] = d1;
+    out[1] = d2;
+    out[2] = 0.0;
+}
+
 MF_CLONES
 void mf_sbn_children_eval(ptrdiff_t n, const double *restrict J, const double *restrict J2,
                           const double *restrict m, const double *restrict s,
                           const double *restrict xi, const double *restrict muc,
                           const double *restrict obs, double dmu, double dvar, double tk,
-                          int want_f, double *restrict sig_out, double *restrict u_out,
-                          double *restrict out)
+                          int want_f, int want_u, double *restrict sig_out,
+                          double *restrict u_out, double *restrict out)
 {
     double d1 = 0.0, d2 = 0.0, fsum = 0.0;
     if (!want_f) {
-#pragma omp simd reduction(+:d1, d2)
-        for (ptrdiff_t c = 0; c < n; c++) {
+        if (want_u)
+            children_grad(n, J, J2, m, s, xi, muc, obs, dmu, dvar, tk, 1, sig_out, u_out, out);
+        else
+            children_grad(n, J, J2, m, s, xi, muc, obs, dmu, dvar, tk, 0, sig_out, u_out, out);
+        return;
+    }
+    for (ptrdiff_t c0 = 0; c0 < n; c0 += MF_LOGPROD_CHUNK) {
+        ptrdiff_t c1 = c0 + MF_LOGPROD_CHUNK < n ? c0 + MF_LOGPROD_CHUNK : n;
+        double prod = 1.0;
+#pragma omp simd reduction(+:d1, d2, fsum) reduction(*:prod)
+        for (ptrdiff_t c = c0; c < c1; c++) {
             double w = 0.5 - xi[c];
+            double mc = m[c] + J[c] * dmu;
             double sc = s[c] + J2[c] * dvar;
-            double a = m[c] + J[c] * dmu + w * sc;
+            double a = mc + w * sc;
             double sig, u;
             mf_sig_u(a, &sig, &u);
             double q = xi[c] * xi[c] + 2.0 * w * sig;
@@ -44,32 +89,12 @@ void mf_sbn_children_eval(ptrdiff_t n, const double *restrict J, const double *r
             u_out[c] = u;
             d1 += obs[c] * (J[c] * (muc[c] - sig) - 0.5 * J2[c] * tk * q);
             d2 += obs[c] * (J2[c] * q - sig * (1.0 - sig) * ap * ap);
+            /* log(1 + e^a) = max(a, 0) + log u; the log of the product of the u is taken
+             * once per chunk below (a missing child contributes a factor 1). */
+            fsum += obs[c] * (muc[c] * mc - 0.5 * xi[c] * xi[c] * sc - (a > 0.0 ? a : 0.0));
+            prod *= 1.0 + obs[c] * (u - 1.0);
         }
-    } else {
-        for (ptrdiff_t c0 = 0; c0 < n; c0 += MF_LOGPROD_CHUNK) {
-            ptrdiff_t c1 = c0 + MF_LOGPROD_CHUNK < n ? c0 + MF_LOGPROD_CHUNK : n;
-            double prod = 1.0;
-#pragma omp simd reduction(+:d1, d2, fsum) reduction(*:prod)
-            for (ptrdiff_t c = c0; c < c1; c++) {
-                double w = 0.5 - xi[c];
-                double mc = m[c] + J[c] * dmu;
-                double sc = s[c] + J2[c] * dvar;
-                double a = mc + w * sc;
-                double sig, u;
-                mf_sig_u(a, &sig, &u);
-                double q = xi[c] * xi[c] + 2.0 * w * sig;
-                double ap = J[c] + w * J2[c] * tk;
-                sig_out[c] = sig;
-                u_out[c] = u;
-                d1 += obs[c] * (J[c] * (muc[c] - sig) - 0.5 * J2[c] * tk * q);
-                d2 += obs[c] * (J2[c] * q - sig * (1.0 - sig) * ap * ap);
-                /* log(1 + e^a) = max(a, 0) + log u; the log of the product of the u is taken
-                 * once per chunk below (a missing child contributes a factor 1). */
-                fsum += obs[c] * (muc[c] * mc - 0.5 * xi[c] * xi[c] * sc - (a > 0.0 ? a : 0.0));
-                prod *= 1.0 + obs[c] * (u - 1.0);
-            }
-            fsum -= log(prod);
-        }
+        fsum -= log(prod);
     }
     out[0] = d1;
     out[1] = d2;
@@ -78,13 +103,11 @@ void mf_sbn_children_eval(ptrdiff_t n, const double *restrict J, const double *r
 
 MF_CLONES
 void mf_sbn_children_cached(ptrdiff_t n, const double *restrict J, const double *restrict J2,
-                            const double *restrict m, const double *restrict s,
                             const double *restrict xi, const double *restrict sig,
-                            const double *restrict u, const double *restrict muc,
-                            const double *restrict obs, double tk, int want_f,
+                            const double *restrict muc, const double *restrict obs, double tk,
                             double *restrict out)
 {
-    double d1 = 0.0, d2 = 0.0, curv = 0.0, fsum = 0.0;
+    double d1 = 0.0, d2 = 0.0, curv = 0.0;
 #pragma omp simd reduction(+:d1, d2, curv)
     for (ptrdiff_t c = 0; c < n; c++) {
         double w = 0.5 - xi[c];
@@ -95,23 +118,29 @@ void mf_sbn_children_cached(ptrdiff_t n, const double *restrict J, const double 
         d2 += obs[c] * (J2[c] * q - sig[c] * (1.0 - sig[c]) * ap * ap);
         curv += obs[c] * J2[c] * (x2 > y2 ? x2 : y2);
     }
-    if (want_f) {
-        for (ptrdiff_t c0 = 0; c0 < n; c0 += MF_LOGPROD_CHUNK) {
-            ptrdiff_t c1 = c0 + MF_LOGPROD_CHUNK < n ? c0 + MF_LOGPROD_CHUNK : n;
-            double prod = 1.0;
-#pragma omp simd reduction(+:fsum) reduction(*:prod)
-            for (ptrdiff_t c = c0; c < c1; c++) {
-                double a = m[c] + (0.5 - xi[c]) * s[c];
-                fsum += obs[c] * (muc[c] * m[c] - 0.5 * xi[c] * xi[c] * s[c] - (a > 0.0 ? a : 0.0));
-                prod *= 1.0 + obs[c] * (u[c] - 1.0);
-            }
-            fsum -= log(prod);
-        }
-    }
     out[0] = d1;
     out[1] = d2;
     out[2] = curv;
-    out[3] = fsum;
+}
+
+MF_CLONES
+double mf_sbn_children_value(ptrdiff_t n, const double *restrict m, const double *restrict s,
+                             const double *restrict xi, const double *restrict u,
+                             const double *restrict muc, const double *restrict obs)
+{
+    double fsum = 0.0;
+    for (ptrdiff_t c0 = 0; c0 < n; c0 += MF_LOGPROD_CHUNK) {
+        ptrdiff_t c1 = c0 + MF_LOGPROD_CHUNK < n ? c0 + MF_LOGPROD_CHUNK : n;
+        double prod = 1.0;
+#pragma omp simd reduction(+:fsum) reduction(*:prod)
+        for (ptrdiff_t c = c0; c < c1; c++) {
+            double a = m[c] + (0.5 - xi[c]) * s[c];
+            fsum += obs[c] * (muc[c] * m[c] - 0.5 * xi[c] * xi[c] * s[c] - (a > 0.0 ? a : 0.0));
+            prod *= 1.0 + obs[c] * (u[c] - 1.0);
+        }
+        fsum -= log(prod);
+    }
+    return fsum;
 }
 
 MF_CLONES
@@ -171,13 +200,15 @@ MF_CLONES
 void mf_sbn_children_commit(ptrdiff_t n, const double *restrict J, const double *restrict J2,
                             double dmu, double dvar, double *restrict m, double *restrict s,
                             double *restrict sig, double *restrict u,
-                            const double *restrict sig_new, const double *restrict u_new)
+                            const double *restrict sig_new, const double *restrict u_new,
+                            int want_u)
 {
 #pragma omp simd
     for (ptrdiff_t c = 0; c < n; c++) {
         m[c] += J[c] * dmu;
         s[c] += J2[c] * dvar;
         sig[c] = sig_new[c];
-        u[c] = u_new[c];
     }
+    if (want_u)
+        memcpy(u, u_new, (size_t)n * sizeof *u);
 }

@@ -19,23 +19,26 @@
 extern "C" {
 #endif
 
-/* Full evaluation at a trial point: one exp per child; sig_out[c] receives sig_c and
- * u_out[c] = 1 + e^{-|a_c|}.  If want_f, out[2] = sum_c obs_c [ mu_c m_c' - 1/2 xi_c^2 s_c'
+/* Full evaluation at a trial point: one exp per child; sig_out[c] receives sig_c and, if want_u
+ * or want_f, u_out[c] = 1 + e^{-|a_c|}.  If want_f, out[2] = sum_c obs_c [ mu_c m_c' - 1/2 xi_c^2 s_c'
  * - log(1 + exp(a_c)) ] (the children's part of L at the trial point). */
 void mf_sbn_children_eval(ptrdiff_t n, const double *J, const double *J2,
                           const double *m, const double *s, const double *xi,
                           const double *muc, const double *obs,
-                          double dmu, double dvar, double tk, int want_f,
+                          double dmu, double dvar, double tk, int want_f, int want_u,
                           double *sig_out, double *u_out, double *out);
 
-/* Evaluation at the current point from the children's cached sig and u (no exp).
+/* Evaluation at the current point from the children's cached sig (no exp).  Also returns
  * out[2] = sum_c obs_c J2_c max(xi_c^2, (1 - xi_c)^2), the curvature bound: when it is below 4
- * the 1-D objective in mu_k is strictly concave on [0, 1].  If want_f, out[3] is the children's
- * part of L at the current point (as out[2] of mf_sbn_children_eval). */
+ * the 1-D objective in mu_k is strictly concave on [0, 1]. */
 void mf_sbn_children_cached(ptrdiff_t n, const double *J, const double *J2,
-                            const double *m, const double *s, const double *xi,
-                            const double *sig, const double *u, const double *muc,
-                            const double *obs, double tk, int want_f, double *out);
+                            const double *xi, const double *sig, const double *muc,
+                            const double *obs, double tk, double *out);
+
+/* The children's part of L at the current point, sum_c obs_c [ mu_c m_c - 1/2 xi_c^2 s_c
+ * - log(1 + exp(a_c)) ], from the cached u (no exp; a few logs). */
+double mf_sbn_children_value(ptrdiff_t n, const double *m, const double *s, const double *xi,
+                             const double *u, const double *muc, const double *obs);
 
 /* sig = sigmoid(a) and u = 1 + e^{-|a|}, a = m + (1/2 - xi) s, for n units (the cache). */
 void mf_sbn_sig_u_all(ptrdiff_t n, const double *m, const double *s, const double *xi,
@@ -50,10 +53,11 @@ double mf_sbn_layer_bound(ptrdiff_t n, const double *mu, const double *t, const 
                           const double *s, const double *xi, const double *obs);
 
 /* After a mean moves by dmu (variance by dvar): m_c += J_c dmu, s_c += J2_c dvar, and the
- * cache takes the values computed at the new point: sig_c = sig_new_c, u_c = u_new_c. */
+ * cache takes the values computed at the new point: sig_c = sig_new_c (and u_c = u_new_c if
+ * want_u). */
 void mf_sbn_children_commit(ptrdiff_t n, const double *J, const double *J2, double dmu, double dvar,
                             double *m, double *s, double *sig, double *u,
-                            const double *sig_new, const double *u_new);
+                            const double *sig_new, const double *u_new, int want_u);
 
 /* Build facts: 1 when the kernels were compiled with run-time ISA dispatch (target_clones). */
 int mf_sbn_dispatch_enabled(void);

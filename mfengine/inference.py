@@ -104,6 +104,9 @@ def infer(model, V, method="gaussian", tol=1e-6, max_sweeps=200, missing=None, n
     model._check_params()
     V, miss = model._check_data(V, missing)
     n_threads = effective_n_threads(n_threads)
+    # At least 16 patterns per thread: waking threads for a tiny batch costs more than it
+    # saves (and much more on a busy machine).  The answer does not depend on it.
+    n_threads = max(1, min(n_threads, V.shape[0] // 16))
     from mfengine.sbn import _gaussian
 
     return _gaussian.run(model, V, miss, init_mu, float(tol), float(inner_tol), int(max_sweeps),

@@ -31,19 +31,20 @@ cdef extern from "mf_sbn.h" nogil:
     void mf_sbn_children_eval(Py_ssize_t n, const double *J, const double *J2,
                               const double *m, const double *s, const double *xi,
                               const double *muc, const double *obs,
-                              double dmu, double dvar, double tk, int want_f,
+                              double dmu, double dvar, double tk, int want_f, int want_u,
                               double *sig_out, double *u_out, double *out)
     void mf_sbn_children_cached(Py_ssize_t n, const double *J, const double *J2,
-                                const double *m, const double *s, const double *xi,
-                                const double *sig, const double *u, const double *muc,
-                                const double *obs, double tk, int want_f, double *out)
+                                const double *xi, const double *sig, const double *muc,
+                                const double *obs, double tk, double *out)
+    double mf_sbn_children_value(Py_ssize_t n, const double *m, const double *s, const double *xi,
+                                 const double *u, const double *muc, const double *obs)
     void mf_sbn_sig_u_all(Py_ssize_t n, const double *m, const double *s, const double *xi,
                           double *sig, double *u)
     double mf_sbn_layer_bound(Py_ssize_t n, const double *mu, const double *t, const double *m,
                               const double *s, const double *xi, const double *obs)
     void mf_sbn_children_commit(Py_ssize_t n, const double *J, const double *J2, double dmu,
                                 double dvar, double *m, double *s, double *sig, double *u,
-                                const double *sig_new, const double *u_new)
+                                const double *sig_new, const double *u_new, int want_u)
 
 # Means are kept at sigmoid(t) with |t| <= T_MAX (mu >= 4e-18 away from 0 and 1).
 DEF T_MAX = 40.0
@@ -61,6 +62,7 @@ cdef struct Net:
     const double *WT          # block l: (sizes[l], sizes[l+1]), row j = unit j's outgoing weights
     const double *WT2         # squares of WT
     const double *bias
+    const int8_t *need_u      # layer l's u cache is read (some parent's 1-D problem may be non-concave)
 
 cdef struct Work:
     double *t           # logit of mu for hidden units (mu = sigmoid(t)); kept beside mu
@@ -177,7 +179,7 @@ cdef inline void refresh_xi(const Net *net, Py_ssize_t l, double *xi, Work *w, d
 
 cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t nc,
                    double *mu, double *mc, double *sc, const double *xic, double *sigc,
-                   double *uc, const double *muc, const double *obs, Work *w,
+                   double *uc, const double *muc, const double *obs, int want_u, Work *w,
                    double gtol) noexcept nogil:
     """Maximise the bound over mu_k in [0, 1], all else fixed; update the children's cache.
 
@@ -188,7 +190,7 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
     says the objective is strictly concave in mu, g is decreasing and the sign of g alone
     moves the bracket; otherwise a trial is accepted only if it does not lower the objective.
     """
-    cdef double out[4]
+    cdef double out[3]
     cdef double mu0 = mu[k], v0 = mu0 * (1.0 - mu0), mk
     cdef double t0, g, gp, f0 = 0.0, tb, gb, gpb, fb, mub, lo, hi, x, mux, vx, gx, gpx, fx = 0.0
     cdef int concave, accept, moved = 0, it, cur = 0
@@ -204,14 +206,15 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
     mk = w.m[k]
     t0 = w.t[k]
     # first evaluation from the cache: no exp (and the objective's value only if needed)
-    mf_sbn_children_cached(nc, J, J2, mc, sc, xic, sigc, uc, muc, obs, 1.0 - 2.0 * mu0, 1, out)
+    mf_sbn_children_cached(nc, J, J2, xic, sigc, muc, obs, 1.0 - 2.0 * mu0, out)
     concave = out[2] < CONCAVE_LIMIT
     g = -t0 + mk + out[0]
     gp = -1.0 + out[1] * v0
     if fabs(g) <= gtol:
         return
     if not concave:
-        f0 = mf_log1pexp(t0) - mu0 * t0 + mu0 * mk + out[3]
+        f0 = (mf_log1pexp(t0) - mu0 * t0 + mu0 * mk
+              + mf_sbn_children_value(nc, mc, sc, xic, uc, muc, obs))
     tb = t0
     gb = g
     gpb = gp
@@ -234,7 +237,7 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
         mux = mf_sigmoid(x)
         vx = mux * (1.0 - mux)
         mf_sbn_children_eval(nc, J, J2, mc, sc, xic, muc, obs, mux - mu0, vx - v0,
-                             1.0 - 2.0 * mux, not concave, bufs[cur], ubufs[cur], out)
+                             1.0 - 2.0 * mux, not concave, want_u, bufs[cur], ubufs[cur], out)
         gx = -x + mk + out[0]
         gpx = -1.0 + out[1] * vx
         accept = concave
@@ -266,7 +269,7 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
         mu[k] = mub
         w.t[k] = tb
         mf_sbn_children_commit(nc, J, J2, mub - mu0, mub * (1.0 - mub) - v0, mc, sc, sigc, uc,
-                               best, ubest)
+                               best, ubest, want_u)
 
 
 cdef inline void update_mu(const Net *net, Py_ssize_t l, Py_ssize_t k, double *mu, double *xi,
@@ -277,7 +280,7 @@ cdef inline void update_mu(const Net *net, Py_ssize_t l, Py_ssize_t k, double *m
     solve_mu(net.offset[l] + k,
              net.WT + net.woff[l] + k * nc, net.WT2 + net.woff[l] + k * nc, nc,
              mu, w.m + coff, w.s + coff, xi + coff, w.sig + coff, w.u + coff, mu + coff, obs,
-             w, gtol)
+             net.need_u[l + 1], w, gtol)
 
 
 cdef void sweep_layer(const Net *net, Py_ssize_t l, double *mu, double *xi, Work *w,
@@ -373,12 +376,17 @@ def _flatten(model):
     WT = np.ascontiguousarray(np.concatenate([w.T.ravel() for w in model.weights]))
     woff[1:] = np.cumsum([w.size for w in model.weights])
     bias = np.ascontiguousarray(np.concatenate(model.biases))
-    return sizes, offset, woff, WT, WT * WT, bias
+    # A unit's 1-D problem is certainly concave when the sum of its squared outgoing weights is
+    # below 4; only the children of units that fail this test ever need the u cache.
+    need_u = np.zeros(len(sizes), dtype=np.int8)
+    for l, w in enumerate(model.weights):
+        need_u[l + 1] = np.any((w * w).sum(axis=0) >= 4.0)
+    return sizes, offset, woff, WT, WT * WT, bias, need_u
 
 
 cdef void fill_net(Net *net, const intp_t[::1] sizes, const intp_t[::1] offset,
                    const intp_t[::1] woff, const double[::1] WT, const double[::1] WT2,
-                   const double[::1] bias) noexcept:
+                   const double[::1] bias, const int8_t[::1] need_u) noexcept:
     net.n_layers = sizes.shape[0]
     net.n_units = offset[sizes.shape[0]]
     net.sizes = &sizes[0]
@@ -387,6 +395,7 @@ cdef void fill_net(Net *net, const intp_t[::1] sizes, const intp_t[::1] offset,
     net.WT = &WT[0]
     net.WT2 = &WT2[0]
     net.bias = &bias[0]
+    net.need_u = &need_u[0]
 
 
 def run(model, const double[:, ::1] V, miss, init_mu, double tol, double gtol,
@@ -397,7 +406,7 @@ def run(model, const double[:, ::1] V, miss, init_mu, double tol, double gtol,
     flat = _flatten(model)
     sizes_a, offset_a = flat[0], flat[1]
     cdef Net net
-    fill_net(&net, flat[0], flat[1], flat[2], flat[3], flat[4], flat[5])
+    fill_net(&net, flat[0], flat[1], flat[2], flat[3], flat[4], flat[5], flat[6])
     cdef Py_ssize_t n = V.shape[0], U = net.n_units, L = net.n_layers
     cdef Py_ssize_t H = U - sizes_a[L - 1], nv = sizes_a[L - 1]
     cdef Py_ssize_t width = int(sizes_a.max())
@@ -476,7 +485,7 @@ def trace(model, v, missing_row=None, Py_ssize_t max_sweeps=20, double inner_tol
     flat = _flatten(model)
     sizes_a, offset_a = flat[0], flat[1]
     cdef Net net
-    fill_net(&net, flat[0], flat[1], flat[2], flat[3], flat[4], flat[5])
+    fill_net(&net, flat[0], flat[1], flat[2], flat[3], flat[4], flat[5], flat[6])
     cdef Py_ssize_t U = net.n_units, L = net.n_layers, nv = sizes_a[L - 1]
     cdef Py_ssize_t width = int(sizes_a.max()), vis = L - 1, voff = offset_a[L - 1]
     cdef const double[::1] vv = np.ascontiguousarray(v, dtype=np.float64)
@@ -517,3 +526,112 @@ def trace(model, v, missing_row=None, Py_ssize_t max_sweeps=20, double inner_tol
                 kinds.append(1); units.append(i); before.append(b); after.append(exact_bound(&net, &mu[0], &xi[0], &w, &w2))
     return {"kind": np.array(kinds), "unit": np.array(units), "before": np.array(before),
             "after": np.array(after), "mu": np.asarray(mu).copy(), "xi": np.asarray(xi).copy()}
+
+
+cdef void accumulate_gradient(const Net *net, const double *mu, const double *xi, const Work *w,
+                              double *delta, double *q, double *gWT, double *gb) noexcept nogil:
+    """Add one pattern's gradient of L to (gWT, gb), at its solution (m, s, sig exact in w).
+
+    dL/dh_i = mu_i - sig_i and dL/dJ_ij = (mu_i - sig_i) mu_j - J_ij mu_j (1 - mu_j) q_i with
+    q_i = xi_i^2 + (1 - 2 xi_i) sig_i (Saul & Jordan eqs. 10-11 without assuming xi = sig);
+    missing visible units contribute nothing.  gWT has the layout of net.WT.
+    """
+    cdef Py_ssize_t i, l, j, c, nc, npar, coff, poff
+    cdef Py_ssize_t voff = net.offset[net.n_layers - 1]
+    cdef double o, muj, vj
+    cdef const double *wrow
+    cdef double *grow
+    for i in range(net.n_units):
+        o = w.obs[i - voff] if i >= voff else 1.0
+        delta[i] = o * (mu[i] - w.sig[i])
+        q[i] = o * (xi[i] * xi[i] + (1.0 - 2.0 * xi[i]) * w.sig[i])
+        gb[i] += delta[i]
+    for l in range(net.n_layers - 1):
+        npar = net.sizes[l]
+        nc = net.sizes[l + 1]
+        poff = net.offset[l]
+        coff = net.offset[l + 1]
+        for j in range(npar):
+            muj = mu[poff + j]
+            vj = muj * (1.0 - muj)
+            wrow = net.WT + net.woff[l] + j * nc
+            grow = gWT + net.woff[l] + j * nc
+            for c in range(nc):
+                grow[c] += delta[coff + c] * muj - wrow[c] * vj * q[coff + c]
+
+
+def fit_epoch(model, const double[:, ::1] V, miss, const intp_t[::1] order, double learning_rate,
+              Py_ssize_t batch_size, double tol, double gtol, Py_ssize_t max_sweeps,
+              double[:, ::1] state, progress_callback=None):
+    """One epoch of gradient ascent on the bound, compiled end to end.
+
+    Patterns are visited in ``order``; each batch's patterns are solved from the hidden means in
+    ``state`` (n, n_units; a warm start when it holds the previous epoch's solutions, else reset
+    to 0.5 by the caller), their gradients summed at the solutions, and the parameters moved by
+    learning_rate / len(batch) times the sum.  ``model``'s weights and biases are updated in
+    place at the end.  Returns the sum over patterns of the bound (each at its solution before
+    its batch's update).  ``progress_callback(k)`` is called (with the GIL) every few hundred
+    patterns with the number of batches done since the last call.
+    """
+    flat = _flatten(model)
+    sizes_a, offset_a, woff_a = flat[0], flat[1], flat[2]
+    WT_a = np.array(flat[3])
+    WT2_a = WT_a * WT_a
+    bias_a = np.array(flat[5])
+    need_u_a = np.ones(len(sizes_a), dtype=np.int8)   # weights move: keep every u cache
+    cdef double[::1] WT = WT_a
+    cdef double[::1] WT2 = WT2_a
+    cdef double[::1] bias = bias_a
+    cdef Net net
+    fill_net(&net, flat[0], flat[1], flat[2], WT_a, WT2_a, bias_a, need_u_a)
+    cdef Py_ssize_t n = V.shape[0], U = net.n_units, L = net.n_layers
+    cdef Py_ssize_t nv = sizes_a[L - 1], width = int(sizes_a.max()), nw = WT_a.shape[0]
+    if state.shape[0] != n or state.shape[1] != U:
+        raise ValueError(f"state must have shape {(n, U)}")
+    cdef double[::1] scratch = np.empty(WORK_SIZE(U, width, nv))
+    cdef double[::1] xi = np.empty(U)
+    cdef double[::1] delta = np.empty(U)
+    cdef double[::1] q = np.empty(U)
+    cdef double[::1] gWT = np.zeros(nw)
+    cdef double[::1] gb = np.zeros(U)
+    cdef Work w = make_work(&scratch[0], U, width, nv)
+    cdef const uint8_t[:, ::1] missv
+    cdef bint has_miss = miss is not None
+    missv = miss if has_miss else np.zeros((1, 1), dtype=np.uint8)
+    cdef Py_ssize_t start, stop, b, p, i, done = 0, chunk = max(1, 256 // batch_size)
+    cdef double total = 0.0, step, bnd
+    cdef intp_t sw
+    cdef const uint8_t *mrow
+    for start in range(0, n, batch_size * chunk):
+        stop = min(n, start + batch_size * chunk)
+        with nogil:
+            b = start
+            while b < stop:
+                for i in range(b, min(b + batch_size, n)):
+                    p = order[i]
+                    mrow = &missv[p, 0] if has_miss else NULL
+                    solve_pattern(&net, &V[p, 0], mrow, &state[p, 0], &xi[0], &w, tol, gtol,
+                                  max_sweeps, &bnd, &sw)
+                    total += bnd
+                    accumulate_gradient(&net, &state[p, 0], &xi[0], &w, &delta[0], &q[0],
+                                        &gWT[0], &gb[0])
+                step = learning_rate / (min(b + batch_size, n) - b)
+                for i in range(nw):
+                    WT[i] += step * gWT[i]
+                    WT2[i] = WT[i] * WT[i]
+                    gWT[i] = 0.0
+                for i in range(U):
+                    bias[i] += step * gb[i]
+                    gb[i] = 0.0
+                b += batch_size
+        if progress_callback is not None:
+            progress_callback((stop - start + batch_size - 1) // batch_size)
+    if not (np.all(np.isfinite(WT_a)) and np.all(np.isfinite(bias_a))):
+        raise FloatingPointError("the parameters became non-finite during learning; "
+                                 "lower the learning rate")
+    for l in range(L - 1):
+        block = WT_a[woff_a[l]:woff_a[l] + sizes_a[l] * sizes_a[l + 1]]
+        model.weights[l][...] = block.reshape(sizes_a[l], sizes_a[l + 1]).T
+    for l in range(L):
+        model.biases[l][...] = bias_a[offset_a[l]:offset_a[l + 1]]
+    return total

@@ -355,8 +355,9 @@ class SigmoidBeliefNet:
         """Learn the weights and biases by gradient ascent on the mean-field bound.
 
         Each step solves the mean-field equations for a batch of patterns, then moves the
-        parameters along the exact gradient of the bound at that solution (``gradient``),
-        scaled by ``learning_rate / batch_size``.  ``batch_size=1`` is the paper's on-line rule.
+        parameters along the exact gradient of the bound at those solutions (as ``gradient``
+        computes it), scaled by ``learning_rate / batch_size``.  ``batch_size=1`` is the paper's
+        on-line rule.  Each epoch runs compiled, without the GIL.
 
         Parameters
         ----------
@@ -375,7 +376,10 @@ class SigmoidBeliefNet:
             Start each pattern's mean-field solve from its solution in the previous epoch.
         missing : boolean mask, optional
             Missing visible entries, left out of the bound.
-        tol, max_sweeps, n_threads : passed to ``mfengine.infer``.
+        tol, max_sweeps : stopping rule of each pattern's mean-field solve (see ``mfengine.infer``).
+        n_threads : accepted for symmetry with ``infer``; an epoch runs on one thread (its
+            updates are sequential).  Train several networks at once from Python threads: the
+            compiled epoch releases the GIL.
         random_state : seed for the order in which patterns are visited.
         progress : bool, default True
             Show a progress bar (needs tqdm).
@@ -388,11 +392,13 @@ class SigmoidBeliefNet:
             The mean bound per pattern (nats) over each epoch, each pattern scored at its
             mean-field solution just before its update (the quantity of the paper's Fig. 2).
         """
-        from mfengine.inference import infer
         from mfengine._progress import progress_bar
+        from mfengine.inference import _inner_tol
+        from mfengine.sbn import _gaussian
 
         if method != "gaussian":
             raise ValueError(f"method must be 'gaussian' for SigmoidBeliefNet.fit, got {method!r}")
+        self._check_params()
         V, miss = self._check_data(V, missing)
         n = V.shape[0]
         if n == 0:
@@ -400,44 +406,35 @@ class SigmoidBeliefNet:
         rates = _schedule(epochs, learning_rate)
         if not isinstance(batch_size, numbers.Integral) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if not (isinstance(tol, numbers.Real) and tol > 0):
+            raise ValueError(f"tol must be a positive number, got {tol!r}")
+        if not isinstance(max_sweeps, numbers.Integral) or max_sweeps < 1:
+            raise ValueError(f"max_sweeps must be a positive integer, got {max_sweeps!r}")
         rng = check_random_state(random_state)
         if init_visible_biases:
             if miss is None:
                 p = V.mean(axis=0)
             else:
                 obs = 1.0 - miss
-                p = (np.nan_to_num(V) * obs).sum(axis=0) / np.maximum(obs.sum(axis=0), 1.0)
+                p = (np.where(obs > 0, V, 0.0)).sum(axis=0) / np.maximum(obs.sum(axis=0), 1.0)
             p = np.clip(p, 1.0 / (n + 2), 1.0 - 1.0 / (n + 2))
             self.biases[-1] = np.log(p) - np.log1p(-p)
-        mu_store = None
-        if warm_start:
-            mu_store = np.full((n, self.n_hidden), 0.5)
+        Vk = np.where(np.isfinite(V), V, 0.0) if miss is not None else V
+        n_units = sum(self.sizes)
+        state = np.full((n, n_units), 0.5)
         history = np.empty(len(rates))
-        total_steps = len(rates) * ((n + batch_size - 1) // batch_size)
-        bar = progress_bar(total=total_steps, desc="fit", disable=not progress, unit="batch")
+        batches_per_epoch = (n + batch_size - 1) // batch_size
+        bar = progress_bar(total=len(rates) * batches_per_epoch, desc="fit", disable=not progress,
+                           unit="batch")
         try:
             for epoch, lr in enumerate(rates):
-                order = rng.permutation(n)
-                acc = 0.0
-                for start in range(0, n, batch_size):
-                    idx = order[start : start + batch_size]
-                    Vb = V[idx]
-                    mb = None if miss is None else miss[idx].astype(bool)
-                    init = None if mu_store is None else mu_store[idx]
-                    res = infer(self, Vb, missing=mb, tol=tol, max_sweeps=max_sweeps,
-                                n_threads=n_threads, init_mu=init)
-                    acc += float(res.bound.sum())
-                    if mu_store is not None:
-                        mu_store[idx] = np.concatenate(res.mu[:-1], axis=1)
-                    gW, gb = self._gradient_from_solution(Vb, None if mb is None else mb.astype(np.uint8),
-                                                          res.mu, res.xi)
-                    step = lr / len(idx)
-                    for w, g in zip(self.weights, gW):
-                        w += step * g
-                    for b, g in zip(self.biases, gb):
-                        b += step * g
-                    bar.update(1)
-                history[epoch] = acc / n
+                if not warm_start:
+                    state[:, : self.n_hidden] = 0.5
+                order = rng.permutation(n).astype(np.intp)
+                total = _gaussian.fit_epoch(self, Vk, miss, order, float(lr), int(batch_size),
+                                            float(tol), _inner_tol(tol), int(max_sweeps), state,
+                                            bar.update)
+                history[epoch] = total / n
                 bar.set_postfix(bound=f"{history[epoch]:.3f}")
                 if callback is not None:
                     callback(epoch, self, history[epoch])
