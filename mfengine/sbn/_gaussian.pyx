@@ -307,8 +307,8 @@ cdef int8_t solve_pattern(const Net *net, const double *v, const uint8_t *miss,
         else:
             w.obs[i] = 1.0
             mu[voff + i] = v[i]
-    for i in range(net.offset[1], net.n_units):
-        xi[i] = 0.5
+    for i in range(net.n_units):
+        xi[i] = 0.5         # every xi must be finite before the first recompute_stats reads it
     init_logits(net, mu, w)
     recompute_stats(net, mu, xi, w)
     for i in range(net.sizes[0]):
