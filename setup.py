@@ -55,7 +55,7 @@ OPENMP = (not _flag("MFENGINE_NO_OPENMP")) and _compiler_accepts(["-fopenmp"], O
 if not OPENMP and not _flag("MFENGINE_NO_OPENMP"):
     print("mfengine: the compiler does not support OpenMP; building single-threaded", file=sys.stderr)
 
-compile_args = ["-O0", "-g"] if DEBUG else ["-O3"]
+compile_args = ["-O0", "-g"] if DEBUG else ["-O3", "-g0"]
 compile_args += ["-fno-math-errno", "-fno-trapping-math", "-std=c99"]
 link_args = []
 macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
