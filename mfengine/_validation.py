@@ -96,7 +96,7 @@ def effective_n_threads(n_threads):
         env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
         n = int(env) if env.isdigit() and int(env) > 0 else max_threads()
     else:
-        if not isinstance(n_threads, numbers.Integral) or n_threads == 0:
+        if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral) or n_threads == 0:
             raise ValueError(f"n_threads must be a non-zero integer or None, got {n_threads!r}")
         n = int(n_threads)
         if n < 0:

@@ -99,9 +99,9 @@ def infer(model, V, method="gaussian", tol=1e-6, max_sweeps=200, missing=None, n
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if not isinstance(model, SigmoidBeliefNet):
         raise TypeError(f"model must be a SigmoidBeliefNet, got {type(model).__name__}")
-    if not (isinstance(tol, numbers.Real) and tol > 0 and np.isfinite(tol)):
+    if isinstance(tol, bool) or not (isinstance(tol, numbers.Real) and tol > 0 and np.isfinite(tol)):
         raise ValueError(f"tol must be a positive number, got {tol!r}")
-    if not isinstance(max_sweeps, numbers.Integral) or max_sweeps < 1:
+    if isinstance(max_sweeps, bool) or not isinstance(max_sweeps, numbers.Integral) or max_sweeps < 1:
         raise ValueError(f"max_sweeps must be a positive integer, got {max_sweeps!r}")
     if inner_tol is None:
         inner_tol = _inner_tol(tol)
@@ -116,6 +116,13 @@ def infer(model, V, method="gaussian", tol=1e-6, max_sweeps=200, missing=None, n
     from mfengine.sbn import _gaussian
 
     n = V.shape[0]
+    if init_mu is not None:
+        n_hidden = model.n_hidden
+        init_mu = np.asarray(init_mu, dtype=np.float64)
+        if init_mu.shape != (n, n_hidden):
+            raise ValueError(
+                f"init_mu must have shape {(n, n_hidden)} (hidden layers concatenated), got {init_mu.shape}"
+            )
     if not progress or n <= _PROGRESS_CHUNK:
         return _gaussian.run(model, V, miss, init_mu, float(tol), float(inner_tol),
                              int(max_sweeps), n_threads)
@@ -126,7 +133,7 @@ def infer(model, V, method="gaussian", tol=1e-6, max_sweeps=200, missing=None, n
         for start in range(0, n, _PROGRESS_CHUNK):
             sl = slice(start, start + _PROGRESS_CHUNK)
             parts.append(_gaussian.run(model, V[sl], None if miss is None else miss[sl],
-                                       None if init_mu is None else np.asarray(init_mu)[sl],
+                                       None if init_mu is None else init_mu[sl],
                                        float(tol), float(inner_tol), int(max_sweeps), n_threads))
             bar.update(parts[-1].bound.shape[0])
     return InferenceResult(

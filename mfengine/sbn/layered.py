@@ -72,10 +72,16 @@ class SigmoidBeliefNet:
     # ------------------------------------------------------------------ construction
     @staticmethod
     def _check_sizes(sizes):
-        try:
-            sizes = tuple(int(n) for n in sizes)
-        except TypeError:
-            raise TypeError(f"sizes must be a sequence of layer sizes, got {sizes!r}") from None
+        if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
+            raise TypeError(f"sizes must be a sequence of layer sizes, got {sizes!r}")
+        checked = []
+        for n in sizes:
+            if isinstance(n, bool) or not isinstance(n, numbers.Real):
+                raise TypeError(f"sizes must be a sequence of layer sizes (integers), got {sizes!r}")
+            if n != int(n):
+                raise ValueError(f"sizes must hold whole numbers of units, got {sizes!r}")
+            checked.append(int(n))
+        sizes = tuple(checked)
         if len(sizes) < 2:
             raise ValueError(f"sizes needs at least two layers (hidden and visible), got {sizes}")
         if any(n < 1 for n in sizes):
@@ -149,7 +155,24 @@ class SigmoidBeliefNet:
 
     # ------------------------------------------------------------------ checks
     def _check_params(self):
-        """Re-validate parameters that users may have edited in place."""
+        """Re-validate parameters that users may have edited in place.
+
+        Parameters replaced by arrays of another numeric dtype (or by lists) are converted to
+        float64 arrays in place, so the kernels (and ``fit``'s in-place updates) see float64."""
+        if len(self.biases) != len(self.weights) + 1 or len(self.weights) < 1:
+            raise ValueError(
+                f"need one bias vector per layer and one weight matrix between layers; got "
+                f"{len(self.weights)} weight matrices and {len(self.biases)} bias vectors"
+            )
+        for name, arrays, ndim in (("biases", self.biases, 1), ("weights", self.weights, 2)):
+            for l, a in enumerate(arrays):
+                arr = np.asarray(a)
+                if arr.dtype.kind not in "biuf":
+                    raise TypeError(f"{name}[{l}] must be numeric, got dtype {arr.dtype}")
+                if arr.ndim != ndim:
+                    raise ValueError(f"{name}[{l}] must be {ndim}-D, got shape {arr.shape}")
+                if arr.dtype != np.float64:
+                    arrays[l] = arr.astype(np.float64)
         sizes = self.sizes
         for l, w in enumerate(self.weights):
             if w.shape != (sizes[l + 1], sizes[l]):
@@ -159,6 +182,30 @@ class SigmoidBeliefNet:
         for l, b in enumerate(self.biases):
             if not np.all(np.isfinite(b)):
                 raise ValueError(f"biases[{l}] contains NaN or infinite values")
+
+    def _check_solution(self, mu, xi, n, name):
+        """mu and xi (one (n, sizes[l]) array per layer, as in an InferenceResult) as float64
+        arrays, refusing wrong shapes and values outside [0, 1].  The visible entry of mu is
+        not checked and comes back as None (the callers replace it by the data)."""
+        sizes = self.sizes
+        out = []
+        for label, arrays, top in (("mu", mu, len(sizes) - 1), ("xi", xi, len(sizes))):
+            arrays = list(arrays)
+            if len(arrays) != len(sizes):
+                raise ValueError(f"{name}{label} must hold one array per layer ({len(sizes)}), got {len(arrays)}")
+            conv = []
+            for l, a in enumerate(arrays):
+                if label == "mu" and l == len(sizes) - 1:
+                    conv.append(None)  # the visible means: replaced by the data
+                    continue
+                a = np.asarray(a, dtype=np.float64)
+                if a.shape != (n, sizes[l]):
+                    raise ValueError(f"{name}{label}[{l}] must have shape {(n, sizes[l])}, got {a.shape}")
+                if l < top and not np.all((a >= 0.0) & (a <= 1.0)):
+                    raise ValueError(f"{name}{label}[{l}] must lie in [0, 1] (and contain no NaN)")
+                conv.append(a)
+            out.append(conv)
+        return out
 
     def _check_data(self, V, missing=None, name="V"):
         V = as_float_matrix(V, name, n_cols=self.n_visible, allow_nan=missing is not None)
@@ -271,9 +318,10 @@ class SigmoidBeliefNet:
         ``InferenceResult``); the visible entry of ``mu`` is ignored and replaced by ``V``.
         A plain NumPy evaluation, used for checks and by the training loop's diagnostics.
         """
+        self._check_params()
         V, miss = self._check_data(V, missing)
-        mu = [np.asarray(m, dtype=np.float64) for m in mu[:-1]] + [np.where(np.isfinite(V), V, 0.0)]
-        xi = [np.asarray(x, dtype=np.float64) for x in xi]
+        mu, xi = self._check_solution(mu, xi, V.shape[0], "")
+        mu = mu[:-1] + [np.where(np.isfinite(V), V, 0.0)]
         total = np.zeros(V.shape[0])
         for l in range(len(self.sizes)):
             if l == 0:
@@ -305,10 +353,12 @@ class SigmoidBeliefNet:
         """
         from mfengine.inference import infer
 
+        self._check_params()
         V, miss = self._check_data(V, missing)
         if result is None:
             result = infer(self, V, missing=missing, **infer_kwargs)
-        return self._gradient_from_solution(V, miss, result.mu, result.xi)
+        mu, xi = self._check_solution(result.mu, result.xi, V.shape[0], "result.")
+        return self._gradient_from_solution(V, miss, mu, xi)
 
     def _gradient_from_solution(self, V, miss, mu, xi):
         mu = list(mu[:-1]) + [np.where(np.isfinite(V), V, 0.0)]

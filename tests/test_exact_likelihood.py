@@ -1,0 +1,165 @@
+"""Exact ln P(v) by enumeration, checked against brute force over every joint state, and the
+Gaussian-approximated mean-field bound compared with it."""
+import itertools
+
+import numpy as np
+import pytest
+
+import mfengine as mf
+
+
+def random_net(sizes, weight_scale, seed, bias_scale=1.0):
+    rng = np.random.default_rng(seed)
+    base = mf.SigmoidBeliefNet(sizes, weight_scale=weight_scale, random_state=rng)
+    return mf.SigmoidBeliefNet.from_params(base.weights, [rng.normal(0, bias_scale, n) for n in sizes])
+
+
+def all_binary(n):
+    return np.array(list(itertools.product([0.0, 1.0], repeat=n)))
+
+
+def brute_force_log_likelihood(net, V):
+    """ln P(v) = ln sum over every hidden configuration of prod_i P(S_i | parents), written
+    from the model's definition with plain loops (no code shared with the library)."""
+    sizes = net.sizes
+    H = sum(sizes[:-1])
+    out = []
+    for v in V:
+        total = 0.0
+        for hidden in itertools.product([0, 1], repeat=H):
+            layers, off = [], 0
+            for n in sizes[:-1]:
+                layers.append(np.array(hidden[off : off + n], dtype=float))
+                off += n
+            layers.append(np.asarray(v, dtype=float))
+            p = 1.0
+            for l, S in enumerate(layers):
+                z = net.biases[l] if l == 0 else net.biases[l] + net.weights[l - 1] @ layers[l - 1]
+                on = 1.0 / (1.0 + np.exp(-z))
+                p *= np.prod(np.where(S == 1, on, 1.0 - on))
+            total += p
+        out.append(np.log(total))
+    return np.array(out)
+
+
+TINY = [[1, 2], [2, 3], [1, 2, 3], [2, 2, 2, 2], [3, 1, 4]]
+
+
+@pytest.mark.parametrize("sizes", TINY, ids=lambda s: "x".join(map(str, s)))
+def test_exact_log_likelihood_matches_brute_force(sizes):
+    net = random_net(sizes, 2.0, seed=len(sizes) + sum(sizes))
+    V = all_binary(sizes[-1])
+    np.testing.assert_allclose(net.exact_log_likelihood(V), brute_force_log_likelihood(net, V),
+                               rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("sizes", [[2, 3, 5], [3, 4], [2, 2, 2, 6], [1, 12, 4], [9, 2, 3]],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_exact_likelihood_sums_to_one(sizes):
+    net = random_net(sizes, 3.0, seed=1)
+    V = all_binary(sizes[-1])
+    total = np.exp(net.exact_log_likelihood(V)).sum()
+    assert total == pytest.approx(1.0, abs=1e-12)
+
+
+def test_exact_likelihood_marginalises_missing_entries():
+    """ln P(v_obs) = ln sum over the missing entries' values of P(v); the missing entries'
+    stored values (NaN, 0, 1, anything) do not matter."""
+    sizes = [2, 3, 5]
+    net = random_net(sizes, 2.0, seed=3)
+    rng = np.random.default_rng(4)
+    V = rng.integers(0, 2, (12, 5)).astype(float)
+    missing = rng.random(V.shape) < 0.4
+    missing[0] = True  # nothing observed: ln P = 0
+    missing[1] = False  # everything observed
+    expected = []
+    for v, m in zip(V, missing):
+        idx = np.nonzero(m)[0]
+        completions = []
+        for bits in itertools.product([0.0, 1.0], repeat=len(idx)):
+            c = v.copy()
+            c[idx] = bits
+            completions.append(c)
+        expected.append(np.logaddexp.reduce(net.exact_log_likelihood(np.array(completions))))
+    Vn = np.where(missing, np.nan, V)
+    got = net.exact_log_likelihood(Vn, missing=missing)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    assert got[0] == pytest.approx(0.0, abs=1e-12)
+    Vw = np.where(missing, 0.37, V)  # any value is allowed at a missing entry
+    np.testing.assert_allclose(net.exact_log_likelihood(Vw, missing=missing), got, rtol=1e-13)
+    # a 1-D mask applies to every pattern
+    m1 = np.array([True, False, False, True, False])
+    np.testing.assert_allclose(
+        net.exact_log_likelihood(V, missing=m1),
+        net.exact_log_likelihood(V, missing=np.broadcast_to(m1, V.shape)),
+        rtol=1e-14,
+    )
+
+
+def test_exact_likelihood_agrees_with_log_joint_and_sampling():
+    """ln P(v) = ln sum_h P(h, v) with log_joint, and the sampler draws from the same model:
+    empirical frequencies of the visible vectors match exp(ln P) (chi-square-free check: every
+    vector with probability > 2% within 5 standard errors)."""
+    sizes = [2, 3, 4]
+    net = random_net(sizes, 2.5, seed=5)
+    V = all_binary(4)
+    H = all_binary(5)
+    ll = np.empty(len(V))
+    for i, v in enumerate(V):
+        layers = [H[:, :2], H[:, 2:], np.broadcast_to(v, (len(H), 4))]
+        ll[i] = np.logaddexp.reduce(net.log_joint(layers))
+    np.testing.assert_allclose(net.exact_log_likelihood(V), ll, rtol=1e-12)
+    n = 40000
+    S = net.sample(n, random_state=0)
+    codes = (S @ (2 ** np.arange(3, -1, -1))).astype(int)
+    freq = np.bincount(codes, minlength=16) / n
+    p = np.exp(ll)
+    big = p > 0.02
+    se = np.sqrt(p * (1 - p) / n)
+    assert np.all(np.abs(freq - p)[big] < 5 * se[big])
+
+
+def test_exact_likelihood_refuses_large_nets():
+    net = mf.SigmoidBeliefNet([10, 11, 3], random_state=0)
+    V = np.zeros((1, 3))
+    with pytest.raises(ValueError, match="max_hidden"):
+        net.exact_log_likelihood(V)
+    small = mf.SigmoidBeliefNet([3, 4, 3], random_state=0)
+    with pytest.raises(ValueError, match="max_hidden"):
+        small.exact_log_likelihood(V, max_hidden=6)
+    assert np.isfinite(small.exact_log_likelihood(V, max_hidden=7)).all()
+
+
+# ----------------------------------------------------------------------------- bound vs exact
+@pytest.mark.parametrize(
+    "sizes, weight_scale, max_rel_gap",
+    [
+        ([2, 4, 8], 0.5, 0.02),
+        ([2, 4, 8], 1.0, 0.05),
+        ([3, 6, 12], 1.0, 0.05),
+        ([4, 8, 16], 1.0, 0.05),
+        ([2, 5, 5, 10], 1.0, 0.08),
+        ([2, 4, 8], 3.0, None),
+        ([4, 8, 16], 3.0, None),
+    ],
+)
+def test_bound_close_to_exact_log_likelihood(sizes, weight_scale, max_rel_gap):
+    """The Gaussian-approximated bound is only approximately a lower bound, so no inequality is
+    asserted: for moderate weights its mean distance to ln P(v) must be a small fraction of
+    |ln P(v)|; for large weights the figures are only printed.  Data are sampled from the net."""
+    gaps = []
+    for seed in range(3):
+        net = random_net(sizes, weight_scale, seed=100 + seed, bias_scale=0.5)
+        V = net.sample(200, random_state=seed)
+        exact = net.exact_log_likelihood(V)
+        bound = mf.infer(net, V, tol=1e-9).bound
+        gaps.append((bound - exact, exact))
+    d = np.concatenate([g for g, _ in gaps])
+    e = np.concatenate([x for _, x in gaps])
+    rel = np.mean(np.abs(d)) / np.mean(np.abs(e))
+    print(f"\n{sizes} ws={weight_scale}: mean ln P = {e.mean():.4f}, mean (L - ln P) = {d.mean():+.4f}, "
+          f"mean |L - ln P| = {np.mean(np.abs(d)):.4f} ({100 * rel:.2f}% of |ln P|), "
+          f"L > ln P in {100 * np.mean(d > 0):.1f}% of patterns, max L - ln P = {d.max():+.4f}")
+    assert np.all(np.isfinite(d))
+    if max_rel_gap is not None:
+        assert rel < max_rel_gap

@@ -1,0 +1,305 @@
+"""Threads, input conversion and input errors of the public entry points."""
+import numpy as np
+import pytest
+
+import mfengine as mf
+
+
+@pytest.fixture(scope="module")
+def net():
+    rng = np.random.default_rng(0)
+    base = mf.SigmoidBeliefNet([3, 5, 4, 8], weight_scale=2.0, random_state=rng)
+    return mf.SigmoidBeliefNet.from_params(base.weights, [rng.normal(0, 1, n) for n in base.sizes])
+
+
+@pytest.fixture(scope="module")
+def V(net):
+    return net.sample(400, random_state=1)
+
+
+def assert_identical(a, b):
+    """Bit-for-bit equal InferenceResults."""
+    np.testing.assert_array_equal(a.bound, b.bound)
+    np.testing.assert_array_equal(a.n_sweeps, b.n_sweeps)
+    np.testing.assert_array_equal(a.converged, b.converged)
+    for x, y in zip(a.mu + a.xi, b.mu + b.xi):
+        np.testing.assert_array_equal(x, y)
+
+
+# ----------------------------------------------------------------------------- threads
+@pytest.mark.parametrize("with_missing", [False, True])
+def test_same_answer_for_any_thread_count(net, V, with_missing):
+    missing = (np.random.default_rng(2).random(V.shape) < 0.2) if with_missing else None
+    runs = [mf.infer(net, V, missing=missing, tol=1e-8, n_threads=k) for k in (1, 2, -1, None)]
+    for r in runs[1:]:
+        assert_identical(runs[0], r)
+    # each pattern's answer does not depend on the batch it is solved in either
+    single = mf.infer(net, V[37:38], missing=None if missing is None else missing[37:38], tol=1e-8,
+                      n_threads=1)
+    np.testing.assert_array_equal(single.bound, runs[0].bound[37:38])
+
+
+def test_threads_with_large_batch(net):
+    V = net.sample(3000, random_state=5)
+    assert_identical(mf.infer(net, V, n_threads=1), mf.infer(net, V, n_threads=2))
+
+
+# ----------------------------------------------------------------------------- conversions
+def test_read_only_inputs(net, V):
+    expected = mf.infer(net, V, tol=1e-8)
+    ll = net.exact_log_likelihood(V[:50])
+    grad = net.gradient(V[:50], tol=1e-8)
+    Vr = V.copy()
+    Vr.setflags(write=False)
+    ro = net.copy()
+    for a in ro.weights + ro.biases:
+        a.setflags(write=False)
+    assert_identical(mf.infer(ro, Vr, tol=1e-8), expected)
+    np.testing.assert_array_equal(ro.exact_log_likelihood(Vr[:50]), ll)
+    g2 = ro.gradient(Vr[:50], tol=1e-8)
+    for a, b in zip(grad[0] + grad[1], g2[0] + g2[1]):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(ro.evaluate_bound(Vr, expected.mu, expected.xi), net.evaluate_bound(V, expected.mu, expected.xi))
+    # read-only missing mask and init_mu
+    missing = np.random.default_rng(3).random(V.shape) < 0.2
+    init = np.random.default_rng(4).uniform(0.1, 0.9, (len(V), 12))
+    want = mf.infer(net, V, missing=missing, init_mu=init, tol=1e-8)
+    missing.setflags(write=False)
+    init.setflags(write=False)
+    assert_identical(mf.infer(ro, Vr, missing=missing, init_mu=init, tol=1e-8), want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int8, np.uint8, np.bool_])
+def test_other_dtypes_are_converted(net, V, dtype):
+    expected = mf.infer(net, V, tol=1e-8)
+    assert_identical(mf.infer(net, V.astype(dtype), tol=1e-8), expected)
+    np.testing.assert_array_equal(net.exact_log_likelihood(V[:20].astype(dtype)), net.exact_log_likelihood(V[:20]))
+
+
+def test_non_contiguous_inputs(net, V):
+    expected = mf.infer(net, V, tol=1e-8)
+    F = np.asfortranarray(V)
+    assert not F.flags.c_contiguous
+    assert_identical(mf.infer(net, F[:, ::1], tol=1e-8), expected)
+    wide = np.repeat(V, 2, axis=1)[:, ::2]  # strided view
+    assert not wide.flags.c_contiguous
+    assert_identical(mf.infer(net, wide, tol=1e-8), expected)
+    rev = V[::-1][::-1]
+    assert_identical(mf.infer(net, V[::-2], tol=1e-8), mf.infer(net, np.ascontiguousarray(V[::-2]), tol=1e-8))
+    assert_identical(mf.infer(net, rev, tol=1e-8), expected)
+    # nested lists
+    assert_identical(mf.infer(net, V[:40].tolist(), tol=1e-8), mf.infer(net, V[:40], tol=1e-8))
+    # Fortran-ordered, strided missing mask and init_mu
+    missing = np.random.default_rng(3).random(V.shape) < 0.2
+    init = np.random.default_rng(4).uniform(0.1, 0.9, (len(V), 24))[:, ::2]
+    want = mf.infer(net, V, missing=missing, init_mu=np.ascontiguousarray(init), tol=1e-8)
+    assert_identical(mf.infer(net, F, missing=np.asfortranarray(missing), init_mu=init, tol=1e-8), want)
+    # non-contiguous parameters (edited in place by a user)
+    nc = net.copy()
+    nc.weights = [np.asfortranarray(w) for w in nc.weights]
+    assert_identical(mf.infer(nc, V, tol=1e-8), expected)
+
+
+def test_empty_batch(net):
+    r = mf.infer(net, np.zeros((0, 8)))
+    assert r.bound.shape == (0,)
+    assert [m.shape for m in r.mu] == [(0, n) for n in net.sizes]
+    assert net.exact_log_likelihood(np.zeros((0, 8))).shape == (0,)
+
+
+# ----------------------------------------------------------------------------- errors
+def test_bad_V(net, V):
+    with pytest.raises(ValueError, match="V must be a 2-D array"):
+        mf.infer(net, V[0])
+    with pytest.raises(ValueError, match="V must be a 2-D array"):
+        mf.infer(net, V[None])
+    with pytest.raises(ValueError, match="V must have 8 columns"):
+        mf.infer(net, V[:, :7])
+    bad = V.copy()
+    bad[3, 2] = np.nan
+    with pytest.raises(ValueError, match="V contains NaN"):
+        mf.infer(net, bad)
+    bad[3, 2] = np.inf
+    with pytest.raises(ValueError, match="V contains NaN"):
+        mf.infer(net, bad)
+    for value in (0.5, 2.0, -1.0):
+        bad = V.copy()
+        bad[5, 1] = value
+        with pytest.raises(ValueError, match="V must be binary"):
+            mf.infer(net, bad)
+        with pytest.raises(ValueError, match="V must be binary"):
+            net.exact_log_likelihood(bad)
+        with pytest.raises(ValueError, match="V must be binary"):
+            net.fit(bad, epochs=1, progress=False)
+    with pytest.raises(TypeError, match="V must be numeric"):
+        mf.infer(net, V.astype(str))
+    with pytest.raises(TypeError, match="V"):
+        mf.infer(net, V.astype(object))
+    with pytest.raises(TypeError, match="V must be numeric"):
+        mf.infer(net, V.astype(complex))
+    # NaN is allowed only where marked missing
+    missing = np.zeros(V.shape, bool)
+    missing[0, 0] = True
+    bad = V.copy()
+    bad[1, 1] = np.nan
+    with pytest.raises(ValueError, match="V contains NaN or infinite values at entries not marked missing"):
+        mf.infer(net, bad, missing=missing)
+    bad = V.copy()
+    bad[1, 1] = 0.5
+    with pytest.raises(ValueError, match="V must be binary"):
+        mf.infer(net, bad, missing=missing)
+
+
+def test_bad_parameters_of_the_net(net, V):
+    broken = net.copy()
+    broken.weights[1][0, 0] = np.nan
+    with pytest.raises(ValueError, match=r"weights\[1\]"):
+        mf.infer(broken, V)
+    with pytest.raises(ValueError, match=r"weights\[1\]"):
+        broken.exact_log_likelihood(V)
+    with pytest.raises(ValueError, match=r"weights\[1\]"):
+        broken.fit(V, epochs=1, progress=False)
+    broken = net.copy()
+    broken.biases[2][1] = np.inf
+    with pytest.raises(ValueError, match=r"biases\[2\]"):
+        mf.infer(broken, V)
+    broken = net.copy()
+    broken.weights[0] = np.zeros((4, 3))
+    with pytest.raises(ValueError, match=r"weights\[0\]"):
+        mf.infer(broken, V)
+    with pytest.raises(ValueError, match=r"weights\[0\]"):
+        mf.SigmoidBeliefNet.from_params([np.full((5, 3), np.nan), net.weights[1], net.weights[2]], net.biases)
+    with pytest.raises(ValueError, match=r"weights\[1\]"):
+        mf.SigmoidBeliefNet.from_params([net.weights[0], np.zeros((3, 3)), net.weights[2]], net.biases)
+    with pytest.raises(ValueError, match="bias"):
+        mf.SigmoidBeliefNet.from_params(net.weights, net.biases[:-1])
+    with pytest.raises(ValueError, match=r"biases\[0\]"):
+        mf.SigmoidBeliefNet.from_params(net.weights, [np.zeros((3, 1))] + net.biases[1:])
+    with pytest.raises(TypeError, match="model"):
+        mf.infer("not a net", V)
+
+
+def test_edited_parameters_of_other_dtypes(net, V):
+    """Parameters edited in place with other dtypes are converted, or refused with a clear
+    error naming them; never a low-level buffer error."""
+    edited = net.copy()
+    edited.weights = [w.astype(np.float32) for w in net.weights]
+    edited.biases = [np.round(b).astype(np.int64) for b in net.biases]
+    reference = mf.SigmoidBeliefNet.from_params(edited.weights, edited.biases)
+    assert_identical(mf.infer(edited, V[:50], tol=1e-8), mf.infer(reference, V[:50], tol=1e-8))
+    np.testing.assert_array_equal(edited.exact_log_likelihood(V[:20]), reference.exact_log_likelihood(V[:20]))
+    bad = net.copy()
+    bad.biases[1] = bad.biases[1][:, None]
+    with pytest.raises(ValueError, match=r"biases\[1\]"):
+        mf.infer(bad, V)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(tol=0), "tol"),
+        (dict(tol=-1e-3), "tol"),
+        (dict(tol=np.nan), "tol"),
+        (dict(tol=np.inf), "tol"),
+        (dict(tol="small"), "tol"),
+        (dict(tol=True), "tol"),
+        (dict(max_sweeps=0), "max_sweeps"),
+        (dict(max_sweeps=2.5), "max_sweeps"),
+        (dict(max_sweeps=-3), "max_sweeps"),
+        (dict(max_sweeps=True), "max_sweeps"),
+        (dict(n_threads=0), "n_threads"),
+        (dict(n_threads=1.5), "n_threads"),
+        (dict(n_threads="two"), "n_threads"),
+        (dict(n_threads=True), "n_threads"),
+        (dict(inner_tol=0.0), "inner_tol"),
+        (dict(inner_tol=-1.0), "inner_tol"),
+        (dict(method="plefka99"), "method"),
+    ],
+)
+def test_bad_solver_arguments(net, V, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        mf.infer(net, V[:10], **kwargs)
+
+
+def test_bad_missing_mask(net, V):
+    with pytest.raises(ValueError, match="missing must have shape"):
+        mf.infer(net, V, missing=np.zeros((len(V), 7), bool))
+    with pytest.raises(ValueError, match="missing must have shape"):
+        mf.infer(net, V, missing=np.zeros((len(V) - 1, 8), bool))
+    with pytest.raises(ValueError, match="missing must have shape"):
+        mf.infer(net, V, missing=np.zeros(7, bool))
+    with pytest.raises(TypeError, match="missing must be a boolean mask"):
+        mf.infer(net, V, missing=np.full(V.shape, 0.5))
+    with pytest.raises(TypeError, match="missing must be a boolean mask"):
+        mf.infer(net, V, missing=np.full(V.shape, 2))
+    with pytest.raises(ValueError, match="missing must have shape"):
+        net.exact_log_likelihood(V, missing=np.zeros((3, 8), bool))
+    # 0/1 integers are accepted as a mask, and a 1-D mask applies to every pattern
+    m = np.zeros(8, np.int64)
+    m[2] = 1
+    a = mf.infer(net, V[:40], missing=m)
+    b = mf.infer(net, V[:40], missing=np.broadcast_to(m.astype(bool), (40, 8)))
+    assert_identical(a, b)
+
+
+def test_bad_init_mu(net, V):
+    with pytest.raises(ValueError, match="init_mu"):
+        mf.infer(net, V, init_mu=np.full((len(V), 11), 0.5))
+    with pytest.raises(ValueError, match="init_mu"):
+        mf.infer(net, V, init_mu=np.full(12, 0.5))
+    with pytest.raises(ValueError, match="init_mu"):
+        mf.infer(net, V, init_mu=np.full((len(V), 12), 1.5))
+    with pytest.raises(ValueError, match="init_mu"):
+        mf.infer(net, V, init_mu=np.full((len(V), 12), np.nan))
+
+
+def test_bad_sizes():
+    for sizes in ([], [3], [3, 0], [2, -1, 4]):
+        with pytest.raises(ValueError, match="sizes"):
+            mf.SigmoidBeliefNet(sizes)
+    for sizes in (3, None, [[3], [2]]):
+        with pytest.raises(TypeError, match="sizes"):
+            mf.SigmoidBeliefNet(sizes)
+    for sizes in ("ab", [3, 2.5], [3, "x"]):
+        with pytest.raises((TypeError, ValueError), match="sizes"):
+            mf.SigmoidBeliefNet(sizes)
+    assert mf.SigmoidBeliefNet(np.array([2, 3])).sizes == (2, 3)
+    with pytest.raises(ValueError, match="weight_scale"):
+        mf.SigmoidBeliefNet([2, 3], weight_scale=-1.0)
+    with pytest.raises(ValueError, match="weight_scale"):
+        mf.SigmoidBeliefNet([2, 3], weight_scale=np.nan)
+
+
+def test_exact_log_likelihood_too_many_hidden_units():
+    big = mf.SigmoidBeliefNet([5, 16, 4], random_state=0)
+    with pytest.raises(ValueError, match="max_hidden"):
+        big.exact_log_likelihood(np.zeros((2, 4)))
+
+
+def test_bad_mu_xi_for_evaluate_bound_and_gradient(net, V):
+    r = mf.infer(net, V[:10])
+    with pytest.raises(ValueError, match="mu"):
+        net.evaluate_bound(V[:10], r.mu[1:], r.xi)
+    with pytest.raises(ValueError, match="mu"):
+        net.evaluate_bound(V[:10], [m[:5] for m in r.mu], r.xi)
+    with pytest.raises(ValueError, match="xi"):
+        net.evaluate_bound(V[:10], r.mu, [x[:, :1] for x in r.xi])
+    with pytest.raises(ValueError, match="mu"):
+        net.evaluate_bound(V[:10], [m * np.nan for m in r.mu[:-1]] + [r.mu[-1]], r.xi)
+    with pytest.raises(ValueError, match="mu"):
+        net.evaluate_bound(V[:10], [m + 1.0 for m in r.mu[:-1]] + [r.mu[-1]], r.xi)
+    with pytest.raises(ValueError, match="result"):
+        net.gradient(V[:4], result=r)
+
+
+def test_sample_arguments(net):
+    with pytest.raises(ValueError, match="n must be"):
+        net.sample(-1)
+    with pytest.raises(ValueError, match="n must be"):
+        net.sample(2.5)
+    assert net.sample(0).shape == (0, 8)
+    layers = net.sample(5, random_state=0, return_all=True)
+    assert [x.shape for x in layers] == [(5, n) for n in net.sizes]
+    np.testing.assert_array_equal(layers[-1], net.sample(5, random_state=0))
+    with pytest.raises(TypeError, match="random_state"):
+        net.sample(3, random_state="seed")

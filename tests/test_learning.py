@@ -1,0 +1,165 @@
+"""SigmoidBeliefNet.fit: gradient ascent on the mean-field bound raises it, and a net trained on
+data from a known small net generalises (exact held-out log-likelihood)."""
+import numpy as np
+import pytest
+
+import mfengine as mf
+
+SIZES = [2, 4, 8]
+
+
+@pytest.fixture(scope="module")
+def data():
+    """2000 training and 2000 held-out patterns from a known [2, 4, 8] net."""
+    teacher = mf.SigmoidBeliefNet(SIZES, weight_scale=4.0, random_state=0)
+    rng = np.random.default_rng(1)
+    teacher = mf.SigmoidBeliefNet.from_params(teacher.weights, [rng.normal(0, 1, n) for n in SIZES])
+    return teacher, teacher.sample(2000, random_state=1), teacher.sample(2000, random_state=2)
+
+
+def independent_pixels_ll(V_train, V_test):
+    """Held-out log-likelihood of the best model with independent visible units."""
+    n = len(V_train)
+    p = np.clip(V_train.mean(axis=0), 1 / (n + 2), 1 - 1 / (n + 2))
+    return np.mean(V_test @ np.log(p) + (1 - V_test) @ np.log1p(-p))
+
+
+def check_history_rises(history):
+    """Increasing overall: last above first, the best of the second half at least the best of
+    the first half, and no epoch-to-epoch drop beyond stochastic-gradient noise (0.02 nats)."""
+    assert np.all(np.isfinite(history))
+    assert history[-1] > history[0] + 0.02
+    half = len(history) // 2
+    assert history[half:].max() >= history[:half].max()
+    assert np.min(np.diff(history)) > -0.02
+
+
+@pytest.mark.parametrize(
+    "batch_size, warm_start, epochs, learning_rate",
+    [(1, False, None, None), (1, True, None, None), (20, False, 30, 0.2), (20, True, 30, 0.2)],
+    ids=["online", "online-warm", "minibatch", "minibatch-warm"],
+)
+def test_fit_raises_the_bound_and_generalises(data, batch_size, warm_start, epochs, learning_rate):
+    teacher, V, Vt = data
+    net = mf.SigmoidBeliefNet(SIZES, random_state=3)
+    untrained = net.copy()
+    before = mf.infer(net, V, tol=1e-6).bound.mean()
+    history = net.fit(V, epochs=epochs, learning_rate=learning_rate, batch_size=batch_size,
+                      warm_start=warm_start, progress=False, random_state=0)
+    assert history.shape == ((8,) if epochs is None else (epochs,))  # None: the paper's schedule
+    check_history_rises(history)
+    after = mf.infer(net, V, tol=1e-6).bound.mean()
+    assert after > before
+    ll = {
+        "teacher": teacher.exact_log_likelihood(Vt).mean(),
+        "learned": net.exact_log_likelihood(Vt).mean(),
+        "untrained": untrained.exact_log_likelihood(Vt).mean(),
+        "independent": independent_pixels_ll(V, Vt),
+    }
+    print(f"\nbatch={batch_size} warm={warm_start}: bound {history[0]:.4f} -> {history[-1]:.4f}; "
+          "held-out ln P: " + ", ".join(f"{k} {v:.4f}" for k, v in ll.items()))
+    assert ll["learned"] > ll["untrained"]
+    # the hidden units learned structure beyond the pixel means
+    assert ll["learned"] > ll["independent"]
+    # and nothing can beat the true model on held-out data by more than sampling noise
+    assert ll["learned"] < ll["teacher"] + 0.02
+
+
+def test_warm_start_changes_the_path_not_the_quality(data):
+    _, V, _ = data
+    a = mf.SigmoidBeliefNet(SIZES, random_state=3)
+    b = a.copy()
+    ha = a.fit(V[:500], epochs=4, learning_rate=0.05, progress=False, random_state=0)
+    hb = b.fit(V[:500], epochs=4, learning_rate=0.05, warm_start=True, progress=False, random_state=0)
+    # the first epoch starts every pattern at 0.5 either way
+    assert ha[0] == pytest.approx(hb[0], abs=1e-9)
+    # later epochs start from different points (so the option does something) ...
+    assert not np.array_equal(ha, hb)
+    # ... and reach solutions of the same quality
+    np.testing.assert_allclose(ha, hb, atol=0.01)
+
+
+def test_fit_is_reproducible_and_depends_on_the_order(data):
+    _, V, _ = data
+    runs = []
+    for seed in (0, 0, 1):
+        net = mf.SigmoidBeliefNet(SIZES, random_state=3)
+        h = net.fit(V[:300], epochs=2, learning_rate=0.05, progress=False, random_state=seed)
+        runs.append((h, net))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    for x, y in zip(runs[0][1].weights, runs[1][1].weights):
+        np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(runs[0][1].weights[0], runs[2][1].weights[0])
+
+
+def test_zero_learning_rate_sets_only_visible_biases(data):
+    """learning_rate=0 leaves the weights and hidden biases alone; init_visible_biases sets the
+    visible biases to the logits of the (clipped) pixel means; the history is then the mean
+    converged bound of the data under the fixed net."""
+    _, V, _ = data
+    V = V[:200].copy()
+    V[:, 0] = 1.0  # a pixel that is always on: its mean is clipped to 1 - 1/(n+2)
+    net = mf.SigmoidBeliefNet(SIZES, random_state=3)
+    orig = net.copy()
+    seen = []
+    h = net.fit(V, epochs=2, learning_rate=0.0, progress=False, tol=1e-10,
+                callback=lambda epoch, n, b: seen.append((epoch, n, b)))
+    for x, y in zip(net.weights, orig.weights):
+        np.testing.assert_array_equal(x, y)
+    for x, y in zip(net.biases[:-1], orig.biases[:-1]):
+        np.testing.assert_array_equal(x, y)
+    n = len(V)
+    p = np.clip(V.mean(axis=0), 1 / (n + 2), 1 - 1 / (n + 2))
+    np.testing.assert_allclose(net.biases[-1], np.log(p / (1 - p)), rtol=1e-12)
+    expected = mf.infer(net, V, tol=1e-10).bound.mean()
+    np.testing.assert_allclose(h, [expected, expected], atol=1e-8)
+    assert [e for e, _, _ in seen] == [0, 1]
+    assert all(m is net for _, m, _ in seen)
+    np.testing.assert_array_equal([b for _, _, b in seen], h)
+
+
+def test_fit_with_missing_entries(data):
+    """Missing entries are left out of the bound; their stored values do not matter, and
+    init_visible_biases uses the observed entries only."""
+    _, V, _ = data
+    V = V[:400]
+    missing = np.random.default_rng(5).random(V.shape) < 0.25
+    results = []
+    for fill in (np.nan, 0.0, 1.0):
+        net = mf.SigmoidBeliefNet(SIZES, random_state=3)
+        h = net.fit(np.where(missing, fill, V), missing=missing, epochs=6, learning_rate=0.05,
+                    progress=False, random_state=0)
+        results.append((h, net))
+    for h, net in results[1:]:
+        np.testing.assert_array_equal(h, results[0][0])
+        for x, y in zip(net.weights + net.biases, results[0][1].weights + results[0][1].biases):
+            np.testing.assert_array_equal(x, y)
+    h = results[0][0]
+    assert h[-1] > h[0]
+    # visible biases were initialised from the observed entries only (a zero learning rate
+    # isolates that step)
+    net = mf.SigmoidBeliefNet(SIZES, random_state=3)
+    net.fit(np.where(missing, np.nan, V), missing=missing, epochs=1, learning_rate=0.0, progress=False)
+    obs = ~missing
+    n = len(V)
+    p = np.clip((V * obs).sum(0) / obs.sum(0), 1 / (n + 2), 1 - 1 / (n + 2))
+    np.testing.assert_allclose(net.biases[-1], np.log(p / (1 - p)), rtol=1e-12)
+
+
+def test_fit_argument_errors(data):
+    _, V, _ = data
+    net = mf.SigmoidBeliefNet(SIZES, random_state=3)
+    with pytest.raises(ValueError, match="batch_size"):
+        net.fit(V, batch_size=0, progress=False)
+    with pytest.raises(ValueError, match="epochs"):
+        net.fit(V, epochs=0, progress=False)
+    with pytest.raises(ValueError, match="learning rate"):
+        net.fit(V, learning_rate=-0.1, epochs=1, progress=False)
+    with pytest.raises(ValueError, match="epochs"):
+        net.fit(V, epochs=3, learning_rate=[0.1, 0.1], progress=False)
+    with pytest.raises(ValueError, match="method"):
+        net.fit(V, method="sjj", progress=False)
+    with pytest.raises(ValueError, match="V"):
+        net.fit(V[:, :5], progress=False)
+    with pytest.raises(ValueError, match="patterns"):
+        net.fit(V[:0], progress=False)
