@@ -15,11 +15,12 @@ static inline double mf_log1pexp(double x)
     return x;
 }
 
-/* 1 / (1 + exp(-x)) without overflow for any x. */
+/* 1 / (1 + exp(-x)) without overflow for any x; one division. */
 static inline double mf_sigmoid(double x)
 {
-    double e = mf_exp_nonpos(-fabs(x));
-    return (x >= 0.0 ? 1.0 : e) / (1.0 + e);
+    double num, den;    /* e^{-|x|} = num / den */
+    mf_exp_parts(-fabs(x), &num, &den);
+    return (x >= 0.0 ? den : num) / (den + num);
 }
 
 /* sigmoid(a) and u = 1 + e^{-|a|} (so that log(1 + e^a) = max(a, 0) + log u), from one exp

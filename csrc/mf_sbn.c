@@ -22,13 +22,14 @@ int mf_sbn_dispatch_enabled(void) { return MF_HAVE_CLONES; }
  * per term. */
 #define MF_LOGPROD_CHUNK 512
 
-/* The no-objective loop, specialised on whether the u cache is kept (want_u is a constant at
- * each call site, so the compiler emits two loops). */
+/* The no-objective loop, specialised at each call site on whether the u cache is kept and
+ * whether any child is missing (want_u and has_obs are constants there, so the compiler emits
+ * four loops without the tests). */
 static inline void children_grad(ptrdiff_t n, const double *restrict J, const double *restrict J2,
                                  const double *restrict m, const double *restrict s,
                                  const double *restrict xi, const double *restrict muc,
                                  const double *restrict obs, double dmu, double dvar, double tk,
-                                 const int want_u, double *restrict sig_out,
+                                 const int want_u, const int has_obs, double *restrict sig_out,
                                  double *restrict u_out, double *restrict out)
 {
     double d1 = 0.0, d2 = 0.0;
@@ -47,9 +48,11 @@ static inline void children_grad(ptrdiff_t n, const double *restrict J, const do
         }
         double q = xi[c] * xi[c] + 2.0 * w * sig;
         double ap = J[c] + w * J2[c] * tk;
+        double t1 = J[c] * (muc[c] - sig) - 0.5 * J2[c] * tk * q;
+        double t2 = J2[c] * q - sig * (1.0 - sig) * ap * ap;
         sig_out[c] = sig;
-        d1 += obs[c] * (J[c] * (muc[c] - sig) - 0.5 * J2[c] * tk * q);
-        d2 += obs[c] * (J2[c] * q - sig * (1.0 - sig) * ap * ap);
+        d1 += has_obs ? obs[c] * t1 : t1;
+        d2 += has_obs ? obs[c] * t2 : t2;
     }
     out[0] = d1;
     out[1] = d2;
@@ -66,10 +69,14 @@ void mf_sbn_children_eval(ptrdiff_t n, const double *restrict J, const double *r
 {
     double d1 = 0.0, d2 = 0.0, fsum = 0.0;
     if (!want_f) {
-        if (want_u)
-            children_grad(n, J, J2, m, s, xi, muc, obs, dmu, dvar, tk, 1, sig_out, u_out, out);
+        if (want_u && obs)
+            children_grad(n, J, J2, m, s, xi, muc, obs, dmu, dvar, tk, 1, 1, sig_out, u_out, out);
+        else if (want_u)
+            children_grad(n, J, J2, m, s, xi, muc, obs, dmu, dvar, tk, 1, 0, sig_out, u_out, out);
+        else if (obs)
+            children_grad(n, J, J2, m, s, xi, muc, obs, dmu, dvar, tk, 0, 1, sig_out, u_out, out);
         else
-            children_grad(n, J, J2, m, s, xi, muc, obs, dmu, dvar, tk, 0, sig_out, u_out, out);
+            children_grad(n, J, J2, m, s, xi, muc, obs, dmu, dvar, tk, 0, 0, sig_out, u_out, out);
         return;
     }
     for (ptrdiff_t c0 = 0; c0 < n; c0 += MF_LOGPROD_CHUNK) {

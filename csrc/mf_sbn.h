@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 /* Full evaluation at a trial point: one exp per child; sig_out[c] receives sig_c and, if want_u
- * or want_f, u_out[c] = 1 + e^{-|a_c|}.  If want_f, out[2] = sum_c obs_c [ mu_c m_c' - 1/2 xi_c^2 s_c'
+ * or want_f, u_out[c] = 1 + e^{-|a_c|}.  When want_f is 0, obs may be NULL (no child missing).  If want_f, out[2] = sum_c obs_c [ mu_c m_c' - 1/2 xi_c^2 s_c'
  * - log(1 + exp(a_c)) ] (the children's part of L at the trial point). */
 void mf_sbn_children_eval(ptrdiff_t n, const double *J, const double *J2,
                           const double *m, const double *s, const double *xi,

@@ -39,7 +39,7 @@ def __getattr__(name):
         from mfengine import classify
 
         return getattr(classify, name)
-    if name in ("BernoulliMixture",):
+    if name in ("BernoulliMixture", "MixtureClassifier"):
         from mfengine import baselines
 
         return getattr(baselines, name)

@@ -59,6 +59,20 @@ class _ParamsMixin:
         return f"{type(self).__name__}({args})"
 
 
+class _ClassifierMixin(_ParamsMixin):
+    """Marks an estimator as a classifier for scikit-learn (``cross_val_score``, ``clone``,
+    ``is_classifier``) without importing scikit-learn at module import."""
+
+    _estimator_type = "classifier"  # scikit-learn < 1.6
+
+    def __sklearn_tags__(self):
+        """scikit-learn (>= 1.6) estimator tags: a classifier on 2-D binary input."""
+        from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
+
+        return Tags(estimator_type="classifier", target_tags=TargetTags(required=True),
+                    classifier_tags=ClassifierTags(), input_tags=InputTags(allow_nan=True))
+
+
 def _logsumexp(a, axis):
     amax = np.max(a, axis=axis, keepdims=True)
     amax = np.where(np.isfinite(amax), amax, 0.0)
@@ -273,7 +287,7 @@ def _check_known_labels(y, classes, name="y"):
         )
 
 
-class MixtureClassifier(_ParamsMixin):
+class MixtureClassifier(_ClassifierMixin):
     """One ``BernoulliMixture`` per class; label = argmax of log-likelihood + log prior.
 
     Parameters

@@ -76,6 +76,7 @@ cdef struct Work:
     double *ubuf1
     double *ones
     double *obs
+    int any_missing     # some visible unit of the current pattern is missing
 
 
 cdef void init_logits(const Net *net, double *mu, Work *w) noexcept nogil:
@@ -179,8 +180,8 @@ cdef inline void refresh_xi(const Net *net, Py_ssize_t l, double *xi, Work *w, d
 
 cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t nc,
                    double *mu, double *mc, double *sc, const double *xic, double *sigc,
-                   double *uc, const double *muc, const double *obs, int want_u, Work *w,
-                   double gtol) noexcept nogil:
+                   double *uc, const double *muc, const double *obs, const double *obs_grad,
+                   int want_u, Work *w, double gtol) noexcept nogil:
     """Maximise the bound over mu_k in [0, 1], all else fixed; update the children's cache.
 
     The objective (k's entropy, mu_k m_k and its children's terms) is searched in t = logit(mu).
@@ -236,8 +237,9 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
             x = 0.5 * (lo + hi)
         mux = mf_sigmoid(x)
         vx = mux * (1.0 - mux)
-        mf_sbn_children_eval(nc, J, J2, mc, sc, xic, muc, obs, mux - mu0, vx - v0,
-                             1.0 - 2.0 * mux, not concave, want_u, bufs[cur], ubufs[cur], out)
+        mf_sbn_children_eval(nc, J, J2, mc, sc, xic, muc, obs if not concave else obs_grad,
+                             mux - mu0, vx - v0, 1.0 - 2.0 * mux, not concave, want_u,
+                             bufs[cur], ubufs[cur], out)
         gx = -x + mk + out[0]
         gpx = -1.0 + out[1] * vx
         accept = concave
@@ -277,10 +279,12 @@ cdef inline void update_mu(const Net *net, Py_ssize_t l, Py_ssize_t k, double *m
     """Update mu of unit k of hidden layer l."""
     cdef Py_ssize_t nc = net.sizes[l + 1], coff = net.offset[l + 1]
     cdef const double *obs = w.obs if l + 1 == net.n_layers - 1 else w.ones
+    # the gradient-only loop skips the mask when no child is missing
+    cdef const double *obs_grad = w.obs if (l + 1 == net.n_layers - 1 and w.any_missing) else NULL
     solve_mu(net.offset[l] + k,
              net.WT + net.woff[l] + k * nc, net.WT2 + net.woff[l] + k * nc, nc,
              mu, w.m + coff, w.s + coff, xi + coff, w.sig + coff, w.u + coff, mu + coff, obs,
-             net.need_u[l + 1], w, gtol)
+             obs_grad, net.need_u[l + 1], w, gtol)
 
 
 cdef void sweep_layer(const Net *net, Py_ssize_t l, double *mu, double *xi, Work *w,
@@ -300,9 +304,11 @@ cdef int8_t solve_pattern(const Net *net, const double *v, const uint8_t *miss,
     cdef Py_ssize_t i, l, sweep
     cdef double Lold, Lnew
     cdef int8_t converged = 0
+    w.any_missing = 0
     for i in range(nv):
         if miss != NULL and miss[i]:
             w.obs[i] = 0.0
+            w.any_missing = 1
             mu[voff + i] = 0.5
         else:
             w.obs[i] = 1.0
@@ -497,9 +503,11 @@ def trace(model, v, missing_row=None, Py_ssize_t max_sweeps=20, double inner_tol
     cdef Work w = make_work(&scratch[0], U, width, nv)
     cdef Work w2 = make_work(&scratch2[0], U, width, nv)
     cdef Py_ssize_t i, l, k, sweep
+    w.any_missing = 0
     for i in range(nv):
         if mrow is not None and mrow[i]:
             w.obs[i] = 0.0
+            w.any_missing = 1
         else:
             w.obs[i] = 1.0
             mu[voff + i] = vv[i]

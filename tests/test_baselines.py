@@ -1,0 +1,155 @@
+"""Bernoulli-mixture baseline: EM monotonicity, exact marginalisation, classifier sanity."""
+import itertools
+
+import numpy as np
+import pytest
+
+from mfengine.baselines import BernoulliMixture, MixtureClassifier, NotFittedError
+
+
+def _random_binary(n, d, seed):
+    rng = np.random.default_rng(seed)
+    # a planted 3-component mixture so that EM has structure to find
+    protos = rng.random((3, d))
+    z = rng.integers(0, 3, size=n)
+    return (rng.random((n, d)) < protos[z]).astype(np.float64)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_em_never_decreases_log_likelihood(seed):
+    X = _random_binary(300, 12, seed)
+    m = BernoulliMixture(n_components=4, n_iter=40, alpha=0.0, tol=0.0, random_state=seed).fit(X)
+    ll = m.log_likelihood_history_
+    assert ll.shape == (41,)
+    assert np.all(np.diff(ll) >= -1e-9), np.diff(ll).min()
+    assert ll[-1] > ll[0]
+
+
+@pytest.mark.parametrize("alpha", [0.5, 2.0])
+def test_em_never_decreases_penalised_objective(alpha):
+    X = _random_binary(200, 10, 5)
+    m = BernoulliMixture(n_components=5, n_iter=30, alpha=alpha, tol=0.0, random_state=1).fit(X)
+    assert np.all(np.diff(m.objective_history_) >= -1e-9)
+
+
+def test_probabilities_sum_to_one_over_all_patterns():
+    X = _random_binary(100, 6, 3)
+    m = BernoulliMixture(n_components=3, n_iter=20, random_state=0).fit(X)
+    all_x = np.array(list(itertools.product([0.0, 1.0], repeat=6)))
+    assert np.isclose(np.exp(m.score_samples(all_x)).sum(), 1.0, atol=1e-12)
+
+
+def test_score_samples_missing_equals_brute_force_marginalisation():
+    rng = np.random.default_rng(0)
+    d = 6
+    X = _random_binary(150, d, 4)
+    m = BernoulliMixture(n_components=3, n_iter=20, random_state=0).fit(X)
+    V = (rng.random((8, d)) < 0.5).astype(np.float64)
+    miss = rng.random((8, d)) < 0.4
+    miss[0] = False  # nothing missing
+    miss[1] = True  # everything missing: ln P = 0
+    got = m.score_samples(np.where(miss, np.nan, V), missing=miss)
+    for i in range(V.shape[0]):
+        idx = np.flatnonzero(miss[i])
+        completions = np.repeat(V[i][None, :], 2 ** idx.size, axis=0)
+        if idx.size:
+            completions[:, idx] = np.array(list(itertools.product([0.0, 1.0], repeat=idx.size)))
+        brute = np.logaddexp.reduce(m.score_samples(completions))
+        assert np.isclose(got[i], brute, rtol=0, atol=1e-10), (i, got[i], brute)
+    assert np.isclose(got[1], 0.0, atol=1e-12)
+
+
+def test_one_dimensional_missing_mask_applies_to_every_row():
+    X = _random_binary(80, 5, 7)
+    m = BernoulliMixture(n_components=2, random_state=0).fit(X)
+    mask = np.array([True, False, False, True, False])
+    a = m.score_samples(X, missing=mask)
+    b = m.score_samples(X, missing=np.broadcast_to(mask, X.shape).copy())
+    np.testing.assert_array_equal(a, b)
+
+
+def test_mixture_validation_errors():
+    m = BernoulliMixture()
+    with pytest.raises(NotFittedError):
+        m.score_samples(np.zeros((1, 3)))
+    with pytest.raises(ValueError, match="binary"):
+        m.fit(np.full((4, 3), 0.5))
+    with pytest.raises(ValueError, match="NaN"):
+        m.fit(np.array([[0.0, np.nan]]))
+    with pytest.raises(ValueError, match="n_components"):
+        BernoulliMixture(n_components=0).fit(np.zeros((3, 2)))
+    m.fit(np.eye(3))
+    with pytest.raises(ValueError, match="columns"):
+        m.score_samples(np.zeros((2, 4)))
+    with pytest.raises(ValueError, match="not marked missing"):
+        m.score_samples(np.array([[np.nan, 0.0, 1.0]]), missing=np.array([[False, True, False]]))
+
+
+def test_sample_shape_and_values():
+    m = BernoulliMixture(n_components=2, random_state=0).fit(_random_binary(50, 4, 0))
+    S = m.sample(20, random_state=1)
+    assert S.shape == (20, 4) and set(np.unique(S)) <= {0.0, 1.0}
+
+
+@pytest.fixture(scope="module")
+def digits():
+    pytest.importorskip("sklearn")
+    from mfengine.datasets import load_binary_digits
+
+    return load_binary_digits()
+
+
+def test_load_binary_digits(digits):
+    X_train, X_test, y_train, y_test = digits
+    assert X_train.shape == (1257, 64) and X_test.shape == (540, 64)
+    assert X_train.dtype == np.float64 and set(np.unique(X_train)) == {0.0, 1.0}
+    assert set(np.unique(y_train)) == set(range(10))
+    # stratified: every class has about 30% of its images in the test split
+    counts = np.bincount(y_test) / (np.bincount(y_test) + np.bincount(y_train))
+    assert np.all(np.abs(counts - 0.3) < 0.02)
+    # fixed split
+    again = __import__("mfengine.datasets", fromlist=["x"]).load_binary_digits()
+    np.testing.assert_array_equal(again[0], X_train)
+
+
+def test_mixture_classifier_on_digits(digits):
+    X_train, X_test, y_train, y_test = digits
+    clf = MixtureClassifier(n_components=5, n_iter=30, random_state=0).fit(X_train, y_train)
+    assert clf.score(X_test, y_test) > 0.85  # chance is 0.1
+    P = clf.predict_proba(X_test[:20])
+    assert P.shape == (20, 10)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, atol=1e-12)
+    np.testing.assert_array_equal(clf.classes_[P.argmax(axis=1)], clf.predict(X_test[:20]))
+    rng = np.random.default_rng(0)
+    miss = rng.random(X_test.shape) < 0.3
+    assert clf.score(np.where(miss, np.nan, X_test), y_test, missing=miss) > 0.75
+    ll = clf.class_log_likelihoods(X_test[:5])
+    np.testing.assert_allclose(ll[:, 3], clf.mixtures_[3].score_samples(X_test[:5]))
+
+
+def test_mixture_classifier_labels_and_errors():
+    X = _random_binary(60, 5, 1)
+    y = np.array(["a", "b", "c"] * 20)
+    clf = MixtureClassifier(n_components=2, random_state=0).fit(X, y)
+    assert list(clf.classes_) == ["a", "b", "c"]
+    assert set(clf.predict(X)) <= {"a", "b", "c"}
+    with pytest.raises(ValueError, match="not seen during fit"):
+        clf.score(X[:3], ["a", "b", "z"])
+    with pytest.raises(ValueError, match="labels"):
+        MixtureClassifier().fit(X, y[:-1])
+    with pytest.raises(ValueError, match="two classes"):
+        MixtureClassifier().fit(X, np.zeros(60))
+    with pytest.raises(NotFittedError):
+        MixtureClassifier().predict(X)
+
+
+def test_get_params_and_clone():
+    sk_base = pytest.importorskip("sklearn.base")
+    clf = MixtureClassifier(n_components=7, alpha=0.5)
+    assert clf.get_params()["n_components"] == 7
+    c2 = sk_base.clone(clf)
+    assert c2.get_params() == clf.get_params() and c2 is not clf
+    clf.set_params(n_iter=3)
+    assert clf.n_iter == 3
+    with pytest.raises(ValueError, match="invalid parameter"):
+        clf.set_params(bogus=1)

@@ -1,0 +1,190 @@
+"""GenerativeClassifier: one mean-field sigmoid belief net per class."""
+import numpy as np
+import pytest
+
+import mfengine as mf
+from mfengine.baselines import NotFittedError
+from mfengine.classify import GenerativeClassifier, default_schedule
+
+QUICK = dict(hidden=(4, 12), epochs=4)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    pytest.importorskip("sklearn")
+    from mfengine.datasets import load_binary_digits
+
+    return load_binary_digits()
+
+
+@pytest.fixture(scope="module")
+def fitted(digits):
+    X_train, _, y_train, _ = digits
+    return GenerativeClassifier(random_state=0, **QUICK).fit(X_train, y_train)
+
+
+def test_lazy_export():
+    assert mf.GenerativeClassifier is GenerativeClassifier
+
+
+def test_fitted_attributes(fitted, digits):
+    X_train = digits[0]
+    assert list(fitted.classes_) == list(range(10))
+    assert len(fitted.nets_) == 10
+    assert all(net.sizes == (4, 12, 64) for net in fitted.nets_)
+    assert fitted.history_.shape == (10, 4)
+    assert np.all(np.isfinite(fitted.history_))
+    np.testing.assert_allclose(np.exp(fitted.class_log_prior_).sum(), 1.0)
+    assert fitted.n_features_in_ == X_train.shape[1]
+    # the bound rises during training (first epoch vs last), for every class
+    assert np.all(fitted.history_[:, -1] > fitted.history_[:, 0])
+
+
+def test_shapes_and_probabilities(fitted, digits):
+    X_test = digits[1][:50]
+    B = fitted.class_bounds(X_test)
+    assert B.shape == (50, 10) and np.all(np.isfinite(B)) and np.all(B < 0)
+    P = fitted.predict_proba(X_test)
+    assert P.shape == (50, 10)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0, atol=1e-12)
+    assert np.all(P >= 0)
+    pred = fitted.predict(X_test)
+    assert pred.shape == (50,)
+    np.testing.assert_array_equal(pred, fitted.classes_[np.argmax(B + fitted.class_log_prior_, axis=1)])
+    np.testing.assert_array_equal(pred, fitted.classes_[P.argmax(axis=1)])
+    np.testing.assert_allclose(np.exp(fitted.predict_log_proba(X_test)), P)
+
+
+def test_class_bounds_match_infer(fitted, digits):
+    X = digits[1][:10]
+    B = fitted.class_bounds(X)
+    np.testing.assert_allclose(B[:, 2], mf.infer(fitted.nets_[2], X, tol=fitted.score_tol).bound)
+
+
+def test_beats_chance_by_a_wide_margin(fitted, digits):
+    _, X_test, _, y_test = digits
+    assert fitted.score(X_test, y_test) > 0.8  # chance is 0.1
+
+
+def test_missing_pixels(fitted, digits):
+    _, X_test, _, y_test = digits
+    rng = np.random.default_rng(0)
+    miss = rng.random(X_test.shape) < 0.3
+    Xm = np.where(miss, np.nan, X_test)  # NaN allowed under the mask
+    acc = fitted.score(Xm, y_test, missing=miss)
+    assert acc > 0.7
+    # values under the mask do not matter
+    np.testing.assert_array_equal(
+        fitted.class_bounds(X_test[:20], missing=miss[:20]),
+        fitted.class_bounds(np.where(miss[:20], 1.0, X_test[:20]), missing=miss[:20]),
+    )
+    # a 1-D mask applies to every pattern
+    mask = np.zeros(64, dtype=bool)
+    mask[:16] = True
+    B1 = fitted.class_bounds(X_test[:5], missing=mask)
+    B2 = fitted.class_bounds(X_test[:5], missing=np.tile(mask, (5, 1)))
+    np.testing.assert_allclose(B1, B2)
+    # marginalising pixels raises the likelihood of what is left
+    assert np.all(B1 > fitted.class_bounds(X_test[:5]) - 1e-6)
+
+
+def test_reproducible(digits):
+    X_train, X_test, y_train, _ = digits
+    sub = np.concatenate([np.flatnonzero(y_train == c)[:15] for c in range(3)])
+    a = GenerativeClassifier(hidden=(3, 6), epochs=2, random_state=5).fit(X_train[sub], y_train[sub])
+    b = GenerativeClassifier(hidden=(3, 6), epochs=2, random_state=5).fit(X_train[sub], y_train[sub])
+    np.testing.assert_array_equal(a.history_, b.history_)
+    np.testing.assert_array_equal(a.predict(X_test[:30]), b.predict(X_test[:30]))
+
+
+def test_string_labels_and_progress():
+    rng = np.random.default_rng(0)
+    X = (rng.random((30, 9)) < 0.5).astype(float)
+    y = np.array(["cat", "dog"] * 15)
+    clf = GenerativeClassifier(hidden=(2,), epochs=2, learning_rate=[0.05, 0.01],
+                               progress=True).fit(X, y)
+    assert list(clf.classes_) == ["cat", "dog"]
+    assert set(clf.predict(X)) <= {"cat", "dog"}
+    assert clf.history_.shape == (2, 2)
+
+
+def test_input_validation():
+    rng = np.random.default_rng(0)
+    X = (rng.random((20, 6)) < 0.5).astype(float)
+    y = np.arange(20) % 2
+    small = dict(hidden=(2,), epochs=1)
+    with pytest.raises(ValueError, match="binary"):
+        GenerativeClassifier(**small).fit(X * 0.5, y)
+    with pytest.raises(ValueError, match="NaN"):
+        GenerativeClassifier(**small).fit(np.where(X > 0, np.nan, 0.0), y)
+    with pytest.raises(ValueError, match="19 labels but X has 20"):
+        GenerativeClassifier(**small).fit(X, y[:-1])
+    with pytest.raises(ValueError, match="1-D"):
+        GenerativeClassifier(**small).fit(X, np.zeros((20, 2)))
+    with pytest.raises(ValueError, match="2-D"):
+        GenerativeClassifier(**small).fit(X[0], y[:1])
+    with pytest.raises(ValueError, match="two classes"):
+        GenerativeClassifier(**small).fit(X, np.zeros(20))
+    with pytest.raises(ValueError, match="hidden"):
+        GenerativeClassifier(hidden=(0, 3), epochs=1).fit(X, y)
+    with pytest.raises(ValueError, match="epochs"):
+        GenerativeClassifier(hidden=(2,), epochs=0).fit(X, y)
+    with pytest.raises(ValueError, match="learning_rate has 3"):
+        GenerativeClassifier(hidden=(2,), epochs=2, learning_rate=[0.1, 0.1, 0.1]).fit(X, y)
+    with pytest.raises(ValueError, match="batch_size"):
+        GenerativeClassifier(hidden=(2,), epochs=1, batch_size=0).fit(X, y)
+    with pytest.raises(NotFittedError):
+        GenerativeClassifier().predict(X)
+    with pytest.raises(ValueError):  # NotFittedError is a ValueError, like scikit-learn's
+        GenerativeClassifier().predict_proba(X)
+    clf = GenerativeClassifier(**small).fit(X, y)
+    with pytest.raises(ValueError, match="6 columns"):
+        clf.predict(np.zeros((3, 5)))
+    with pytest.raises(ValueError, match="not seen during fit"):
+        clf.score(X[:3], [0, 1, 7])
+    with pytest.raises(ValueError, match="missing"):
+        clf.predict(X, missing=np.zeros((20, 5), dtype=bool))
+    with pytest.raises(ValueError, match="not marked missing"):
+        clf.predict(np.where(X > 0, np.nan, 0.0), missing=np.zeros_like(X, dtype=bool))
+
+
+def test_get_params_set_params_clone():
+    clf = GenerativeClassifier(hidden=(3, 5), epochs=7, random_state=3)
+    params = clf.get_params()
+    assert params["hidden"] == (3, 5) and params["epochs"] == 7 and params["random_state"] == 3
+    assert set(params) == {"hidden", "epochs", "learning_rate", "batch_size", "weight_scale", "tol",
+                           "max_sweeps", "score_tol", "n_threads", "random_state", "progress"}
+    clf.set_params(epochs=2)
+    assert clf.epochs == 2
+    with pytest.raises(ValueError, match="invalid parameter"):
+        clf.set_params(nope=1)
+    sk_base = pytest.importorskip("sklearn.base")
+    c2 = sk_base.clone(clf)
+    assert c2.get_params() == clf.get_params()
+    assert not hasattr(c2, "nets_")
+
+
+def test_default_schedule():
+    assert default_schedule(4) == [0.1, 0.1, 0.02, 0.02]
+    assert default_schedule(3) == [0.1, 0.1, 0.02]
+    assert len(default_schedule(GenerativeClassifier().epochs)) == GenerativeClassifier().epochs
+
+
+def test_works_inside_scikit_learn_model_selection(digits):
+    pytest.importorskip("sklearn")
+    from sklearn.base import is_classifier
+    from sklearn.model_selection import cross_val_score
+
+    X_train, _, y_train, _ = digits
+    clf = GenerativeClassifier(hidden=(3, 8), epochs=2)
+    assert is_classifier(clf)
+    scores = cross_val_score(clf, X_train[:300], y_train[:300], cv=2)
+    assert scores.shape == (2,) and np.all(scores > 0.5)
+
+
+def test_default_configuration_on_digits(digits):
+    """The tuned defaults (chosen by CV on the training split) keep a low test error."""
+    X_train, X_test, y_train, y_test = digits
+    clf = GenerativeClassifier().fit(X_train, y_train)
+    assert clf.history_.shape == (10, clf.epochs)
+    assert 1.0 - clf.score(X_test, y_test) < 0.07  # 4.3% when the defaults were chosen
