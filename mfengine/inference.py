@@ -83,9 +83,11 @@ def infer(model, V, method="gaussian", tol=1e-6, max_sweeps=200, missing=None, n
     init_mu : (n_patterns, n_hidden) array, optional
         Starting hidden means, layers concatenated top first (a warm start); default 0.5.
     inner_tol : float, optional
-        Tolerance of each unit's 1-D solve (on |dL/dmu| and on the xi residual); default
-        ``0.1 * sqrt(tol)`` clipped to [1e-13, 1e-3], which keeps the bound's error from the
-        inner solves (about inner_tol**2 / 8 per unit) well below ``tol``.
+        Tolerance of each unit's 1-D solve (on |dL/dmu| and on the xi residual).  Default:
+        ``0.1 * sqrt(tol)`` clipped to [1e-13, 1e-3] (the bound's error from the inner solves
+        is about inner_tol**2 / 8 per unit), and a mean is also left where it is when a Newton
+        step would raise the bound by less than tol / (10 n_hidden).  Given explicitly, only
+        |dL/dmu| <= inner_tol stops a 1-D solve.
     progress : bool, default False
         Show a progress bar (tqdm), advancing every few thousand patterns.
 
@@ -103,6 +105,7 @@ def infer(model, V, method="gaussian", tol=1e-6, max_sweeps=200, missing=None, n
         raise ValueError(f"tol must be a positive number, got {tol!r}")
     if isinstance(max_sweeps, bool) or not isinstance(max_sweeps, numbers.Integral) or max_sweeps < 1:
         raise ValueError(f"max_sweeps must be a positive integer, got {max_sweeps!r}")
+    gain_rule = inner_tol is None
     if inner_tol is None:
         inner_tol = _inner_tol(tol)
     elif not (isinstance(inner_tol, numbers.Real) and inner_tol > 0):
@@ -125,7 +128,7 @@ def infer(model, V, method="gaussian", tol=1e-6, max_sweeps=200, missing=None, n
             )
     if not progress or n <= _PROGRESS_CHUNK:
         return _gaussian.run(model, V, miss, init_mu, float(tol), float(inner_tol),
-                             int(max_sweeps), n_threads)
+                             int(max_sweeps), n_threads, gain_rule)
     from mfengine._progress import progress_bar
 
     parts = []
@@ -134,7 +137,8 @@ def infer(model, V, method="gaussian", tol=1e-6, max_sweeps=200, missing=None, n
             sl = slice(start, start + _PROGRESS_CHUNK)
             parts.append(_gaussian.run(model, V[sl], None if miss is None else miss[sl],
                                        None if init_mu is None else init_mu[sl],
-                                       float(tol), float(inner_tol), int(max_sweeps), n_threads))
+                                       float(tol), float(inner_tol), int(max_sweeps), n_threads,
+                                       gain_rule))
             bar.update(parts[-1].bound.shape[0])
     return InferenceResult(
         bound=np.concatenate([r.bound for r in parts]),

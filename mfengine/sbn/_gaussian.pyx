@@ -51,6 +51,7 @@ DEF T_MAX = 40.0
 DEF T_TOL = 1e-11      # bracket width (in t) at which a mu search stops
 DEF MAX_IT = 100       # evaluations per 1-D solve, a safety net (typically 0 to 4)
 DEF CONCAVE_LIMIT = 4.0
+DEF F_NOISE = 1e-14       # relative round-off of a 1-D objective value
 DEF RECOMPUTE_EVERY = 8   # sweeps between exact recomputations of the cached statistics
 
 cdef struct Net:
@@ -77,6 +78,7 @@ cdef struct Work:
     double *ones
     double *obs
     int any_missing     # some visible unit of the current pattern is missing
+    double gain_tol     # a mu update whose predicted gain in L is below this is not made
 
 
 cdef void init_logits(const Net *net, double *mu, Work *w) noexcept nogil:
@@ -178,6 +180,13 @@ cdef inline void refresh_xi(const Net *net, Py_ssize_t l, double *xi, Work *w, d
         refresh_xi_unit(i, xi, w, gtol)
 
 
+cdef inline bint small_gain(double g, double gp, double v, double gain_tol) noexcept nogil:
+    """A Newton step from here would gain less than gain_tol, and the quadratic model that says
+    so can be trusted (a short step, |g / gp| < 1/2, from a point that is not saturated)."""
+    return (gain_tol > 0.0 and gp < 0.0 and v > 1e-12 and fabs(g) < -0.5 * gp
+            and g * g * v <= -2.0 * gp * gain_tol)
+
+
 cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t nc,
                    double *mu, double *mc, double *sc, const double *xic, double *sigc,
                    double *uc, const double *muc, const double *obs, const double *obs_grad,
@@ -211,7 +220,9 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
     concave = out[2] < CONCAVE_LIMIT
     g = -t0 + mk + out[0]
     gp = -1.0 + out[1] * v0
-    if fabs(g) <= gtol:
+    # Stop when the derivative is below the inner tolerance, or when a Newton step would gain
+    # less than gain_tol (its predicted gain is g^2 mu (1 - mu) / (2 |dg/dt|)).
+    if fabs(g) <= gtol or small_gain(g, gp, v0, w.gain_tol):
         return
     if not concave:
         f0 = (mf_log1pexp(t0) - mu0 * t0 + mu0 * mk
@@ -245,7 +256,10 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
         accept = concave
         if not concave:
             fx = mf_log1pexp(x) - mux * x + mux * mk + out[2]
-            accept = fx >= fb
+            # Values equal to within round-off are a tie and the derivative decides: comparing
+            # values alone cannot place a maximum closer than |dL/dmu| ~ sqrt(eps), and the
+            # search would stall there.
+            accept = fx >= fb - F_NOISE * (1.0 + fabs(fb))
         if accept:
             if gx > 0.0:
                 lo = x
@@ -260,7 +274,7 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
             ubest = ubufs[cur]
             cur = 1 - cur
             moved = 1
-            if fabs(gb) <= gtol:
+            if fabs(gb) <= gtol or small_gain(gb, gpb, vx, w.gain_tol):
                 break
         else:
             if x > tb:
@@ -354,10 +368,13 @@ cdef inline Py_ssize_t WORK_SIZE(Py_ssize_t U, Py_ssize_t width, Py_ssize_t nv) 
     return 5 * U + 5 * width + nv
 
 
-cdef Work make_work(double *scratch, Py_ssize_t U, Py_ssize_t width, Py_ssize_t nv) noexcept nogil:
+cdef Work make_work(double *scratch, Py_ssize_t U, Py_ssize_t width, Py_ssize_t nv,
+                    double gain_tol=0.0) noexcept nogil:
     """Carve one thread's scratch block into the per-pattern work arrays."""
     cdef Work w
     cdef Py_ssize_t i
+    w.gain_tol = gain_tol
+    w.any_missing = 0
     w.m = scratch
     w.s = scratch + U
     w.sig = scratch + 2 * U
@@ -405,8 +422,12 @@ cdef void fill_net(Net *net, const intp_t[::1] sizes, const intp_t[::1] offset,
 
 
 def run(model, const double[:, ::1] V, miss, init_mu, double tol, double gtol,
-        Py_ssize_t max_sweeps, int n_threads):
-    """Solve every pattern of V; returns an InferenceResult (see mfengine.inference)."""
+        Py_ssize_t max_sweeps, int n_threads, bint gain_rule=True):
+    """Solve every pattern of V; returns an InferenceResult (see mfengine.inference).
+
+    gain_rule: also skip a mu update whose predicted gain is below tol / (10 n_hidden) (so that
+    the skipped updates cost at most tol / 10 per sweep); off, only |dL/dmu| <= gtol stops.
+    """
     from mfengine.inference import InferenceResult
 
     flat = _flatten(model)
@@ -416,6 +437,8 @@ def run(model, const double[:, ::1] V, miss, init_mu, double tol, double gtol,
     cdef Py_ssize_t n = V.shape[0], U = net.n_units, L = net.n_layers
     cdef Py_ssize_t H = U - sizes_a[L - 1], nv = sizes_a[L - 1]
     cdef Py_ssize_t width = int(sizes_a.max())
+    # updates gaining less than this are skipped: at most tol / 10 per sweep in all
+    cdef double gain_tol = tol / (10.0 * max(H, 1)) if gain_rule else 0.0
 
     mu_a = np.empty((n, U), dtype=np.float64)
     if init_mu is None:
@@ -455,7 +478,7 @@ def run(model, const double[:, ::1] V, miss, init_mu, double tol, double gtol,
             if scratch == NULL:
                 status[p] = -1
                 continue
-            w = make_work(scratch, U, width, nv)
+            w = make_work(scratch, U, width, nv, gain_tol)
             mrow = &missv[p, 0] if has_miss else NULL
             status[p] = solve_pattern(&net, &V[p, 0], mrow, &mu[p, 0], &xi[p, 0], &w, tol, gtol,
                                       max_sweeps, &bound[p], &sweeps[p])
@@ -602,7 +625,7 @@ def fit_epoch(model, const double[:, ::1] V, miss, const intp_t[::1] order, doub
     cdef double[::1] q = np.empty(U)
     cdef double[::1] gWT = np.zeros(nw)
     cdef double[::1] gb = np.zeros(U)
-    cdef Work w = make_work(&scratch[0], U, width, nv)
+    cdef Work w = make_work(&scratch[0], U, width, nv, tol / (10.0 * max(U - nv, 1)))
     cdef const uint8_t[:, ::1] missv
     cdef bint has_miss = miss is not None
     missv = miss if has_miss else np.zeros((1, 1), dtype=np.uint8)
