@@ -140,7 +140,7 @@ def _uphill_bracket(f_batch, t0, g0):
     """Bracket, in mu, of the local maximum reached by walking uphill from t0 = logit(mu_k):
     step along a grid of spacing 0.01 in t, in the direction of the derivative's sign g0,
     until the objective first drops; the maximum lies within one step of the last rising point."""
-    step = 0.01 if g0 > 0 else -0.01
+    step = 0.01 if g0 >= 0 else -0.01   # from a stationary point: towards larger mu
     t_end = 34.0 * np.sign(step)
     last_t, last_f = t0, f_batch(np.array([t0]))[0]
     while True:
@@ -165,8 +165,10 @@ def maximise_mu(weights, biases, mu, xi, obs, l, k, concave, rule="global"):
     ``concave``: the 1-D problem is known to be strictly concave, so its maximiser is unique and
     found by a bounded search over the whole interval.  Otherwise ``rule`` picks among the local
     maxima: "global" the highest (best point of a grid in logit(mu), refined between its
-    neighbours), "uphill" the one reached by climbing from the current point (the kernel's rule:
-    a local maximum at least as high as the current value).
+    neighbours), "uphill" the one reached by climbing from the current point (a local maximum
+    at least as high as the current value), "probe" the kernel's rule: uphill, then, if that
+    maximum lies away from both ends, also the one reached from a probe near the other end
+    when the probe is higher, keeping the better.
     """
 
     def f(x):
@@ -198,18 +200,33 @@ def maximise_mu(weights, biases, mu, xi, obs, l, k, concave, rule="global"):
         i = int(np.argmax(f_batch(ts)))
         lo = MU_LO if i == 0 else expit(ts[i - 1])
         hi = MU_HI if i == len(ts) - 1 else expit(ts[i + 1])
-    elif rule == "uphill":
+    elif rule in ("uphill", "probe"):
         lo, hi = _uphill_bracket(f_batch, np.log(current) - np.log1p(-current), df(current))
     else:
         raise ValueError(f"unknown rule {rule!r}")
     res = minimize_scalar(lambda x: -f(x), method="bounded", bounds=(lo, hi), options={"xatol": 1e-13})
     x = _polish(f, df, float(res.x), lo, hi)
+    if rule == "probe" and not concave and PROBE_BELOW < x < 1.0 - PROBE_BELOW:
+        # the kernel's rule: a maximum away from both ends may be a shallow one; probe near the
+        # other end (logit -/+ 8) and, if higher there, climb from the probe and keep the better
+        tp = -8.0 if x >= 0.5 else 8.0
+        mp = expit(tp)
+        if f(mp) > f(x) + 1e-14 * (1.0 + abs(f(x))):
+            lo2, hi2 = _uphill_bracket(f_batch, tp, df(mp))
+            res2 = minimize_scalar(lambda y: -f(y), method="bounded", bounds=(lo2, hi2),
+                                   options={"xatol": 1e-13})
+            y = _polish(f, df, float(res2.x), lo2, hi2)
+            if f(y) > f(x):
+                x = y
     # Never move to a clearly worse point than the current one (a grid can miss a narrow peak;
     # it cannot happen when concave).  The slack is round-off: near convergence a move of 1e-7
     # changes L by ~1e-14, below the rounding error of L itself.
     if not concave and f(x) < f(current) - 1e-12:
         x = current
     mu[l][k] = x
+
+
+PROBE_BELOW = 0.02  # the kernel probes the other basin when 0.02 < mu < 0.98 after climbing
 
 
 def curvature_bound(weights, l, k, obs):
@@ -222,6 +239,22 @@ def curvature_bound(weights, l, k, obs):
 
 
 # ----------------------------------------------------------------------------- the solver
+def pass_layers(net, sweep):
+    """The hidden layers pass ``sweep`` updates, in order.
+
+    Even passes run bottom-up, odd passes top-down.  After the first pass, with two or more
+    hidden layers, a pass does not begin with the layer the previous pass ended on when every
+    unit of that layer has sum_c J_ck^2 < 4 (weakly coupled).
+    """
+    n_layers = len(net.sizes)
+    layers = list(range(n_layers - 2, -1, -1)) if sweep % 2 == 0 else list(range(n_layers - 1))
+    if sweep > 0 and n_layers >= 3:
+        first = layers[0]
+        if np.all((np.asarray(net.weights[first]) ** 2).sum(axis=0) < 4.0 * (1.0 - 1e-9)):
+            layers = layers[1:]
+    return layers
+
+
 def solve(net, v, missing=None, tol=1e-12, max_sweeps=200, init_mu=None, rule="global"):
     """Mean-field solution for ONE pattern ``v`` (1-D, NaN allowed where ``missing``).
 
@@ -252,7 +285,7 @@ def solve(net, v, missing=None, tol=1e-12, max_sweeps=200, init_mu=None, rule="g
     converged = False
     n_sweeps = max_sweeps
     for sweep in range(max_sweeps):
-        layers = range(n_layers - 2, -1, -1) if sweep % 2 == 0 else range(n_layers - 1)
+        layers = pass_layers(net, sweep)
         for l in layers:
             for k in range(sizes[l]):
                 concave = curvature_bound(weights, l, k, obs) < 4.0

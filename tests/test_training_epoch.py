@@ -65,3 +65,40 @@ def test_fit_rejects_divergence():
     net = mf.SigmoidBeliefNet([2, 6], random_state=0)
     with pytest.raises(FloatingPointError, match="learning rate"):
         net.fit(V, epochs=3, learning_rate=1e308, progress=False)
+
+
+# --------------------------------------------------------------------------- solver edge cases
+# (kept here beside the other tests written with the kernel's internals in view)
+
+@pytest.mark.parametrize("init", [1e-9, 1e-12, 1.0 - 1e-12])
+@pytest.mark.parametrize("inner_tol", [None, 1e-4])
+def test_saturated_start_still_moves(init, inner_tol):
+    """A mean started next to 0 or 1 moves when its derivative says so: the default rule that
+    skips updates with a negligible predicted gain must not freeze saturated units."""
+    net = mf.SigmoidBeliefNet.from_params([np.array([[1.0]])], [np.array([0.0]), np.array([0.0])])
+    V = np.array([[1.0]])
+    ref = mf.infer(net, V, tol=1e-12, inner_tol=1e-10)
+    r = mf.infer(net, V, init_mu=[[init]], inner_tol=inner_tol)
+    assert r.mu[0][0, 0] == pytest.approx(ref.mu[0][0, 0], abs=1e-3)
+    assert r.bound[0] == pytest.approx(ref.bound[0], abs=1e-6)
+    # one hidden unit over one visible unit: the 1-D problem is concave and the bound is
+    # within the Gaussian approximation of ln P(v)
+    assert abs(r.bound[0] - net.exact_log_likelihood(V)[0]) < 0.05
+
+
+def test_shallow_maximum_at_the_symmetric_start_is_left_for_the_far_better_one():
+    """By symmetry the derivative is exactly 0 at mu = 0.5, the default start, and with the
+    children's xi at their values there mu = 0.5 is a (very shallow) local maximum of this
+    unit's non-concave 1-D objective, some 15 nats below the maxima near either end.  The
+    solver's probe of the other end must find them."""
+    J = 20.0
+    net = mf.SigmoidBeliefNet.from_params([np.array([[J], [J]])], [np.zeros(1), np.array([-J / 2, -J / 2])])
+    V = np.array([[1.0, 0.0]])
+    stuck = net.evaluate_bound(V, [np.array([[0.5]]), V], [np.array([[0.5]]), np.full((1, 2), 0.5)])
+    for inner_tol in (None, 1e-6):
+        r = mf.infer(net, V, inner_tol=inner_tol)
+        m = r.mu[0][0, 0]
+        assert m < 0.1 or m > 0.9
+        assert r.bound[0] > stuck[0] + 5.0
+        # the Gaussian-approximated bound is close to the exact value (not necessarily below)
+        assert abs(r.bound[0] - net.exact_log_likelihood(V)[0]) < 0.1

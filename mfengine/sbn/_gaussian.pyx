@@ -17,7 +17,7 @@ already at its optimum costs one pass over its children with no transcendental c
 import numpy as np
 
 from cython.parallel cimport prange, parallel
-from libc.math cimport fabs, log
+from libc.math cimport fabs, log, sqrt
 from libc.stdlib cimport malloc, free
 from mfengine._typedefs cimport float64_t, intp_t, uint8_t, int8_t
 
@@ -46,11 +46,14 @@ cdef extern from "mf_sbn.h" nogil:
                                 double dvar, double *m, double *s, double *sig, double *u,
                                 const double *sig_new, const double *u_new, int want_u)
 
-# Means are kept at sigmoid(t) with |t| <= T_MAX (mu >= 4e-18 away from 0 and 1).
+# Means are kept at sigmoid(t) with |t| <= T_MAX; mu itself may round to 0 or 1 (t ~ +-37),
+# which is harmless: the entropy and the searches work with t.
 DEF T_MAX = 40.0
 DEF T_TOL = 1e-11      # bracket width (in t) at which a mu search stops
 DEF MAX_IT = 100       # evaluations per 1-D solve, a safety net (typically 0 to 4)
 DEF CONCAVE_LIMIT = 4.0
+DEF PROBE_T = 8.0        # where the other basin of a non-concave 1-D problem is probed
+DEF PROBE_BELOW = 0.02   # ... when its maximum has mu in (PROBE_BELOW, 1 - PROBE_BELOW)
 DEF F_NOISE = 1e-14       # relative round-off of a 1-D objective value
 DEF RECOMPUTE_EVERY = 8   # sweeps between exact recomputations of the cached statistics
 
@@ -73,8 +76,10 @@ cdef struct Work:
     double *u           # 1 + e^{-|a|}, a = m + (1/2 - xi) s: log(1 + e^a) = max(a, 0) + log u
     double *buf0        # sig and u at trial points (two of each: trial and best)
     double *buf1
+    double *buf2
     double *ubuf0
     double *ubuf1
+    double *ubuf2
     double *ones
     double *obs
     int any_missing     # some visible unit of the current pattern is missing
@@ -147,11 +152,16 @@ cdef void refresh_xi_unit(Py_ssize_t i, double *xi, Work *w, double gtol) noexce
     """
     cdef Py_ssize_t it
     cdef double x = xi[i], sg = w.sig[i], m = w.m[i], s = w.s[i], r, lo, hi, xn, uu = w.u[i]
+    cdef double scale, rtol
     if s <= 0.0:
         xi[i] = sg          # no input variance: sig does not depend on xi
         return
+    # Stop when the bound's error from the residual r, about s (1 + s sig (1 - sig)) r^2 / 2,
+    # is below gtol^2 / 4 (for s up to about 1 this is just |r| <= gtol).
+    scale = sqrt(s * (1.0 + s * sg * (1.0 - sg)))
+    rtol = gtol / scale if scale > 1.0 else gtol
     r = x - sg
-    if fabs(r) <= gtol:
+    if fabs(r) <= rtol:
         return
     lo = 0.0
     hi = 1.0
@@ -166,7 +176,7 @@ cdef void refresh_xi_unit(Py_ssize_t i, double *xi, Work *w, double gtol) noexce
         x = xn
         mf_sig_u(m + (0.5 - x) * s, &sg, &uu)
         r = x - sg
-        if fabs(r) <= gtol or hi - lo <= 1e-15:
+        if fabs(r) <= rtol or hi - lo <= 1e-15:
             break
     xi[i] = x
     w.sig[i] = sg
@@ -187,105 +197,187 @@ cdef inline bint small_gain(double g, double gp, double v, double gain_tol) noex
             and g * g * v <= -2.0 * gp * gain_tol)
 
 
-cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t nc,
-                   double *mu, double *mc, double *sc, const double *xic, double *sigc,
-                   double *uc, const double *muc, const double *obs, const double *obs_grad,
-                   int want_u, Work *w, double gtol) noexcept nogil:
-    """Maximise the bound over mu_k in [0, 1], all else fixed; update the children's cache.
+cdef struct Point:
+    # one point of a 1-D search in t = logit(mu_k)
+    double t, mu, g, gp, f
+    double *sig           # children's sig and u at this point (NULL: the unit's current state,
+    double *u             # i.e. the cache)
 
-    The objective (k's entropy, mu_k m_k and its children's terms) is searched in t = logit(mu).
-    g(t) = dL/dmu (same sign as dL/dt) is bracketed: the search interval always holds a local
-    maximum whose value is at least the best value seen.  Trial points are Newton steps from
-    the best point, or bisections when a step leaves the interval.  When the curvature bound
-    says the objective is strictly concave in mu, g is decreasing and the sign of g alone
-    moves the bracket; otherwise a trial is accepted only if it does not lower the objective.
-    """
+
+cdef struct Problem:
+    # what every evaluation of unit k's 1-D objective needs
+    const double *J
+    const double *J2
+    Py_ssize_t nc
+    double *mc
+    double *sc
+    const double *xic
+    const double *muc
+    const double *obs
+    const double *obs_grad
+    double mk, mu0, v0, gtol, gain_tol
+    int concave, want_u
+
+
+cdef inline void evaluate(const Problem *P, double x, double *sig, double *u, Point *pt) noexcept nogil:
     cdef double out[3]
-    cdef double mu0 = mu[k], v0 = mu0 * (1.0 - mu0), mk
-    cdef double t0, g, gp, f0 = 0.0, tb, gb, gpb, fb, mub, lo, hi, x, mux, vx, gx, gpx, fx = 0.0
-    cdef int concave, accept, moved = 0, it, cur = 0
-    cdef double *bufs[2]
-    cdef double *ubufs[2]
-    cdef double *best = NULL
-    cdef double *ubest = NULL
-    cdef Py_ssize_t c
-    bufs[0] = w.buf0
-    bufs[1] = w.buf1
-    ubufs[0] = w.ubuf0
-    ubufs[1] = w.ubuf1
-    mk = w.m[k]
-    t0 = w.t[k]
-    # first evaluation from the cache: no exp (and the objective's value only if needed)
-    mf_sbn_children_cached(nc, J, J2, xic, sigc, muc, obs, 1.0 - 2.0 * mu0, out)
-    concave = out[2] < CONCAVE_LIMIT
-    g = -t0 + mk + out[0]
-    gp = -1.0 + out[1] * v0
-    # Stop when the derivative is below the inner tolerance, or when a Newton step would gain
-    # less than gain_tol (its predicted gain is g^2 mu (1 - mu) / (2 |dg/dt|)).
-    if fabs(g) <= gtol or small_gain(g, gp, v0, w.gain_tol):
-        return
-    if not concave:
-        f0 = (mf_log1pexp(t0) - mu0 * t0 + mu0 * mk
-              + mf_sbn_children_value(nc, mc, sc, xic, uc, muc, obs))
-    tb = t0
-    gb = g
-    gpb = gp
-    fb = f0
-    mub = mu0
-    if gb > 0.0:
-        lo = t0
+    cdef double mux = mf_sigmoid(x), vx
+    vx = mux * (1.0 - mux)
+    mf_sbn_children_eval(P.nc, P.J, P.J2, P.mc, P.sc, P.xic, P.muc,
+                         P.obs if not P.concave else P.obs_grad, mux - P.mu0, vx - P.v0,
+                         1.0 - 2.0 * mux, not P.concave, P.want_u, sig, u, out)
+    pt.t = x
+    pt.mu = mux
+    pt.g = -x + P.mk + out[0]
+    pt.gp = -1.0 + out[1] * vx
+    pt.f = 0.0
+    if not P.concave:
+        pt.f = mf_log1pexp(x) - mux * x + mux * P.mk + out[2]
+    pt.sig = sig
+    pt.u = u
+
+
+cdef inline bint settled(const Problem *P, const Point *b) noexcept nogil:
+    return fabs(b.g) <= P.gtol or small_gain(b.g, b.gp, b.mu * (1.0 - b.mu), P.gain_tol)
+
+
+cdef void climb(const Problem *P, Point *best, double *slot_x, double *ux, double *slot_y,
+                double *uy) noexcept nogil:
+    """Bracketed safeguarded Newton from ``best`` towards a local maximum; ``best`` is updated.
+
+    The search interval always holds a local maximum whose value is at least the best value
+    seen: it starts as [t, T_MAX] or [-T_MAX, t] by the sign of g (towards larger mu if g = 0),
+    trial points are Newton steps from the best point, or bisections when a step leaves the
+    interval.  When the curvature bound says the problem is strictly concave, g is decreasing
+    and its sign alone moves the bracket; otherwise a trial is accepted only if it does not
+    lower the objective (a tie within round-off is decided by the derivative).  Trials are
+    written alternately into the two slots; ``best``'s own buffers are never overwritten
+    while it is still the best point.
+    """
+    cdef double lo, hi, x, tb
+    cdef Point trial
+    cdef int it, accept, cur = 0, left_stationary = best.g == 0.0
+    cdef double *slots[2]
+    cdef double *uslots[2]
+    slots[0] = slot_x
+    slots[1] = slot_y
+    uslots[0] = ux
+    uslots[1] = uy
+    if best.g >= 0.0:
+        lo = best.t
         hi = T_MAX
     else:
         lo = -T_MAX
-        hi = t0
+        hi = best.t
     for it in range(MAX_IT):
         if hi - lo <= T_TOL:
             break
+        tb = best.t
         x = lo - 1.0
-        if gpb < 0.0:
-            x = tb - gb / gpb
+        if best.gp < 0.0 and best.g != 0.0:
+            x = tb - best.g / best.gp
+        elif left_stationary and it == 0:
+            x = tb + 1.0          # leaving a stationary point that is not a maximum
         if not (x > lo and x < hi):
             x = 0.5 * (lo + hi)
-        mux = mf_sigmoid(x)
-        vx = mux * (1.0 - mux)
-        mf_sbn_children_eval(nc, J, J2, mc, sc, xic, muc, obs if not concave else obs_grad,
-                             mux - mu0, vx - v0, 1.0 - 2.0 * mux, not concave, want_u,
-                             bufs[cur], ubufs[cur], out)
-        gx = -x + mk + out[0]
-        gpx = -1.0 + out[1] * vx
-        accept = concave
-        if not concave:
-            fx = mf_log1pexp(x) - mux * x + mux * mk + out[2]
-            # Values equal to within round-off are a tie and the derivative decides: comparing
-            # values alone cannot place a maximum closer than |dL/dmu| ~ sqrt(eps), and the
-            # search would stall there.
-            accept = fx >= fb - F_NOISE * (1.0 + fabs(fb))
+        evaluate(P, x, slots[cur], uslots[cur], &trial)
+        accept = P.concave or trial.f >= best.f - F_NOISE * (1.0 + fabs(best.f))
         if accept:
-            if gx > 0.0:
+            if trial.g > 0.0:
                 lo = x
             else:
                 hi = x
-            tb = x
-            gb = gx
-            gpb = gpx
-            fb = fx
-            mub = mux
-            best = bufs[cur]
-            ubest = ubufs[cur]
+            best[0] = trial
             cur = 1 - cur
-            moved = 1
-            if fabs(gb) <= gtol or small_gain(gb, gpb, vx, w.gain_tol):
+            if settled(P, best):
                 break
         else:
             if x > tb:
                 hi = x
             else:
                 lo = x
-    if moved:
-        mu[k] = mub
-        w.t[k] = tb
-        mf_sbn_children_commit(nc, J, J2, mub - mu0, mub * (1.0 - mub) - v0, mc, sc, sigc, uc,
-                               best, ubest, want_u)
+
+
+cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t nc,
+                   double *mu, double *mc, double *sc, const double *xic, double *sigc,
+                   double *uc, const double *muc, const double *obs, const double *obs_grad,
+                   int want_u, Work *w, double gtol) noexcept nogil:
+    """Maximise the bound over mu_k in [0, 1], all else fixed; update the children's cache.
+
+    The objective (k's entropy, mu_k m_k and its children's terms) is searched in t = logit(mu)
+    with ``climb``, starting from the current value: every update raises the bound.  When the
+    problem may be non-concave (the curvature bound is 4 or more) and the climb ends away from
+    both ends of [0, 1], the maximum found may be a shallow one beside a higher one near an
+    end: the search then probes near the other end (t = -/+ PROBE_T) and, if that is higher,
+    climbs from there too, keeping the better maximum.
+    """
+    cdef double out[3]
+    cdef Problem P
+    cdef Point cur, probe
+    cdef double *slot_free
+    cdef double *uslot_free
+    P.J = J
+    P.J2 = J2
+    P.nc = nc
+    P.mc = mc
+    P.sc = sc
+    P.xic = xic
+    P.muc = muc
+    P.obs = obs
+    P.obs_grad = obs_grad
+    P.mk = w.m[k]
+    P.mu0 = mu[k]
+    P.v0 = P.mu0 * (1.0 - P.mu0)
+    P.gtol = gtol
+    P.gain_tol = w.gain_tol
+    P.want_u = want_u
+    # first evaluation from the cache: no exp (and the objective's value only if needed)
+    mf_sbn_children_cached(nc, J, J2, xic, sigc, muc, obs, 1.0 - 2.0 * P.mu0, out)
+    # Without a u cache every parent of these children passed the static test sum J^2 < 4
+    # (with a margin), so the problem is concave whatever rounding says about out[2].
+    P.concave = out[2] < CONCAVE_LIMIT or not want_u
+    cur.t = w.t[k]
+    cur.mu = P.mu0
+    cur.g = -cur.t + P.mk + out[0]
+    cur.gp = -1.0 + out[1] * P.v0
+    cur.f = 0.0
+    cur.sig = NULL
+    cur.u = NULL
+    if P.concave:
+        if settled(&P, &cur):
+            return
+        climb(&P, &cur, w.buf0, w.ubuf0, w.buf1, w.ubuf1)
+    else:
+        cur.f = (mf_log1pexp(cur.t) - P.mu0 * cur.t + P.mu0 * P.mk
+                 + mf_sbn_children_value(nc, mc, sc, xic, uc, muc, obs))
+        if settled(&P, &cur):
+            if cur.gp >= 0.0:
+                cur.g = 0.0       # a stationary point that is not a maximum: climb away
+                climb(&P, &cur, w.buf0, w.ubuf0, w.buf1, w.ubuf1)
+        else:
+            climb(&P, &cur, w.buf0, w.ubuf0, w.buf1, w.ubuf1)
+        # A maximum of a non-concave problem away from both ends can be a shallow one (by
+        # symmetry mu = 0.5, the default start, may be one) beside a far higher maximum near
+        # an end: probe near the opposite end, into the third slot.
+        if cur.mu > PROBE_BELOW and cur.mu < 1.0 - PROBE_BELOW:
+            evaluate(&P, -PROBE_T if cur.mu >= 0.5 else PROBE_T, w.buf2, w.ubuf2, &probe)
+        else:
+            probe.f = cur.f
+        if probe.f > cur.f + F_NOISE * (1.0 + fabs(cur.f)):
+            # climb from the probe with the two slots that do not hold cur's buffers
+            if cur.sig == w.buf0:
+                slot_free, uslot_free = w.buf1, w.ubuf1
+            else:
+                slot_free, uslot_free = w.buf0, w.ubuf0
+            if not settled(&P, &probe):
+                climb(&P, &probe, slot_free, uslot_free, w.buf2, w.ubuf2)
+            if probe.f > cur.f:
+                cur = probe
+    if cur.sig != NULL:
+        mu[k] = cur.mu
+        w.t[k] = cur.t
+        mf_sbn_children_commit(nc, J, J2, cur.mu - P.mu0, cur.mu * (1.0 - cur.mu) - P.v0,
+                               mc, sc, sigc, uc, cur.sig, cur.u, want_u)
 
 
 cdef inline void update_mu(const Net *net, Py_ssize_t l, Py_ssize_t k, double *mu, double *xi,
@@ -310,12 +402,25 @@ cdef void sweep_layer(const Net *net, Py_ssize_t l, double *mu, double *xi, Work
     refresh_xi(net, l + 1, xi, w, gtol)
 
 
+cdef inline Py_ssize_t turnaround_skip(const Net *net, Py_ssize_t l, Py_ssize_t sweep) noexcept nogil:
+    """1 if a pass should not begin with hidden layer l, the layer the previous pass ended on.
+
+    Only with two or more hidden layers, after the first pass, and when every unit of layer l
+    has sum_c J_ck^2 < 4 (need_u of its children is 0): then its 1-D problems are concave and
+    its units are weakly coupled through their shared children, so updating the layer again
+    straight away gains little.  Strongly coupled layers (explaining away) are updated again.
+    """
+    if sweep == 0 or net.n_layers < 3:
+        return 0
+    return 1 if net.need_u[l + 1] == 0 else 0
+
+
 cdef int8_t solve_pattern(const Net *net, const double *v, const uint8_t *miss,
                           double *mu, double *xi, Work *w, double tol, double gtol,
                           Py_ssize_t max_sweeps, double *bound_out,
                           intp_t *sweeps_out) noexcept nogil:
     cdef Py_ssize_t vis = net.n_layers - 1, voff = net.offset[vis], nv = net.sizes[vis]
-    cdef Py_ssize_t i, l, sweep
+    cdef Py_ssize_t i, l, sweep, skip
     cdef double Lold, Lnew
     cdef int8_t converged = 0
     w.any_missing = 0
@@ -342,11 +447,15 @@ cdef int8_t solve_pattern(const Net *net, const double *v, const uint8_t *miss,
             # m, s and sig are kept up to date incrementally; an exact recomputation now and
             # then stops round-off from accumulating.
             recompute_stats(net, mu, xi, w)
+        # Passes alternate bottom-up and top-down.  A pass skips the layer the previous pass
+        # ended on when that layer is weakly coupled (turnaround_skip): 2,1,0 | 1,2 | 1,0 | ...
         if sweep % 2 == 0:
-            for l in range(vis - 1, -1, -1):
+            skip = turnaround_skip(net, vis - 1, sweep)
+            for l in range(vis - 1 - skip, -1, -1):
                 sweep_layer(net, l, mu, xi, w, gtol)
         else:
-            for l in range(vis):
+            skip = turnaround_skip(net, 0, sweep)
+            for l in range(skip, vis):
                 sweep_layer(net, l, mu, xi, w, gtol)
         Lnew = pattern_bound(net, mu, xi, w)
         if fabs(Lnew - Lold) < tol:
@@ -365,7 +474,7 @@ cdef int8_t solve_pattern(const Net *net, const double *v, const uint8_t *miss,
 
 
 cdef inline Py_ssize_t WORK_SIZE(Py_ssize_t U, Py_ssize_t width, Py_ssize_t nv) noexcept nogil:
-    return 5 * U + 5 * width + nv
+    return 5 * U + 7 * width + nv
 
 
 cdef Work make_work(double *scratch, Py_ssize_t U, Py_ssize_t width, Py_ssize_t nv,
@@ -382,10 +491,12 @@ cdef Work make_work(double *scratch, Py_ssize_t U, Py_ssize_t width, Py_ssize_t 
     w.u = scratch + 4 * U
     w.buf0 = scratch + 5 * U
     w.buf1 = scratch + 5 * U + width
-    w.ubuf0 = scratch + 5 * U + 2 * width
-    w.ubuf1 = scratch + 5 * U + 3 * width
-    w.ones = scratch + 5 * U + 4 * width
-    w.obs = scratch + 5 * U + 5 * width
+    w.buf2 = scratch + 5 * U + 2 * width
+    w.ubuf0 = scratch + 5 * U + 3 * width
+    w.ubuf1 = scratch + 5 * U + 4 * width
+    w.ubuf2 = scratch + 5 * U + 5 * width
+    w.ones = scratch + 5 * U + 6 * width
+    w.obs = scratch + 5 * U + 7 * width
     for i in range(width):
         w.ones[i] = 1.0
     return w
@@ -403,7 +514,7 @@ def _flatten(model):
     # below 4; only the children of units that fail this test ever need the u cache.
     need_u = np.zeros(len(sizes), dtype=np.int8)
     for l, w in enumerate(model.weights):
-        need_u[l + 1] = np.any((w * w).sum(axis=0) >= 4.0)
+        need_u[l + 1] = np.any((w * w).sum(axis=0) >= 4.0 * (1.0 - 1e-9))
     return sizes, offset, woff, WT, WT * WT, bias, need_u
 
 
@@ -545,7 +656,10 @@ def trace(model, v, missing_row=None, Py_ssize_t max_sweeps=20, double inner_tol
 
     for sweep in range(max_sweeps):
         recompute_stats(&net, &mu[0], &xi[0], &w)
-        layers = range(vis - 1, -1, -1) if sweep % 2 == 0 else range(vis)
+        if sweep % 2 == 0:
+            layers = range(vis - 1 - turnaround_skip(&net, vis - 1, sweep), -1, -1)
+        else:
+            layers = range(turnaround_skip(&net, 0, sweep), vis)
         for l in layers:
             for k in range(net.sizes[l]):
                 b = exact_bound(&net, &mu[0], &xi[0], &w, &w2)
@@ -591,6 +705,24 @@ cdef void accumulate_gradient(const Net *net, const double *mu, const double *xi
                 grow[c] += delta[coff + c] * muj - wrow[c] * vj * q[coff + c]
 
 
+cdef void update_need_u(const Net *net, int8_t *need_u) noexcept nogil:
+    """need_u[l + 1] = 1 when some unit of layer l has sum_c J_ck^2 >= 4 (as _flatten does)."""
+    cdef Py_ssize_t l, j, c, nc
+    cdef const double *row
+    cdef double tot
+    for l in range(net.n_layers - 1):
+        nc = net.sizes[l + 1]
+        need_u[l + 1] = 0
+        for j in range(net.sizes[l]):
+            row = net.WT2 + net.woff[l] + j * nc
+            tot = 0.0
+            for c in range(nc):
+                tot += row[c]
+            if tot >= 4.0 * (1.0 - 1e-9):
+                need_u[l + 1] = 1
+                break
+
+
 def fit_epoch(model, const double[:, ::1] V, miss, const intp_t[::1] order, double learning_rate,
               Py_ssize_t batch_size, double tol, double gtol, Py_ssize_t max_sweeps,
               double[:, ::1] state, progress_callback=None):
@@ -609,7 +741,8 @@ def fit_epoch(model, const double[:, ::1] V, miss, const intp_t[::1] order, doub
     WT_a = np.array(flat[3])
     WT2_a = WT_a * WT_a
     bias_a = np.array(flat[5])
-    need_u_a = np.ones(len(sizes_a), dtype=np.int8)   # weights move: keep every u cache
+    need_u_a = np.array(flat[6])         # recomputed after every update (the weights move)
+    cdef int8_t[::1] need_u = need_u_a
     cdef double[::1] WT = WT_a
     cdef double[::1] WT2 = WT2_a
     cdef double[::1] bias = bias_a
@@ -654,6 +787,7 @@ def fit_epoch(model, const double[:, ::1] V, miss, const intp_t[::1] order, doub
                 for i in range(U):
                     bias[i] += step * gb[i]
                     gb[i] = 0.0
+                update_need_u(&net, &need_u[0])
                 b += batch_size
         if progress_callback is not None:
             progress_callback((stop - start + batch_size - 1) // batch_size)
