@@ -2,7 +2,8 @@
  *
  * mf_exp_parts(x, &num, &den) splits exp(x), x <= 0, as num / den so that a caller that
  * divides anyway (a sigmoid e / (1 + e) = num / (den + num)) pays for one division, not two.
- * mf_exp_nonpos(x) = num / den.  Relative error below 2 ulp against libm over [-708, 0]
+ * mf_exp_nonpos(x) = num / den.  Relative error about 2 ulp at most against long double exp
+ * over [-708, 0] (2.0 ulp measured with SSE2, 1.8 with AVX2+FMA)
  * (checked in tests through the bound, and by bench/exp_accuracy.c style probes).
  *
  * Only arithmetic and integer bit operations, so GCC vectorises loops that call it (SSE2 by

@@ -219,3 +219,29 @@ void mf_sbn_children_commit(ptrdiff_t n, const double *restrict J, const double 
     if (want_u)
         memcpy(u, u_new, (size_t)n * sizeof *u);
 }
+
+MF_CLONES
+void mf_sbn_children_commit_taylor(ptrdiff_t n, const double *restrict J,
+                                   const double *restrict J2, const double *restrict xi,
+                                   double dmu, double dvar, double *restrict m,
+                                   double *restrict s, double *restrict sig,
+                                   double *restrict u)
+{
+#pragma omp simd
+    for (ptrdiff_t c = 0; c < n; c++) {
+        double da = J[c] * dmu + (0.5 - xi[c]) * J2[c] * dvar;
+        double sg = sig[c];
+        double d1 = sg * (1.0 - sg);
+        m[c] += J[c] * dmu;
+        s[c] += J2[c] * dvar;
+        sig[c] = sg + d1 * da * (1.0 + 0.5 * (1.0 - 2.0 * sg) * da);
+    }
+    if (u != NULL) {
+        /* 1 + e^{-|a|} = 1 / max(sig, 1 - sig) exactly */
+#pragma omp simd
+        for (ptrdiff_t c = 0; c < n; c++) {
+            double sg = sig[c];
+            u[c] = 1.0 / (sg > 0.5 ? sg : 1.0 - sg);
+        }
+    }
+}

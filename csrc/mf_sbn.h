@@ -59,6 +59,13 @@ void mf_sbn_children_commit(ptrdiff_t n, const double *J, const double *J2, doub
                             double *m, double *s, double *sig, double *u,
                             const double *sig_new, const double *u_new, int want_u);
 
+/* A small move (every |da_c| a few 1e-3): m_c += J_c dmu, s_c += J2_c dvar, and sig_c moved by
+ * its second-order Taylor expansion in da_c = J_c dmu + (1/2 - xi_c) J2_c dvar (error below
+ * |da|^3 / 48), with no exp; u (if not NULL) follows as 1 / max(sig, 1 - sig). */
+void mf_sbn_children_commit_taylor(ptrdiff_t n, const double *J, const double *J2, const double *xi,
+                                   double dmu, double dvar, double *m, double *s, double *sig,
+                                   double *u);
+
 /* Build facts: 1 when the kernels were compiled with run-time ISA dispatch (target_clones). */
 int mf_sbn_dispatch_enabled(void);
 

@@ -85,9 +85,11 @@ def infer(model, V, method="gaussian", tol=1e-6, max_sweeps=200, missing=None, n
     inner_tol : float, optional
         Tolerance of each unit's 1-D solve (on |dL/dmu| and on the xi residual).  Default:
         ``0.1 * sqrt(tol)`` clipped to [1e-13, 1e-3] (the bound's error from the inner solves
-        is about inner_tol**2 / 8 per unit), and a mean is also left where it is when a Newton
-        step would raise the bound by less than tol / (10 n_hidden).  Given explicitly, only
-        |dL/dmu| <= inner_tol stops a 1-D solve.
+        is about inner_tol**2 / 8 per unit); a mean is also left where it is when a Newton
+        step would raise the bound by less than tol / (10 n_hidden), and a short Newton step
+        that provably raises the bound is taken without re-evaluating the children (their
+        cached sigmoids move by a second-order Taylor step).  Given explicitly, every 1-D
+        solve runs until |dL/dmu| <= inner_tol.
     progress : bool, default False
         Show a progress bar (tqdm), advancing every few thousand patterns.
 

@@ -102,3 +102,26 @@ def test_shallow_maximum_at_the_symmetric_start_is_left_for_the_far_better_one()
         assert r.bound[0] > stuck[0] + 5.0
         # the Gaussian-approximated bound is close to the exact value (not necessarily below)
         assert abs(r.bound[0] - net.exact_log_likelihood(V)[0]) < 0.1
+
+
+@pytest.mark.parametrize("sizes, weight_scale", [([3, 8, 20], 1.0), ([4, 12, 36], 1.0),
+                                                 ([3, 8, 20], 3.0), ([2, 6, 6, 12], 2.0)])
+def test_default_mode_shortcuts_never_lower_the_bound(sizes, weight_scale):
+    """With the default tolerances the solver skips updates with a negligible predicted gain
+    and takes short Newton steps without re-evaluating the children (their cached sigmoids
+    move by a Taylor step).  Every such step must still raise the exact bound, and the
+    shortcuts must actually be taken (the path differs from the fully evaluated one)."""
+    net = mf.SigmoidBeliefNet(sizes, weight_scale=weight_scale, random_state=11)
+    V = net.sample(3, random_state=12)
+    H = sum(sizes[:-1])
+    moved_differently = False
+    for v in V:
+        fast = _gaussian.trace(net, v, max_sweeps=12, inner_tol=1e-4, gain_tol=1e-6 / (10 * H))
+        full = _gaussian.trace(net, v, max_sweeps=12, inner_tol=1e-4)
+        drop = fast["before"] - fast["after"]
+        scale = 1.0 + np.abs(fast["before"]).max()
+        assert drop.max() <= 1e-12 * scale, f"an update lowered the bound by {drop.max():.3e}"
+        # the default mode reaches the same bound as the fully evaluated path, to round-off of tol
+        assert fast["after"][-1] == pytest.approx(full["after"][-1], abs=1e-5)
+        moved_differently |= not np.array_equal(fast["mu"], full["mu"])
+    assert moved_differently

@@ -42,6 +42,9 @@ cdef extern from "mf_sbn.h" nogil:
                           double *sig, double *u)
     double mf_sbn_layer_bound(Py_ssize_t n, const double *mu, const double *t, const double *m,
                               const double *s, const double *xi, const double *obs)
+    void mf_sbn_children_commit_taylor(Py_ssize_t n, const double *J, const double *J2,
+                                       const double *xi, double dmu, double dvar, double *m,
+                                       double *s, double *sig, double *u)
     void mf_sbn_children_commit(Py_ssize_t n, const double *J, const double *J2, double dmu,
                                 double dvar, double *m, double *s, double *sig, double *u,
                                 const double *sig_new, const double *u_new, int want_u)
@@ -55,7 +58,8 @@ DEF CONCAVE_LIMIT = 4.0
 DEF PROBE_T = 8.0        # where the other basin of a non-concave 1-D problem is probed
 DEF PROBE_BELOW = 0.02   # ... when its maximum has mu in (PROBE_BELOW, 1 - PROBE_BELOW)
 DEF F_NOISE = 1e-14       # relative round-off of a 1-D objective value
-DEF RECOMPUTE_EVERY = 8   # sweeps between exact recomputations of the cached statistics
+DEF RECOMPUTE_EVERY = 4   # sweeps between exact recomputations of the cached statistics
+DEF DA_LAZY = 3e-3        # a step moving no child's input by more than this updates sig by Taylor
 
 cdef struct Net:
     Py_ssize_t n_layers
@@ -67,6 +71,9 @@ cdef struct Net:
     const double *WT2         # squares of WT
     const double *bias
     const int8_t *need_u      # layer l's u cache is read (some parent's 1-D problem may be non-concave)
+    const double *jmax        # per hidden unit: max_c |J_ck|, max_c J_ck^2, and
+    const double *j2max       #   C2 = 1/4 sum_c (|J_ck| + J_ck^2 / 2)^2 (a curvature bound)
+    const double *c2
 
 cdef struct Work:
     double *t           # logit of mu for hidden units (mu = sigmoid(t)); kept beside mu
@@ -84,6 +91,9 @@ cdef struct Work:
     double *obs
     int any_missing     # some visible unit of the current pattern is missing
     double gain_tol     # a mu update whose predicted gain in L is below this is not made
+    const double *net_jmax   # the net's per-unit static bounds (see Net)
+    const double *net_j2max
+    const double *net_c2
 
 
 cdef void init_logits(const Net *net, double *mu, Work *w) noexcept nogil:
@@ -215,7 +225,10 @@ cdef struct Problem:
     const double *muc
     const double *obs
     const double *obs_grad
+    double *sigc
+    double *uc
     double mk, mu0, v0, gtol, gain_tol
+    double jmax, j2max, c2
     int concave, want_u
 
 
@@ -298,6 +311,34 @@ cdef void climb(const Problem *P, Point *best, double *slot_x, double *ux, doubl
                 lo = x
 
 
+cdef bint lazy_step(const Problem *P, const Point *cur, double *tk, double *muk) noexcept nogil:
+    """Take the Newton step from the cache without evaluating it, when that is safe.
+
+    Safe means: (1) every child's input moves by at most DA_LAZY, so a second-order Taylor
+    update of its cached sig is accurate to ~1e-9 (and the cache is recomputed exactly every
+    few sweeps); (2) the step provably raises the bound, concave problem or not:
+    F(mu1) - F(mu0) >= g0 dmu - 1/2 (1/v_min + C2) dmu^2, because F'' >= -1/(mu(1-mu)) - C2
+    on [0, 1] (the children's q terms are >= 0 and sig(1-sig) a'^2 <= (|J| + J^2/2)^2 / 4),
+    and mu(1-mu) >= v_min between the two points.  Returns whether the step was taken.
+    """
+    cdef double t1 = cur.t - cur.g / cur.gp, mu1, v1, dmu, dvar, vmin
+    t1 = -T_MAX if t1 < -T_MAX else (T_MAX if t1 > T_MAX else t1)
+    mu1 = mf_sigmoid(t1)
+    v1 = mu1 * (1.0 - mu1)
+    dmu = mu1 - P.mu0
+    dvar = v1 - P.v0
+    if P.jmax * fabs(dmu) + 0.5 * P.j2max * fabs(dvar) > DA_LAZY:
+        return False
+    vmin = v1 if v1 < P.v0 else P.v0
+    if vmin <= 1e-12 or cur.g * dmu - 0.5 * (1.0 / vmin + P.c2) * dmu * dmu <= 0.0:
+        return False
+    mf_sbn_children_commit_taylor(P.nc, P.J, P.J2, P.xic, dmu, dvar, P.mc, P.sc, P.sigc,
+                                  P.uc if P.want_u else NULL)
+    muk[0] = mu1
+    tk[0] = t1
+    return True
+
+
 cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t nc,
                    double *mu, double *mc, double *sc, const double *xic, double *sigc,
                    double *uc, const double *muc, const double *obs, const double *obs_grad,
@@ -331,6 +372,11 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
     P.gtol = gtol
     P.gain_tol = w.gain_tol
     P.want_u = want_u
+    P.sigc = sigc
+    P.uc = uc
+    P.jmax = w.net_jmax[k]
+    P.j2max = w.net_j2max[k]
+    P.c2 = w.net_c2[k]
     # first evaluation from the cache: no exp (and the objective's value only if needed)
     mf_sbn_children_cached(nc, J, J2, xic, sigc, muc, obs, 1.0 - 2.0 * P.mu0, out)
     # Without a u cache every parent of these children passed the static test sum J^2 < 4
@@ -346,8 +392,17 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
     if P.concave:
         if settled(&P, &cur):
             return
+        # (default tolerances only: an explicit inner_tol asks for every 1-D solve to meet it)
+        if P.gain_tol > 0.0 and lazy_step(&P, &cur, w.t + k, mu + k):
+            return
         climb(&P, &cur, w.buf0, w.ubuf0, w.buf1, w.ubuf1)
     else:
+        # near an end, a short safe step needs no evaluation either (mid-range units always
+        # get the full search and the probe of the other end)
+        if (P.gain_tol > 0.0 and not settled(&P, &cur) and cur.gp < 0.0
+                and (P.mu0 <= PROBE_BELOW or P.mu0 >= 1.0 - PROBE_BELOW)
+                and lazy_step(&P, &cur, w.t + k, mu + k)):
+            return
         cur.f = (mf_log1pexp(cur.t) - P.mu0 * cur.t + P.mu0 * P.mk
                  + mf_sbn_children_value(nc, mc, sc, xic, uc, muc, obs))
         if settled(&P, &cur):
@@ -477,12 +532,15 @@ cdef inline Py_ssize_t WORK_SIZE(Py_ssize_t U, Py_ssize_t width, Py_ssize_t nv) 
     return 5 * U + 7 * width + nv
 
 
-cdef Work make_work(double *scratch, Py_ssize_t U, Py_ssize_t width, Py_ssize_t nv,
+cdef Work make_work(double *scratch, const Net *net, Py_ssize_t width, Py_ssize_t nv,
                     double gain_tol=0.0) noexcept nogil:
     """Carve one thread's scratch block into the per-pattern work arrays."""
     cdef Work w
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, U = net.n_units
     w.gain_tol = gain_tol
+    w.net_jmax = net.jmax
+    w.net_j2max = net.j2max
+    w.net_c2 = net.c2
     w.any_missing = 0
     w.m = scratch
     w.s = scratch + U
@@ -515,12 +573,23 @@ def _flatten(model):
     need_u = np.zeros(len(sizes), dtype=np.int8)
     for l, w in enumerate(model.weights):
         need_u[l + 1] = np.any((w * w).sum(axis=0) >= 4.0 * (1.0 - 1e-9))
-    return sizes, offset, woff, WT, WT * WT, bias, need_u
+    # per hidden unit: max |J|, max J^2 and C2 = 1/4 sum_c (|J_ck| + J_ck^2 / 2)^2 over children
+    n_units = int(offset[-1])
+    jmax = np.zeros(n_units)
+    j2max = np.zeros(n_units)
+    c2 = np.zeros(n_units)
+    for l, w in enumerate(model.weights):
+        a = np.abs(w)
+        jmax[offset[l]:offset[l + 1]] = a.max(axis=0)
+        j2max[offset[l]:offset[l + 1]] = (a * a).max(axis=0)
+        c2[offset[l]:offset[l + 1]] = 0.25 * ((a + 0.5 * a * a) ** 2).sum(axis=0)
+    return sizes, offset, woff, WT, WT * WT, bias, need_u, jmax, j2max, c2
 
 
 cdef void fill_net(Net *net, const intp_t[::1] sizes, const intp_t[::1] offset,
                    const intp_t[::1] woff, const double[::1] WT, const double[::1] WT2,
-                   const double[::1] bias, const int8_t[::1] need_u) noexcept:
+                   const double[::1] bias, const int8_t[::1] need_u, const double[::1] jmax,
+                   const double[::1] j2max, const double[::1] c2) noexcept:
     net.n_layers = sizes.shape[0]
     net.n_units = offset[sizes.shape[0]]
     net.sizes = &sizes[0]
@@ -530,6 +599,9 @@ cdef void fill_net(Net *net, const intp_t[::1] sizes, const intp_t[::1] offset,
     net.WT2 = &WT2[0]
     net.bias = &bias[0]
     net.need_u = &need_u[0]
+    net.jmax = &jmax[0]
+    net.j2max = &j2max[0]
+    net.c2 = &c2[0]
 
 
 def run(model, const double[:, ::1] V, miss, init_mu, double tol, double gtol,
@@ -544,7 +616,7 @@ def run(model, const double[:, ::1] V, miss, init_mu, double tol, double gtol,
     flat = _flatten(model)
     sizes_a, offset_a = flat[0], flat[1]
     cdef Net net
-    fill_net(&net, flat[0], flat[1], flat[2], flat[3], flat[4], flat[5], flat[6])
+    fill_net(&net, flat[0], flat[1], flat[2], flat[3], flat[4], flat[5], flat[6], flat[7], flat[8], flat[9])
     cdef Py_ssize_t n = V.shape[0], U = net.n_units, L = net.n_layers
     cdef Py_ssize_t H = U - sizes_a[L - 1], nv = sizes_a[L - 1]
     cdef Py_ssize_t width = int(sizes_a.max())
@@ -589,7 +661,7 @@ def run(model, const double[:, ::1] V, miss, init_mu, double tol, double gtol,
             if scratch == NULL:
                 status[p] = -1
                 continue
-            w = make_work(scratch, U, width, nv, gain_tol)
+            w = make_work(scratch, &net, width, nv, gain_tol)
             mrow = &missv[p, 0] if has_miss else NULL
             status[p] = solve_pattern(&net, &V[p, 0], mrow, &mu[p, 0], &xi[p, 0], &w, tol, gtol,
                                       max_sweeps, &bound[p], &sweeps[p])
@@ -614,18 +686,21 @@ cdef double exact_bound(const Net *net, const double *mu, const double *xi, cons
     return pattern_bound(net, mu, xi, w2)
 
 
-def trace(model, v, missing_row=None, Py_ssize_t max_sweeps=20, double inner_tol=1e-8):
+def trace(model, v, missing_row=None, Py_ssize_t max_sweeps=20, double inner_tol=1e-8,
+          double gain_tol=0.0):
     """Run the solver on ONE pattern and record the exact bound around every single update.
 
     For tests: returns a dict of arrays ``kind`` (0 = a mu update, 1 = a xi update), ``unit``
     (flat unit index, layers concatenated top first), ``before`` and ``after`` (the bound
     recomputed from scratch before and after the update).  Follows the same sweep order as
-    ``run``; no convergence test (all ``max_sweeps`` sweeps run).
+    ``run``; no convergence test (all ``max_sweeps`` sweeps run).  ``gain_tol`` > 0 turns on
+    the default mode's shortcuts (skipped negligible updates, unevaluated short steps), as
+    ``run`` does with gain_tol = tol / (10 n_hidden).
     """
     flat = _flatten(model)
     sizes_a, offset_a = flat[0], flat[1]
     cdef Net net
-    fill_net(&net, flat[0], flat[1], flat[2], flat[3], flat[4], flat[5], flat[6])
+    fill_net(&net, flat[0], flat[1], flat[2], flat[3], flat[4], flat[5], flat[6], flat[7], flat[8], flat[9])
     cdef Py_ssize_t U = net.n_units, L = net.n_layers, nv = sizes_a[L - 1]
     cdef Py_ssize_t width = int(sizes_a.max()), vis = L - 1, voff = offset_a[L - 1]
     cdef const double[::1] vv = np.ascontiguousarray(v, dtype=np.float64)
@@ -634,8 +709,8 @@ def trace(model, v, missing_row=None, Py_ssize_t max_sweeps=20, double inner_tol
     cdef double[::1] scratch2 = np.empty(WORK_SIZE(U, width, nv))
     cdef double[::1] mu = np.full(U, 0.5)
     cdef double[::1] xi = np.full(U, 0.5)
-    cdef Work w = make_work(&scratch[0], U, width, nv)
-    cdef Work w2 = make_work(&scratch2[0], U, width, nv)
+    cdef Work w = make_work(&scratch[0], &net, width, nv, gain_tol)
+    cdef Work w2 = make_work(&scratch2[0], &net, width, nv)
     cdef Py_ssize_t i, l, k, sweep
     w.any_missing = 0
     for i in range(nv):
@@ -705,22 +780,36 @@ cdef void accumulate_gradient(const Net *net, const double *mu, const double *xi
                 grow[c] += delta[coff + c] * muj - wrow[c] * vj * q[coff + c]
 
 
-cdef void update_need_u(const Net *net, int8_t *need_u) noexcept nogil:
-    """need_u[l + 1] = 1 when some unit of layer l has sum_c J_ck^2 >= 4 (as _flatten does)."""
-    cdef Py_ssize_t l, j, c, nc
+cdef void update_static(const Net *net, int8_t *need_u, double *jmax, double *j2max,
+                        double *c2) noexcept nogil:
+    """Recompute what _flatten derives from the weights: need_u[l + 1] = 1 when some unit of
+    layer l has sum_c J_ck^2 >= 4, and each unit's max |J|, max J^2 and C2."""
+    cdef Py_ssize_t l, j, c, nc, k
     cdef const double *row
-    cdef double tot
+    cdef const double *row2
+    cdef double tot, a, mx, mx2, cc
     for l in range(net.n_layers - 1):
         nc = net.sizes[l + 1]
         need_u[l + 1] = 0
         for j in range(net.sizes[l]):
-            row = net.WT2 + net.woff[l] + j * nc
+            k = net.offset[l] + j
+            row = net.WT + net.woff[l] + j * nc
+            row2 = net.WT2 + net.woff[l] + j * nc
             tot = 0.0
+            mx = 0.0
+            mx2 = 0.0
+            cc = 0.0
             for c in range(nc):
-                tot += row[c]
+                tot += row2[c]
+                a = fabs(row[c])
+                mx = a if a > mx else mx
+                mx2 = row2[c] if row2[c] > mx2 else mx2
+                cc += (a + 0.5 * row2[c]) * (a + 0.5 * row2[c])
+            jmax[k] = mx
+            j2max[k] = mx2
+            c2[k] = 0.25 * cc
             if tot >= 4.0 * (1.0 - 1e-9):
                 need_u[l + 1] = 1
-                break
 
 
 def fit_epoch(model, const double[:, ::1] V, miss, const intp_t[::1] order, double learning_rate,
@@ -741,13 +830,20 @@ def fit_epoch(model, const double[:, ::1] V, miss, const intp_t[::1] order, doub
     WT_a = np.array(flat[3])
     WT2_a = WT_a * WT_a
     bias_a = np.array(flat[5])
-    need_u_a = np.array(flat[6])         # recomputed after every update (the weights move)
+    # recomputed after every update (the weights move)
+    need_u_a = np.array(flat[6])
+    jmax_a = np.array(flat[7])
+    j2max_a = np.array(flat[8])
+    c2_a = np.array(flat[9])
     cdef int8_t[::1] need_u = need_u_a
+    cdef double[::1] jmax = jmax_a
+    cdef double[::1] j2max = j2max_a
+    cdef double[::1] c2 = c2_a
     cdef double[::1] WT = WT_a
     cdef double[::1] WT2 = WT2_a
     cdef double[::1] bias = bias_a
     cdef Net net
-    fill_net(&net, flat[0], flat[1], flat[2], WT_a, WT2_a, bias_a, need_u_a)
+    fill_net(&net, flat[0], flat[1], flat[2], WT_a, WT2_a, bias_a, need_u_a, jmax_a, j2max_a, c2_a)
     cdef Py_ssize_t n = V.shape[0], U = net.n_units, L = net.n_layers
     cdef Py_ssize_t nv = sizes_a[L - 1], width = int(sizes_a.max()), nw = WT_a.shape[0]
     if state.shape[0] != n or state.shape[1] != U:
@@ -758,7 +854,7 @@ def fit_epoch(model, const double[:, ::1] V, miss, const intp_t[::1] order, doub
     cdef double[::1] q = np.empty(U)
     cdef double[::1] gWT = np.zeros(nw)
     cdef double[::1] gb = np.zeros(U)
-    cdef Work w = make_work(&scratch[0], U, width, nv, tol / (10.0 * max(U - nv, 1)))
+    cdef Work w = make_work(&scratch[0], &net, width, nv, tol / (10.0 * max(U - nv, 1)))
     cdef const uint8_t[:, ::1] missv
     cdef bint has_miss = miss is not None
     missv = miss if has_miss else np.zeros((1, 1), dtype=np.uint8)
@@ -787,7 +883,7 @@ def fit_epoch(model, const double[:, ::1] V, miss, const intp_t[::1] order, doub
                 for i in range(U):
                     bias[i] += step * gb[i]
                     gb[i] = 0.0
-                update_need_u(&net, &need_u[0])
+                update_static(&net, &need_u[0], &jmax[0], &j2max[0], &c2[0])
                 b += batch_size
         if progress_callback is not None:
             progress_callback((stop - start + batch_size - 1) // batch_size)
