@@ -9,7 +9,7 @@ import numbers
 
 import numpy as np
 
-from mfengine._validation import as_float_matrix, check_random_state
+from mfengine._validation import as_float_matrix, check_random_state, effective_n_threads
 from mfengine.baselines import (
     NotFittedError,
     _check_binary_data,
@@ -53,8 +53,9 @@ class GenerativeClassifier(_ClassifierMixin):
     score_tol : float, default 1e-6
         Mean-field tolerance when scoring patterns for prediction.
     n_threads : int, optional
-        OpenMP threads for the kernel (default: OMP_NUM_THREADS or all cores).  Used when scoring
-        patterns; ``SigmoidBeliefNet.fit`` trains on one thread.
+        Threads (default: OMP_NUM_THREADS or all cores).  Training runs the class nets in
+        parallel, one thread each; scoring splits the patterns among OpenMP threads.  The
+        result does not depend on it.
     random_state : None, int or numpy.random.Generator, default 0
         Seeds the initial weights and the visiting order of every class's net.
     progress : bool, default False
@@ -177,31 +178,42 @@ class GenerativeClassifier(_ClassifierMixin):
         seeds = rng.integers(0, 2**63 - 1, size=(classes.shape[0], 2))
         n_epochs = len(rates)
         history = np.empty((classes.shape[0], n_epochs))
-        nets = []
         bar = progress_bar(total=classes.shape[0] * n_epochs, desc="GenerativeClassifier.fit",
                            disable=not self.progress, unit="epoch")
+
+        def train(c):
+            label = classes[c]
+            net = SigmoidBeliefNet(hidden + (X.shape[1],), weight_scale=self.weight_scale,
+                                   random_state=int(seeds[c, 0]))
+
+            def _tick(epoch, net_, bound):
+                bar.update(1)
+
+            try:
+                history[c] = net.fit(
+                    X[y_idx == c], learning_rate=rates, batch_size=self.batch_size,
+                    tol=self.tol, max_sweeps=self.max_sweeps, random_state=int(seeds[c, 1]),
+                    progress=False, callback=_tick,
+                )
+            except FloatingPointError as exc:
+                raise FloatingPointError(
+                    f"training the net of class {label!r} diverged ({exc}); try a smaller "
+                    f"learning_rate"
+                ) from exc
+            return net
+
+        # The nets are independent and each epoch runs compiled without the GIL: train them
+        # from a pool of threads.  Every net has its own seeds, so the result does not depend
+        # on the number of threads.
+        n_workers = min(effective_n_threads(self.n_threads), classes.shape[0])
         try:
-            for c, label in enumerate(classes):
-                bar.set_description(f"class {label}")
-                net = SigmoidBeliefNet(hidden + (X.shape[1],), weight_scale=self.weight_scale,
-                                       random_state=int(seeds[c, 0]))
+            if n_workers > 1:
+                from concurrent.futures import ThreadPoolExecutor
 
-                def _tick(epoch, net_, bound):
-                    bar.update(1)
-                    bar.set_postfix(bound=f"{bound:.3f}")
-
-                try:
-                    history[c] = net.fit(
-                        X[y_idx == c], learning_rate=rates, batch_size=self.batch_size,
-                        tol=self.tol, max_sweeps=self.max_sweeps, n_threads=self.n_threads,
-                        random_state=int(seeds[c, 1]), progress=False, callback=_tick,
-                    )
-                except FloatingPointError as exc:
-                    raise FloatingPointError(
-                        f"training the net of class {label!r} diverged ({exc}); try a smaller "
-                        f"learning_rate"
-                    ) from exc
-                nets.append(net)
+                with ThreadPoolExecutor(max_workers=n_workers) as pool:
+                    nets = list(pool.map(train, range(classes.shape[0])))
+            else:
+                nets = [train(c) for c in range(classes.shape[0])]
         finally:
             bar.close()
         self.classes_ = classes
