@@ -125,3 +125,20 @@ def test_default_mode_shortcuts_never_lower_the_bound(sizes, weight_scale):
         assert fast["after"][-1] == pytest.approx(full["after"][-1], abs=1e-5)
         moved_differently |= not np.array_equal(fast["mu"], full["mu"])
     assert moved_differently
+
+
+def test_classifier_training_is_the_same_on_any_number_of_threads():
+    """The class nets train in parallel threads; each has its own seeds, so the fitted
+    parameters are identical for 1 and 2 threads."""
+    rng = np.random.default_rng(0)
+    X = (rng.random((120, 16)) < 0.3).astype(float)
+    y = np.repeat([0, 1, 2], 40)
+    X[y == 1, :4] = 1.0
+    X[y == 2, -4:] = 1.0
+    fits = [mf.GenerativeClassifier(hidden=(3, 6), epochs=3, n_threads=nt, random_state=4).fit(X, y)
+            for nt in (1, 2)]
+    for a, b in zip(fits[0].nets_, fits[1].nets_):
+        for wa, wb in zip(a.weights + a.biases, b.weights + b.biases):
+            np.testing.assert_array_equal(wa, wb)
+    np.testing.assert_array_equal(fits[0].history_, fits[1].history_)
+    assert fits[0].score(X, y) > 0.6
