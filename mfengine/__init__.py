@@ -20,7 +20,7 @@ except ImportError as exc:  # pragma: no cover - exercised only on an unbuilt so
     ) from exc
 
 from mfengine._config import show_config, get_config
-from mfengine.inference import InferenceResult, infer
+from mfengine.inference import InferenceResult, gradient, infer
 from mfengine.sbn import SigmoidBeliefNet
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "SigmoidBeliefNet",
     "InferenceResult",
     "infer",
+    "gradient",
     "show_config",
     "get_config",
 ]

@@ -6,7 +6,7 @@ import numpy as np
 
 from mfengine._validation import effective_n_threads
 
-__all__ = ["infer", "InferenceResult", "METHODS"]
+__all__ = ["infer", "gradient", "InferenceResult", "METHODS"]
 
 METHODS = ("gaussian",)
 
@@ -50,6 +50,28 @@ class InferenceResult:
         )
 
 
+def as_model(model):
+    """A SigmoidBeliefNet from ``model`` or from a pair ``(weights, biases)`` of array lists."""
+    from mfengine.sbn.layered import SigmoidBeliefNet
+
+    if isinstance(model, SigmoidBeliefNet):
+        return model
+    if isinstance(model, (tuple, list)) and len(model) == 2:
+        return SigmoidBeliefNet.from_params(model[0], model[1])
+    raise TypeError(
+        f"model must be a SigmoidBeliefNet or a pair (weights, biases), got {type(model).__name__}"
+    )
+
+
+def gradient(model, V, result=None, missing=None, **infer_kwargs):
+    """Gradient of the summed bound at the mean-field solution, for a model or plain arrays.
+
+    ``model`` is a SigmoidBeliefNet or a pair ``(weights, biases)``; the rest as in
+    ``SigmoidBeliefNet.gradient``.  Returns ``(grad_weights, grad_biases)``.
+    """
+    return as_model(model).gradient(V, result=result, missing=missing, **infer_kwargs)
+
+
 def _inner_tol(tol):
     # Each unit's 1-D solve stops when |dL/dmu| (and the xi residual) falls below this.  The
     # bound's error from stopping there is about inner_tol**2 / 8 per unit, so the square root
@@ -63,7 +85,11 @@ def infer(model, V, method="gaussian", tol=1e-6, max_sweeps=200, missing=None, n
 
     Parameters
     ----------
-    model : SigmoidBeliefNet
+    model : SigmoidBeliefNet, or a pair (weights, biases) of lists of arrays
+        With plain arrays no model object is needed: ``weights[l]`` of shape
+        (sizes[l+1], sizes[l]) and ``biases[l]`` of shape (sizes[l],), layers top first.
+        Safe to call from many Python threads at once (each call owns its state, and the
+        compiled loop runs without the GIL).
     V : (n_patterns, n_visible) array of 0/1
         Visible data.  float32, integer or boolean input is converted to float64; entries
         must be 0 or 1 except where ``missing`` is True (there they may be anything, NaN too).
@@ -97,12 +123,9 @@ def infer(model, V, method="gaussian", tol=1e-6, max_sweeps=200, missing=None, n
     -------
     InferenceResult
     """
-    from mfengine.sbn.layered import SigmoidBeliefNet
-
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if not isinstance(model, SigmoidBeliefNet):
-        raise TypeError(f"model must be a SigmoidBeliefNet, got {type(model).__name__}")
+    model = as_model(model)
     if isinstance(tol, bool) or not (isinstance(tol, numbers.Real) and tol > 0 and np.isfinite(tol)):
         raise ValueError(f"tol must be a positive number, got {tol!r}")
     if isinstance(max_sweeps, bool) or not isinstance(max_sweeps, numbers.Integral) or max_sweeps < 1:

@@ -142,3 +142,36 @@ def test_classifier_training_is_the_same_on_any_number_of_threads():
             np.testing.assert_array_equal(wa, wb)
     np.testing.assert_array_equal(fits[0].history_, fits[1].history_)
     assert fits[0].score(X, y) > 0.6
+
+
+# --------------------------------------------------------------------------- for other libraries
+def test_plain_arrays_instead_of_a_model():
+    net = mf.SigmoidBeliefNet([3, 6, 12], random_state=0)
+    V = net.sample(50, random_state=1)
+    a = mf.infer(net, V)
+    b = mf.infer((net.weights, net.biases), V)
+    np.testing.assert_array_equal(a.bound, b.bound)
+    gw, gb = mf.gradient((net.weights, net.biases), V, result=b)
+    rw, rb = net.gradient(V, result=a)
+    for x, y in zip(gw + gb, rw + rb):
+        np.testing.assert_array_equal(x, y)
+    with pytest.raises(TypeError, match="pair"):
+        mf.infer("not a net", V)
+    with pytest.raises(ValueError, match="weights\\[0\\]"):
+        mf.infer(([np.zeros((5, 3))], [np.zeros(3), np.zeros(6)]), V[:, :6])
+
+
+def test_many_python_threads_at_once():
+    """Concurrent calls from Python threads (the kernel releases the GIL) give exactly the
+    answers of sequential calls."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    nets = [mf.SigmoidBeliefNet([4, 12, 36], random_state=s) for s in range(4)]
+    data = [n.sample(300, random_state=7) for n in nets]
+    expected = [mf.infer(n, V, n_threads=1).bound for n, V in zip(nets, data)]
+    jobs = [(i % 4, nt) for i in range(16) for nt in (1, 2)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        got = list(pool.map(lambda j: mf.infer((nets[j[0]].weights, nets[j[0]].biases),
+                                               data[j[0]], n_threads=j[1]).bound, jobs))
+    for (i, _), bound in zip(jobs, got):
+        np.testing.assert_array_equal(bound, expected[i])
