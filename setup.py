@@ -79,7 +79,7 @@ directives = {
     "embedsignature": True,
 }
 
-CSRC = ["csrc/mf_sbn.c"]
+CSRC = ["csrc/mf_sbn.c", "csrc/mf_parallel.c"]
 
 
 def ext(name, sources):

@@ -27,6 +27,10 @@ cdef extern from "mf_numerics.h" nogil:
     double mf_sigmoid(double x)
     double mf_entropy(double p)
 
+cdef extern from "mf_parallel.h" nogil:
+    ctypedef void (*mf_body_fn)(void *ctx, Py_ssize_t i, int thread) noexcept nogil
+    void mf_parallel_for(Py_ssize_t n, int n_threads, mf_body_fn body, void *ctx)
+
 cdef extern from "mf_sbn.h" nogil:
     void mf_sbn_children_eval(Py_ssize_t n, const double *J, const double *J2,
                               const double *m, const double *s, const double *xi,
@@ -896,3 +900,272 @@ def fit_epoch(model, const double[:, ::1] V, miss, const intp_t[::1] order, doub
     for l in range(L):
         model.biases[l][...] = bias_a[offset_a[l]:offset_a[l + 1]]
     return total
+
+
+# ----------------------------------------------------------------------------- C-level API
+# The contract (layouts, units, status codes) is written in mfengine/solver.pxd.
+
+cdef struct OwnedNet:
+    Net net
+    void *block
+
+
+cdef int build_net(Py_ssize_t n_layers, const Py_ssize_t *sizes, const double *weights,
+                   const double *biases, OwnedNet *out) noexcept nogil:
+    """Check the arguments and build the solver's net (one malloc'd block) from raw arrays."""
+    cdef Py_ssize_t l, i, j, c, U = 0, W = 0, nbytes
+    cdef char *p
+    cdef intp_t *isz
+    cdef intp_t *off
+    cdef intp_t *woff
+    cdef double *WT
+    cdef double *WT2
+    cdef double *bias
+    cdef double *jmax
+    cdef double *j2max
+    cdef double *c2
+    cdef int8_t *need_u
+    if n_layers < 2 or sizes == NULL or weights == NULL or biases == NULL:
+        return MF_EBADARG
+    for l in range(n_layers):
+        if sizes[l] < 1:
+            return MF_EBADARG
+        U += sizes[l]
+        if l + 1 < n_layers:
+            W += sizes[l] * sizes[l + 1]
+    for i in range(W):
+        if not (weights[i] == weights[i] and fabs(weights[i]) < 1e300):
+            return MF_EBADARG
+    for i in range(U):
+        if not (biases[i] == biases[i] and fabs(biases[i]) < 1e300):
+            return MF_EBADARG
+    nbytes = (3 * n_layers + 1) * sizeof(intp_t) + (2 * W + 4 * U) * sizeof(double) + n_layers
+    p = <char *> malloc(nbytes)
+    if p == NULL:
+        return MF_ENOMEM
+    out.block = p
+    WT = <double *> p
+    WT2 = WT + W
+    bias = WT2 + W
+    jmax = bias + U
+    j2max = jmax + U
+    c2 = j2max + U
+    isz = <intp_t *> (c2 + U)
+    off = isz + n_layers
+    woff = off + n_layers + 1
+    need_u = <int8_t *> (woff + n_layers)
+    off[0] = 0
+    woff[0] = 0
+    for l in range(n_layers):
+        isz[l] = sizes[l]
+        off[l + 1] = off[l] + sizes[l]
+        if l + 1 < n_layers:
+            woff[l + 1] = woff[l] + sizes[l] * sizes[l + 1]
+    need_u[0] = 0
+    for l in range(n_layers - 1):
+        # weights block l is (sizes[l+1], sizes[l]) row-major; WT block l is its transpose
+        for c in range(sizes[l + 1]):
+            for j in range(sizes[l]):
+                WT[woff[l] + j * sizes[l + 1] + c] = weights[woff[l] + c * sizes[l] + j]
+    for i in range(W):
+        WT2[i] = WT[i] * WT[i]
+    for i in range(U):
+        bias[i] = biases[i]
+        jmax[i] = 0.0
+        j2max[i] = 0.0
+        c2[i] = 0.0
+    out.net.n_layers = n_layers
+    out.net.n_units = U
+    out.net.sizes = isz
+    out.net.offset = off
+    out.net.woff = woff
+    out.net.WT = WT
+    out.net.WT2 = WT2
+    out.net.bias = bias
+    out.net.need_u = need_u
+    out.net.jmax = jmax
+    out.net.j2max = j2max
+    out.net.c2 = c2
+    update_static(&out.net, need_u, jmax, j2max, c2)
+    return MF_OK
+
+
+cdef int check_data(Py_ssize_t n, Py_ssize_t nv, const double *V,
+                    const unsigned char *missing) noexcept nogil:
+    cdef Py_ssize_t i
+    if n < 0 or (n > 0 and V == NULL):
+        return MF_EBADARG
+    for i in range(n * nv):
+        if (missing == NULL or not missing[i]) and not (V[i] == 0.0 or V[i] == 1.0):
+            return MF_EBADARG
+    return MF_OK
+
+
+cdef struct InferJob:
+    const Net *net
+    const double *V
+    const unsigned char *missing
+    double *mu
+    double *xi
+    double *bound
+    Py_ssize_t *n_sweeps
+    signed char *converged
+    double tol, gtol, gain_tol
+    Py_ssize_t max_sweeps, U, nv, width, stride
+    double *scratch             # one block of stride doubles per thread
+
+
+cdef void infer_body(void *ctx, Py_ssize_t p, int thread) noexcept nogil:
+    cdef InferJob *job = <InferJob *> ctx
+    cdef Work w = make_work(job.scratch + thread * job.stride, job.net, job.width, job.nv,
+                            job.gain_tol)
+    cdef intp_t sw = 0
+    job.converged[p] = solve_pattern(job.net, job.V + p * job.nv,
+                                     job.missing + p * job.nv if job.missing != NULL else NULL,
+                                     job.mu + p * job.U, job.xi + p * job.U, &w, job.tol,
+                                     job.gtol, job.max_sweeps, job.bound + p, &sw)
+    job.n_sweeps[p] = sw
+
+
+cdef int mf_sbn_gaussian_infer(
+        Py_ssize_t n_layers, const Py_ssize_t *sizes, const double *weights, const double *biases,
+        Py_ssize_t n_patterns, const double *V, const unsigned char *missing,
+        double tol, double inner_tol, Py_ssize_t max_sweeps, int n_threads,
+        double *mu, double *xi, double *bound, Py_ssize_t *n_sweeps,
+        signed char *converged) noexcept nogil:
+    cdef OwnedNet own
+    cdef Py_ssize_t U, nv, H, width = 0, p, i, l
+    cdef double gtol, gain_tol
+    cdef int status = build_net(n_layers, sizes, weights, biases, &own)
+    if status != MF_OK:
+        return status
+    U = own.net.n_units
+    nv = sizes[n_layers - 1]
+    H = U - nv
+    for l in range(n_layers):
+        width = sizes[l] if sizes[l] > width else width
+    if (not (tol > 0.0) or max_sweeps < 1 or mu == NULL or xi == NULL or bound == NULL
+            or n_sweeps == NULL or converged == NULL
+            or check_data(n_patterns, nv, V, missing) != MF_OK):
+        free(own.block)
+        return MF_EBADARG
+    for p in range(n_patterns):
+        for i in range(H):
+            if not (mu[p * U + i] >= 0.0 and mu[p * U + i] <= 1.0):
+                free(own.block)
+                return MF_EBADARG
+    if inner_tol > 0.0:
+        gtol = inner_tol
+        gain_tol = 0.0
+    else:
+        # the defaults of mfengine.infer
+        gtol = 0.1 * sqrt(tol)
+        gtol = 1e-13 if gtol < 1e-13 else (1e-3 if gtol > 1e-3 else gtol)
+        gain_tol = tol / (10.0 * (H if H > 1 else 1))
+    if n_threads < 1:
+        n_threads = 1
+    cdef InferJob job
+    job.net = &own.net
+    job.V = V
+    job.missing = missing
+    job.mu = mu
+    job.xi = xi
+    job.bound = bound
+    job.n_sweeps = n_sweeps
+    job.converged = converged
+    job.tol = tol
+    job.gtol = gtol
+    job.gain_tol = gain_tol
+    job.max_sweeps = max_sweeps
+    job.U = U
+    job.nv = nv
+    job.width = width
+    job.stride = WORK_SIZE(U, width, nv)
+    job.scratch = <double *> malloc(n_threads * job.stride * sizeof(double))
+    if job.scratch == NULL:
+        free(own.block)
+        return MF_ENOMEM
+    mf_parallel_for(n_patterns, n_threads, infer_body, &job)
+    free(job.scratch)
+    free(own.block)
+    for p in range(n_patterns):
+        if not converged[p]:
+            return MF_NOT_CONVERGED
+    return MF_OK
+
+
+cdef int mf_sbn_gaussian_gradient(
+        Py_ssize_t n_layers, const Py_ssize_t *sizes, const double *weights, const double *biases,
+        Py_ssize_t n_patterns, const double *V, const unsigned char *missing,
+        const double *mu, const double *xi, double *grad_weights,
+        double *grad_biases) noexcept nogil:
+    cdef OwnedNet own
+    cdef Py_ssize_t U, nv, width = 0, p, i, l, j, c, W
+    cdef double *scratch
+    cdef double *gWT
+    cdef double *delta
+    cdef double *q
+    cdef double *murow
+    cdef Work w
+    cdef int status = build_net(n_layers, sizes, weights, biases, &own)
+    if status != MF_OK:
+        return status
+    U = own.net.n_units
+    nv = sizes[n_layers - 1]
+    W = own.net.woff[n_layers - 1]
+    for l in range(n_layers):
+        width = sizes[l] if sizes[l] > width else width
+    if (mu == NULL or xi == NULL or grad_weights == NULL or grad_biases == NULL
+            or check_data(n_patterns, nv, V, missing) != MF_OK):
+        free(own.block)
+        return MF_EBADARG
+    scratch = <double *> malloc((WORK_SIZE(U, width, nv) + W + 3 * U) * sizeof(double))
+    if scratch == NULL:
+        free(own.block)
+        return MF_ENOMEM
+    gWT = scratch + WORK_SIZE(U, width, nv)
+    delta = gWT + W
+    q = delta + U
+    murow = q + U
+    for i in range(W):
+        gWT[i] = 0.0
+    for i in range(U):
+        grad_biases[i] = 0.0
+    w = make_work(scratch, &own.net, width, nv, 0.0)
+    for p in range(n_patterns):
+        for i in range(U):
+            murow[i] = mu[p * U + i]
+        for i in range(nv):
+            w.obs[i] = 0.0 if (missing != NULL and missing[p * nv + i]) else 1.0
+            if w.obs[i] != 0.0:
+                murow[U - nv + i] = V[p * nv + i]
+        recompute_stats(&own.net, murow, xi + p * U, &w)
+        accumulate_gradient(&own.net, murow, xi + p * U, &w, delta, q, gWT, grad_biases)
+    for l in range(n_layers - 1):
+        for c in range(sizes[l + 1]):
+            for j in range(sizes[l]):
+                grad_weights[own.net.woff[l] + c * sizes[l] + j] = gWT[own.net.woff[l] + j * sizes[l + 1] + c]
+    free(scratch)
+    free(own.block)
+    return MF_OK
+
+
+# Exported C symbols for C callers (csrc/mfengine_solver.h); the same functions as above.
+cdef public int mfengine_sbn_gaussian_infer(
+        Py_ssize_t n_layers, const Py_ssize_t *sizes, const double *weights, const double *biases,
+        Py_ssize_t n_patterns, const double *V, const unsigned char *missing,
+        double tol, double inner_tol, Py_ssize_t max_sweeps, int n_threads,
+        double *mu, double *xi, double *bound, Py_ssize_t *n_sweeps,
+        signed char *converged) noexcept nogil:
+    return mf_sbn_gaussian_infer(n_layers, sizes, weights, biases, n_patterns, V, missing, tol,
+                                 inner_tol, max_sweeps, n_threads, mu, xi, bound, n_sweeps,
+                                 converged)
+
+
+cdef public int mfengine_sbn_gaussian_gradient(
+        Py_ssize_t n_layers, const Py_ssize_t *sizes, const double *weights, const double *biases,
+        Py_ssize_t n_patterns, const double *V, const unsigned char *missing,
+        const double *mu, const double *xi, double *grad_weights,
+        double *grad_biases) noexcept nogil:
+    return mf_sbn_gaussian_gradient(n_layers, sizes, weights, biases, n_patterns, V, missing, mu,
+                                    xi, grad_weights, grad_biases)

@@ -1,0 +1,38 @@
+# mfengine.solver: the mean-field solvers for other Cython libraries.
+#
+#     from mfengine.solver cimport mf_sbn_gaussian_infer, MF_OK
+#
+# The contract (the same text is mfengine.solver's module docstring, help(mfengine.solver), and
+# the C header csrc/mfengine_solver.h declares the same functions for C callers under the names
+# mfengine_sbn_gaussian_infer / mfengine_sbn_gaussian_gradient):
+#
+# Every function is noexcept nogil, takes raw pointers and sizes, writes its outputs through
+# pointers the caller allocated, and returns a status code:
+#   MF_OK (0) success; MF_NOT_CONVERGED (1) results written, some pattern reached max_sweeps;
+#   MF_EBADARG (-1) a bad argument (nothing written); MF_ENOMEM (-2) out of memory.
+#
+# Layered sigmoid belief net, L = n_layers layers, top first, the last one visible;
+# sizes[l] units in layer l; U = sum(sizes) units, n_visible = sizes[L-1].
+#   weights  the L-1 matrices concatenated: block l is (sizes[l+1], sizes[l]), row-major,
+#            entry [i, j] the weight from unit j of layer l to unit i of layer l+1
+#            (mfengine.SigmoidBeliefNet.weights[l].ravel()); finite.
+#   biases   (U,) layers concatenated top first; finite.
+#   V        (n_patterns, n_visible) row-major, every observed entry 0.0 or 1.0.
+#   missing  NULL, or (n_patterns, n_visible) bytes: nonzero = missing (left out of the bound).
+#   mu, xi   (n_patterns, U) row-major, layers concatenated top first.
+#
+# mf_sbn_gaussian_infer: Saul & Jordan's Gaussian-approximated mean field (as mfengine.infer).
+#   mu: on entry the hidden entries hold the starting means in [0, 1] (0.5 for a cold start);
+#       on exit every entry: hidden means, visible data (xi at a missing entry).
+#   xi: out.  bound (n_patterns,): out, the bound on ln P(v) in nats.  n_sweeps (n_patterns,):
+#   out.  converged (n_patterns,): out, 1 if the bound changed by less than tol in the last
+#   sweep.  inner_tol <= 0 selects mfengine.infer's defaults (and its shortcuts); n_threads
+#   OpenMP threads over patterns (results do not depend on it).
+#
+# mf_sbn_gaussian_gradient: the gradient of the bound summed over patterns at (mu, xi) (the
+#   output of mf_sbn_gaussian_infer), as mfengine.SigmoidBeliefNet.gradient: grad_weights in
+#   the layout of weights, grad_biases (U,).  Deterministic, one thread.
+from mfengine.sbn._gaussian cimport (
+    MF_OK, MF_NOT_CONVERGED, MF_EBADARG, MF_ENOMEM,
+    mf_sbn_gaussian_infer, mf_sbn_gaussian_gradient,
+)
