@@ -293,7 +293,9 @@ def solve(net, v, missing=None, tol=1e-12, max_sweeps=200, init_mu=None, rule="g
             solve_xi_layer(weights, biases, mu, xi, l + 1)
         L_new = bound(weights, biases, mu, xi, obs)
         history.append(L_new)
-        if abs(L_new - L_old) < tol:
+        # a pass that skipped a layer only counts together with the pass before it
+        skipped = len(layers) < n_layers - 1
+        if abs(L_new - L_old) < tol and (not skipped or abs(L_new - history[-3]) < tol):
             converged = True
             n_sweeps = sweep + 1
             break

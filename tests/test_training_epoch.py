@@ -175,3 +175,19 @@ def test_many_python_threads_at_once():
                                                data[j[0]], n_threads=j[1]).bound, jobs))
     for (i, _), bound in zip(jobs, got):
         np.testing.assert_array_equal(bound, expected[i])
+
+
+@pytest.mark.parametrize("inner_tol", [None, 1e-10])
+def test_pass_skipping_a_layer_does_not_stop_early(inner_tol):
+    """With two hidden layers a pass may skip the layer the previous pass ended on; a pass over
+    pinned (saturated) units alone changes the bound by nothing, and must not on its own declare
+    convergence.  Restarting from the reported solution must gain nothing."""
+    W0 = np.array([[-1.2, 1.4], [-0.8, 0.2]])
+    W1 = np.array([[-2.5, -6.7], [-11.3, 0.8], [3.1, -6.9], [-11.7, 14.0]])
+    net = mf.SigmoidBeliefNet.from_params([W0, W1], [np.array([-1.3, -2.2]), np.zeros(2), np.zeros(4)])
+    V = np.ones((1, 4))
+    r = mf.infer(net, V, tol=1e-12, inner_tol=inner_tol)
+    assert r.converged.all()
+    again = mf.infer(net, V, tol=1e-12, inner_tol=inner_tol,
+                     init_mu=np.concatenate(r.mu[:-1], axis=1))
+    assert again.bound[0] - r.bound[0] < 1e-9

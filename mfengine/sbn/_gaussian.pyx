@@ -170,9 +170,9 @@ cdef void refresh_xi_unit(Py_ssize_t i, double *xi, Work *w, double gtol) noexce
     if s <= 0.0:
         xi[i] = sg          # no input variance: sig does not depend on xi
         return
-    # Stop when the bound's error from the residual r, about s (1 + s sig (1 - sig)) r^2 / 2,
-    # is below gtol^2 / 4 (for s up to about 1 this is just |r| <= gtol).
-    scale = sqrt(s * (1.0 + s * sg * (1.0 - sg)))
+    # Stop when the bound's error from the residual r, about s r^2 / (2 (1 + s sig (1 - sig))),
+    # is below gtol^2 / 2 (for s up to about 1 this is just |r| <= gtol).
+    scale = sqrt(s / (1.0 + s * sg * (1.0 - sg)))
     rtol = gtol / scale if scale > 1.0 else gtol
     r = x - sg
     if fabs(r) <= rtol:
@@ -334,7 +334,8 @@ cdef bint lazy_step(const Problem *P, const Point *cur, double *tk, double *muk)
     if P.jmax * fabs(dmu) + 0.5 * P.j2max * fabs(dvar) > DA_LAZY:
         return False
     vmin = v1 if v1 < P.v0 else P.v0
-    if vmin <= 1e-12 or cur.g * dmu - 0.5 * (1.0 / vmin + P.c2) * dmu * dmu <= 0.0:
+    # (a margin of gain_tol covers the round-off and Taylor drift of the cached derivative)
+    if vmin <= 1e-12 or cur.g * dmu - 0.5 * (1.0 / vmin + P.c2) * dmu * dmu <= P.gain_tol:
         return False
     mf_sbn_children_commit_taylor(P.nc, P.J, P.J2, P.xic, dmu, dvar, P.mc, P.sc, P.sigc,
                                   P.uc if P.want_u else NULL)
@@ -430,8 +431,7 @@ cdef void solve_mu(Py_ssize_t k, const double *J, const double *J2, Py_ssize_t n
                 slot_free, uslot_free = w.buf0, w.ubuf0
             if not settled(&P, &probe):
                 climb(&P, &probe, slot_free, uslot_free, w.buf2, w.ubuf2)
-            if probe.f > cur.f:
-                cur = probe
+            cur = probe           # the climb never lowers f, so the probe's basin is higher
     if cur.sig != NULL:
         mu[k] = cur.mu
         w.t[k] = cur.t
@@ -480,7 +480,7 @@ cdef int8_t solve_pattern(const Net *net, const double *v, const uint8_t *miss,
                           intp_t *sweeps_out) noexcept nogil:
     cdef Py_ssize_t vis = net.n_layers - 1, voff = net.offset[vis], nv = net.sizes[vis]
     cdef Py_ssize_t i, l, sweep, skip
-    cdef double Lold, Lnew
+    cdef double Lold, Lnew, Lold2
     cdef int8_t converged = 0
     w.any_missing = 0
     for i in range(nv):
@@ -500,6 +500,7 @@ cdef int8_t solve_pattern(const Net *net, const double *v, const uint8_t *miss,
     for l in range(1, net.n_layers):
         refresh_xi(net, l, xi, w, gtol)
     Lold = pattern_bound(net, mu, xi, w)
+    Lold2 = -1e300
     sweeps_out[0] = max_sweeps
     for sweep in range(max_sweeps):
         if sweep > 0 and sweep % RECOMPUTE_EVERY == 0:
@@ -517,11 +518,14 @@ cdef int8_t solve_pattern(const Net *net, const double *v, const uint8_t *miss,
             for l in range(skip, vis):
                 sweep_layer(net, l, mu, xi, w, gtol)
         Lnew = pattern_bound(net, mu, xi, w)
-        if fabs(Lnew - Lold) < tol:
+        # A pass that skipped a layer only counts together with the pass before it (which
+        # updated the skipped layer): a pass over pinned units alone changes L by nothing.
+        if fabs(Lnew - Lold) < tol and (skip == 0 or fabs(Lnew - Lold2) < tol):
             converged = 1
             sweeps_out[0] = sweep + 1
             Lold = Lnew
             break
+        Lold2 = Lold
         Lold = Lnew
     # report the bound from freshly computed statistics (no incremental round-off)
     recompute_stats(net, mu, xi, w)
@@ -734,7 +738,8 @@ def trace(model, v, missing_row=None, Py_ssize_t max_sweeps=20, double inner_tol
     kinds, units, before, after = [], [], [], []
 
     for sweep in range(max_sweeps):
-        recompute_stats(&net, &mu[0], &xi[0], &w)
+        if sweep > 0 and sweep % RECOMPUTE_EVERY == 0:     # run's schedule
+            recompute_stats(&net, &mu[0], &xi[0], &w)
         if sweep % 2 == 0:
             layers = range(vis - 1 - turnaround_skip(&net, vis - 1, sweep), -1, -1)
         else:
