@@ -21,11 +21,12 @@ except ImportError as exc:  # pragma: no cover - exercised only on an unbuilt so
 
 from mfengine._config import show_config, get_config
 from mfengine.inference import InferenceResult, gradient, infer
-from mfengine.sbn import SigmoidBeliefNet
+from mfengine.sbn import BeliefNet, SigmoidBeliefNet
 
 __all__ = [
     "__version__",
     "SigmoidBeliefNet",
+    "BeliefNet",
     "InferenceResult",
     "infer",
     "gradient",

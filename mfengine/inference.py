@@ -52,10 +52,17 @@ class InferenceResult:
 
 def as_model(model):
     """A SigmoidBeliefNet from ``model`` or from a pair ``(weights, biases)`` of array lists."""
+    from mfengine.sbn.dag import BeliefNet
     from mfengine.sbn.layered import SigmoidBeliefNet
 
     if isinstance(model, SigmoidBeliefNet):
         return model
+    if isinstance(model, BeliefNet):
+        raise NotImplementedError(
+            "mean-field inference for BeliefNet (methods 'sjj', 'plefka11', 'plefka12', "
+            "'plefka22') is not implemented yet; a layered sigmoid net can use "
+            "SigmoidBeliefNet with method='gaussian'"
+        )
     if isinstance(model, (tuple, list)) and len(model) == 2:
         return SigmoidBeliefNet.from_params(model[0], model[1])
     raise TypeError(

@@ -134,6 +134,20 @@ class SigmoidBeliefNet:
         """A deep copy of the network."""
         return type(self).from_params(self.weights, self.biases)
 
+    def to_dag(self):
+        """The same network as a ``BeliefNet`` over a DAG: units numbered layer by layer, top
+        first; the bottom layer visible; sigmoid units."""
+        from mfengine.sbn.dag import BeliefNet
+
+        sizes = self.sizes
+        off = np.concatenate([[0], np.cumsum(sizes)])
+        W = np.zeros((off[-1], off[-1]))
+        for l, w in enumerate(self.weights):
+            W[off[l + 1] : off[l + 2], off[l] : off[l + 1]] = w
+        visible = np.zeros(off[-1], dtype=bool)
+        visible[off[-2] :] = True
+        return BeliefNet(W, np.concatenate(self.biases), visible, activation="sigmoid")
+
     @property
     def sizes(self):
         return tuple(b.shape[0] for b in self.biases)

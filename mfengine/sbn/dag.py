@@ -1,0 +1,201 @@
+"""Belief networks over any DAG: sigmoid or noisy-OR units (Saul, Jaakkola & Jordan;
+Bhattacharyya & Keerthi).
+
+Units are in topological order.  Unit i fires with probability f(z_i), with
+``z_i = h[i] + sum_{j < i} W[i, j] S_j`` and f the sigmoid 1/(1 + e^{-z}), or the noisy-OR
+1 - e^{-z} (non-negative weights and biases).  A boolean mask says which units are visible.
+
+This module holds the model, ancestral sampling and exact enumeration; the mean-field
+methods for it ("sjj", "plefka11/12/22") are not implemented yet.
+"""
+import numbers
+
+import numpy as np
+
+from mfengine._validation import as_float_matrix, check_binary, check_missing, check_random_state
+
+__all__ = ["BeliefNet", "ACTIVATIONS"]
+
+ACTIVATIONS = ("sigmoid", "noisy_or")
+
+#: Largest number of hidden units that ``exact_log_likelihood`` enumerates by default.
+MAX_ENUMERATED_HIDDEN = 20
+
+
+def _log_probs(z, activation):
+    """ln f(z) and ln(1 - f(z)), stably (for noisy-OR, ln f(0) = -inf)."""
+    if activation == "sigmoid":
+        return -np.logaddexp(0.0, -z), -np.logaddexp(0.0, z)
+    # noisy-OR: f = 1 - e^{-z}; ln f = log(-expm1(-z)), ln(1 - f) = -z
+    with np.errstate(divide="ignore"):
+        return np.log(-np.expm1(-z)), -z
+
+
+def _logsumexp(a, axis):
+    amax = np.max(a, axis=axis, keepdims=True)
+    amax = np.where(np.isfinite(amax), amax, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(a - amax), axis=axis, keepdims=True)) + amax
+    return np.squeeze(out, axis=axis)
+
+
+class BeliefNet:
+    """A belief network over a DAG with sigmoid or noisy-OR units.
+
+    Parameters
+    ----------
+    W : (n_units, n_units) array
+        ``W[i, j]`` is the weight from unit j to unit i; nonzero only for j < i (units in
+        topological order).
+    h : (n_units,) array
+        Biases.
+    visible : (n_units,) boolean mask, or a sequence of visible unit indices
+    activation : {"sigmoid", "noisy_or"}
+        Noisy-OR units need non-negative weights and biases.
+
+    Attributes
+    ----------
+    W, h : float64 arrays (copies)
+    visible : boolean mask
+    parents, children : list of int arrays
+        Each unit's parents and children (the nonzero weights), so that work per unit is
+        proportional to its number of nonzero weights.
+    """
+
+    def __init__(self, W, h, visible, activation="sigmoid"):
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        W = np.array(W, dtype=np.float64)
+        if W.ndim != 2 or W.shape[0] != W.shape[1] or W.shape[0] < 1:
+            raise ValueError(f"W must be a square (n_units, n_units) array, got shape {W.shape}")
+        n = W.shape[0]
+        if not np.all(np.isfinite(W)):
+            raise ValueError("W contains NaN or infinite values")
+        if np.any(np.triu(W) != 0.0):
+            i, j = np.argwhere(np.triu(W) != 0.0)[0]
+            raise ValueError(
+                f"W must be strictly lower triangular (units in topological order): "
+                f"W[{i}, {j}] = {W[i, j]!r} is a weight from unit {j} to unit {i} with j >= i"
+            )
+        h = np.array(h, dtype=np.float64)
+        if h.shape != (n,):
+            raise ValueError(f"h must have shape ({n},), got {h.shape}")
+        if not np.all(np.isfinite(h)):
+            raise ValueError("h contains NaN or infinite values")
+        if activation == "noisy_or":
+            if np.any(W < 0):
+                raise ValueError("noisy-OR units need non-negative weights; W has negative entries")
+            if np.any(h < 0):
+                raise ValueError("noisy-OR units need non-negative biases; h has negative entries")
+        vis = np.asarray(visible)
+        if vis.dtype == np.bool_:
+            if vis.shape != (n,):
+                raise ValueError(f"visible as a mask must have shape ({n},), got {vis.shape}")
+            mask = vis.copy()
+        else:
+            if vis.ndim != 1 or (vis.size and vis.dtype.kind not in "iu"):
+                raise TypeError("visible must be a boolean mask or a sequence of unit indices")
+            if vis.size and (vis.min() < 0 or vis.max() >= n):
+                raise ValueError(f"visible indices must lie in [0, {n}), got {vis.tolist()}")
+            mask = np.zeros(n, dtype=bool)
+            mask[vis.astype(np.intp)] = True
+        if not mask.any():
+            raise ValueError("visible selects no unit: at least one unit must be visible")
+        self.W = W
+        self.h = h
+        self.visible = mask
+        self.activation = activation
+        self.parents = [np.flatnonzero(W[i, :]) for i in range(n)]
+        self.children = [np.flatnonzero(W[:, j]) for j in range(n)]
+
+    @property
+    def n_units(self):
+        return self.W.shape[0]
+
+    @property
+    def n_visible(self):
+        return int(self.visible.sum())
+
+    @property
+    def n_hidden(self):
+        return self.n_units - self.n_visible
+
+    @property
+    def n_weights(self):
+        """Number of nonzero weights."""
+        return int(np.count_nonzero(self.W))
+
+    def __repr__(self):
+        return (f"BeliefNet(n_units={self.n_units}, n_visible={self.n_visible}, "
+                f"n_weights={self.n_weights}, activation={self.activation!r})")
+
+    # ------------------------------------------------------------------ generative model
+    def sample(self, n, random_state=None, return_all=False):
+        """Draw ``n`` patterns by ancestral sampling: the (n, n_visible) visible vectors, or
+        with ``return_all=True`` the (n, n_units) states of every unit."""
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        rng = check_random_state(random_state)
+        S = np.zeros((n, self.n_units))
+        for i in range(self.n_units):
+            z = self.h[i] + S[:, self.parents[i]] @ self.W[i, self.parents[i]]
+            p = np.exp(_log_probs(z, self.activation)[0])
+            S[:, i] = rng.random(n) < p
+        return S if return_all else S[:, self.visible]
+
+    def log_joint(self, S):
+        """ln P(S) for complete configurations, an (n, n_units) array of 0/1."""
+        S = as_float_matrix(S, "S", n_cols=self.n_units)
+        check_binary(S, "S")
+        return self._log_joint(S)
+
+    def _log_joint(self, S):
+        z = S @ self.W.T + self.h
+        l1, l0 = _log_probs(z, self.activation)
+        # 0 * (-inf) must count as 0 (a noisy-OR unit with z = 0 is off for sure)
+        return np.sum(np.where(S > 0, l1, 0.0) + np.where(S > 0, 0.0, l0), axis=-1)
+
+    def exact_log_likelihood(self, V, missing=None, max_hidden=MAX_ENUMERATED_HIDDEN):
+        """Exact ln P(v) per pattern, summing over every joint state of the hidden units
+        (and of missing visible ones).  A ValueError above ``max_hidden`` hidden units."""
+        V = as_float_matrix(V, "V", n_cols=self.n_visible, allow_nan=missing is not None)
+        miss = check_missing(missing, V.shape)
+        if miss is not None:
+            miss = miss.astype(bool)
+            if np.any(~np.isfinite(V) & ~miss):
+                raise ValueError("V contains NaN or infinite values at entries not marked missing")
+            check_binary(V, "V", ignore=miss)
+        else:
+            check_binary(V, "V")
+        vis = np.flatnonzero(self.visible)
+        Vz = np.where(np.isfinite(V), V, 0.0)
+        out = np.empty(V.shape[0])
+        if miss is None:
+            groups = [(np.zeros(vis.size, dtype=bool), np.arange(V.shape[0]))]
+        else:
+            keys, inverse = np.unique(miss, axis=0, return_inverse=True)
+            groups = [(keys[g], np.flatnonzero(inverse.ravel() == g)) for g in range(len(keys))]
+        for mask, rows in groups:
+            # a missing visible unit is summed over like a hidden one (it may have children)
+            summed = np.sort(np.concatenate([np.flatnonzero(~self.visible), vis[mask]]))
+            if summed.size > max_hidden:
+                raise ValueError(
+                    f"exact_log_likelihood enumerates 2**(hidden + missing) states; here that is "
+                    f"{summed.size} units, above max_hidden={max_hidden}"
+                )
+            out[rows] = self._enumerate(Vz[rows][:, ~mask], vis[~mask], summed)
+        return out
+
+    def _enumerate(self, v, clamped, summed):
+        """ln sum over the states of ``summed`` of P(S), with units ``clamped`` set to v."""
+        K = summed.size
+        states = ((np.arange(2**K)[:, None] >> np.arange(K)) & 1).astype(np.float64)
+        out = np.empty(v.shape[0])
+        chunk = max(1, 2**21 // max(1, 2**K * self.n_units))
+        for start in range(0, v.shape[0], chunk):
+            vc = v[start : start + chunk]
+            S = np.empty((vc.shape[0], 2**K, self.n_units))
+            S[:, :, summed] = states[None, :, :]
+            S[:, :, clamped] = vc[:, None, :]
+            out[start : start + chunk] = _logsumexp(self._log_joint(S), axis=1)
+        return out

@@ -1,0 +1,105 @@
+"""BeliefNet over a DAG (sigmoid and noisy-OR): validation, sampling, exact enumeration."""
+import itertools
+
+import numpy as np
+import pytest
+
+import mfengine as mf
+
+
+def random_dag(n, activation, seed, density=0.6, scale=1.5, n_visible=3):
+    rng = np.random.default_rng(seed)
+    W = np.tril(rng.normal(0, scale, (n, n)), -1) * (rng.random((n, n)) < density)
+    h = rng.normal(0, 1, n)
+    if activation == "noisy_or":
+        W, h = np.abs(W) * 0.6, np.abs(h) * 0.4
+    visible = np.zeros(n, dtype=bool)
+    visible[rng.choice(n, n_visible, replace=False)] = True
+    return mf.BeliefNet(W, h, visible, activation=activation)
+
+
+def brute_force_log_p(net, v, missing=None):
+    """ln P(v) by an explicit loop over every joint state of all units."""
+    total = 0.0
+    vis = np.flatnonzero(net.visible)
+    for bits in itertools.product([0.0, 1.0], repeat=net.n_units):
+        S = np.array(bits)
+        keep = [missing is not None and missing[k] or S[i] == v[k] for k, i in enumerate(vis)]
+        if not all(keep):
+            continue
+        p = 1.0
+        for i in range(net.n_units):
+            z = net.h[i] + net.W[i] @ S
+            f = 1 / (1 + np.exp(-z)) if net.activation == "sigmoid" else 1 - np.exp(-z)
+            p *= f if S[i] else 1 - f
+        total += p
+    return np.log(total)
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "noisy_or"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_exact_log_likelihood_against_brute_force(activation, seed):
+    net = random_dag(7, activation, seed)
+    V = np.array(list(itertools.product([0.0, 1.0], repeat=3)))
+    ll = net.exact_log_likelihood(V)
+    for v, x in zip(V, ll):
+        assert x == pytest.approx(brute_force_log_p(net, v), rel=1e-10, abs=1e-12)
+    # a distribution over the visible units
+    assert np.exp(ll).sum() == pytest.approx(1.0, abs=1e-12)
+    # missing visible units (which may have children) are summed out exactly
+    miss = np.array([[False, True, False], [True, False, True]])
+    Vm = np.array([[1.0, np.nan, 0.0], [np.nan, 1.0, np.nan]])
+    llm = net.exact_log_likelihood(Vm, missing=miss)
+    for v, m, x in zip(Vm, miss, llm):
+        assert x == pytest.approx(brute_force_log_p(net, np.nan_to_num(v), m), rel=1e-10)
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "noisy_or"])
+def test_sampling_matches_exact_probabilities(activation):
+    net = random_dag(7, activation, 3)
+    V = net.sample(40000, random_state=4)
+    configs, counts = np.unique(V, axis=0, return_counts=True)
+    p = np.exp(net.exact_log_likelihood(configs))
+    freq = counts / counts.sum()
+    assert np.max(np.abs(freq - p)) < 4 * np.sqrt(p.max() / 40000) + 1e-3
+
+
+def test_layered_net_as_dag_has_the_same_likelihood():
+    net = mf.SigmoidBeliefNet([2, 4, 6], weight_scale=1.5, random_state=5)
+    dag = net.to_dag()
+    assert dag.n_units == 12 and dag.n_visible == 6 and dag.n_weights == 8 + 24
+    V = net.sample(50, random_state=6)
+    np.testing.assert_allclose(dag.exact_log_likelihood(V), net.exact_log_likelihood(V), rtol=1e-12)
+
+
+def test_noisy_or_refuses_negative_parameters_and_bad_input():
+    W = np.zeros((3, 3))
+    W[2, 0] = -0.5
+    with pytest.raises(ValueError, match="non-negative weights"):
+        mf.BeliefNet(W, np.zeros(3), [2], activation="noisy_or")
+    with pytest.raises(ValueError, match="non-negative biases"):
+        mf.BeliefNet(np.zeros((3, 3)), [0.0, -1.0, 0.0], [2], activation="noisy_or")
+    U = np.zeros((3, 3))
+    U[0, 2] = 1.0
+    with pytest.raises(ValueError, match="lower triangular"):
+        mf.BeliefNet(U, np.zeros(3), [2])
+    with pytest.raises(ValueError, match="activation"):
+        mf.BeliefNet(np.zeros((3, 3)), np.zeros(3), [2], activation="tanh")
+    with pytest.raises(ValueError, match="no unit"):
+        mf.BeliefNet(np.zeros((3, 3)), np.zeros(3), np.zeros(3, dtype=bool))
+    net = mf.BeliefNet(np.zeros((3, 3)), np.zeros(3), [2])
+    with pytest.raises(ValueError, match="binary"):
+        net.exact_log_likelihood([[0.5]])
+    with pytest.raises(ValueError, match="max_hidden"):
+        random_dag(25, "sigmoid", 0).exact_log_likelihood(np.zeros((1, 3)))
+    with pytest.raises(NotImplementedError, match="not implemented yet"):
+        mf.infer(net, np.zeros((1, 1)))
+
+
+def test_noisy_or_unit_with_zero_input_is_off():
+    """z = 0 gives f = 0: such a unit is off with probability 1 (ln P = -inf if it is on)."""
+    W = np.zeros((2, 2))
+    W[1, 0] = 1.0
+    net = mf.BeliefNet(W, [0.0, 0.0], [1], activation="noisy_or")
+    ll = net.exact_log_likelihood([[0.0], [1.0]])
+    assert ll[0] == pytest.approx(0.0) and ll[1] == -np.inf
