@@ -1,4 +1,4 @@
-/* Scalar numerics shared by the kernels: stable log(1 + e^x), sigmoid, binary entropy.
+/* Scalar numerics shared by the kernels: stable log(1 + e^x) and the sigmoid.
  * Plain C, no Python; every function is static inline so Cython calls cost nothing. */
 #ifndef MF_NUMERICS_H
 #define MF_NUMERICS_H
@@ -33,20 +33,6 @@ static inline void mf_sig_u(double a, double *sig, double *u)
     double r = 1.0 / (den * dn);
     *sig = (a >= 0.0 ? den : num) * den * r;
     *u = dn * dn * r;
-}
-
-/* Binary entropy in nats, H(0) = H(1) = 0. */
-static inline double mf_entropy(double p)
-{
-    double h = 0.0;
-    if (p > 0.0) h -= p * log(p);
-    if (p < 1.0) h -= (1.0 - p) * log1p(-p);
-    return h;
-}
-
-static inline double mf_logit(double p)
-{
-    return log(p) - log1p(-p);
 }
 
 #endif

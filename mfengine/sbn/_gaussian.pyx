@@ -25,7 +25,6 @@ cdef extern from "mf_numerics.h" nogil:
     void mf_sig_u(double a, double *sig, double *u)
     double mf_log1pexp(double x)
     double mf_sigmoid(double x)
-    double mf_entropy(double p)
 
 cdef extern from "mf_parallel.h" nogil:
     ctypedef void (*mf_body_fn)(void *ctx, Py_ssize_t i, int thread) noexcept nogil
