@@ -79,13 +79,22 @@ directives = {
     "embedsignature": True,
 }
 
-CSRC = ["csrc/mf_sbn.c", "csrc/mf_parallel.c"]
+# Every extension: (module name, Cython source, plain-C sources).  An entry whose .pyx is not
+# in the tree is skipped, so one model family can be added without touching the others.
+EXTENSIONS = [
+    ("mfengine._openmp", "mfengine/_openmp.pyx", ["csrc/mf_sbn.c", "csrc/mf_parallel.c"]),
+    ("mfengine.sbn._gaussian", "mfengine/sbn/_gaussian.pyx", ["csrc/mf_sbn.c", "csrc/mf_parallel.c"]),
+    ("mfengine.sbn._sjj", "mfengine/sbn/_sjj.pyx", []),
+    ("mfengine.sbn._plefka", "mfengine/sbn/_plefka.pyx", []),
+    ("mfengine.nlgbn._estep", "mfengine/nlgbn/_estep.pyx", ["csrc/mf_nlgbn.c"]),
+    ("mfengine.hmm._chain", "mfengine/hmm/_chain.pyx", ["csrc/mf_hmm.c"]),
+]
 
 
-def ext(name, sources):
+def ext(name, pyx, csrc):
     return Extension(
         name,
-        sources=sources + CSRC,
+        sources=[pyx] + [c for c in csrc if os.path.exists(c)],
         include_dirs=["csrc", np.get_include()],
         define_macros=macros,
         extra_compile_args=compile_args,
@@ -93,10 +102,7 @@ def ext(name, sources):
     )
 
 
-extensions = [
-    ext("mfengine._openmp", ["mfengine/_openmp.pyx"]),
-    ext("mfengine.sbn._gaussian", ["mfengine/sbn/_gaussian.pyx"]),
-]
+extensions = [ext(name, pyx, csrc) for name, pyx, csrc in EXTENSIONS if os.path.exists(pyx)]
 
 
 class BuildExt(build_ext):

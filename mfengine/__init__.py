@@ -45,6 +45,14 @@ def __getattr__(name):
         from mfengine import baselines
 
         return getattr(baselines, name)
+    if name == "NLGBN":
+        from mfengine.nlgbn import NLGBN
+
+        return NLGBN
+    if name == "ContextHMM":
+        from mfengine.hmm import ContextHMM
+
+        return ContextHMM
     if name == "datasets":
         import importlib
 

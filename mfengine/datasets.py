@@ -1,4 +1,4 @@
-"""Small binary image data sets for the demo and the tests.
+"""Small image data sets for the demo, the experiments and the tests.
 
 The paper (Saul & Jordan, section 3) used 10x10 binary NIST digits, 6000 training images per
 class.  Those are not redistributable, so mfengine uses scikit-learn's bundled 8x8 digits
@@ -9,7 +9,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["load_binary_digits", "DIGITS_SHAPE"]
+__all__ = ["load_binary_digits", "make_bars", "DIGITS_SHAPE"]
 
 #: Height and width of one image from ``load_binary_digits``.
 DIGITS_SHAPE = (8, 8)
@@ -64,3 +64,26 @@ def load_binary_digits(threshold=8, test_size=0.3, random_state=0):
         np.ascontiguousarray(y_train),
         np.ascontiguousarray(y_test),
     )
+
+
+def make_bars(n, size=4, p_bar=0.5, random_state=None):
+    """Binary bars (Bhattacharyya & Keerthi, section 6): ``size`` x ``size`` images whose bars
+    are all vertical or all horizontal with probability 1/2 each, every bar on independently
+    with probability ``p_bar``.
+
+    Returns an (n, size * size) float64 array of 0/1, row-major images.  No scikit-learn needed.
+    """
+    from mfengine._validation import check_random_state
+
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+        raise ValueError(f"n must be a non-negative integer, got {n!r}")
+    if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
+        raise ValueError(f"size must be a positive integer, got {size!r}")
+    if not (isinstance(p_bar, numbers.Real) and 0.0 <= p_bar <= 1.0):
+        raise ValueError(f"p_bar must be a probability in [0, 1], got {p_bar!r}")
+    rng = check_random_state(random_state)
+    on = rng.random((n, size)) < p_bar
+    vertical = rng.random(n) < 0.5
+    img = np.where(vertical[:, None, None], on[:, None, :], on[:, :, None])
+    img = np.broadcast_to(img, (n, size, size))
+    return np.ascontiguousarray(img.reshape(n, size * size), dtype=np.float64)

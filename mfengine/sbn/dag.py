@@ -14,7 +14,7 @@ import numpy as np
 
 from mfengine._validation import as_float_matrix, check_binary, check_missing, check_random_state
 
-__all__ = ["BeliefNet", "ACTIVATIONS"]
+__all__ = ["BeliefNet", "DagStructure", "ACTIVATIONS"]
 
 ACTIVATIONS = ("sigmoid", "noisy_or")
 
@@ -39,6 +39,56 @@ def _logsumexp(a, axis):
     return np.squeeze(out, axis=axis)
 
 
+class DagStructure:
+    """The sparsity pattern of a DAG in the compressed form every DAG kernel reads.
+
+    Built from a boolean (n_units, n_units) mask of nonzero weights (``mask[i, j]``: an edge
+    from j to i, j < i).  All arrays are C-contiguous ``intp``:
+
+    par_ptr (n_units + 1,), par_idx (nnz,)
+        The parents of unit i are ``par_idx[par_ptr[i]:par_ptr[i + 1]]``, ascending.  The
+        weights of the edges are stored in this same order: ``w[k]`` is the weight of the
+        edge ``par_idx[k] -> i``, so a net's weights are one (nnz,) vector, and a batch of nets
+        sharing the pattern is an (n_nets, nnz) array.
+    ch_ptr (n_units + 1,), ch_idx (nnz,), ch_w (nnz,)
+        The children of unit j are ``ch_idx[ch_ptr[j]:ch_ptr[j + 1]]``, ascending; the weight
+        of the edge j -> ``ch_idx[k]`` is ``w[ch_w[k]]``.
+    """
+
+    def __init__(self, mask):
+        mask = np.asarray(mask, dtype=bool)
+        n = mask.shape[0]
+        rows, cols = np.nonzero(mask)  # row-major: grouped by child i, parents ascending
+        self.n_units = n
+        self.nnz = rows.size
+        self.par_ptr = np.zeros(n + 1, dtype=np.intp)
+        np.cumsum(np.bincount(rows, minlength=n), out=self.par_ptr[1:])
+        self.par_idx = np.ascontiguousarray(cols, dtype=np.intp)
+        order = np.lexsort((rows, cols))  # grouped by parent j, children ascending
+        self.ch_ptr = np.zeros(n + 1, dtype=np.intp)
+        np.cumsum(np.bincount(cols, minlength=n), out=self.ch_ptr[1:])
+        self.ch_idx = np.ascontiguousarray(rows[order], dtype=np.intp)
+        self.ch_w = np.ascontiguousarray(order, dtype=np.intp)
+        self._rows = rows
+        self._cols = cols
+
+    def pack(self, W):
+        """The (..., nnz) weight vectors of dense (..., n_units, n_units) matrices ``W``."""
+        return np.ascontiguousarray(np.asarray(W, dtype=np.float64)[..., self._rows, self._cols])
+
+    def unpack(self, w):
+        """Dense (..., n_units, n_units) matrices from (..., nnz) weight vectors ``w``."""
+        w = np.asarray(w, dtype=np.float64)
+        out = np.zeros(w.shape[:-1] + (self.n_units, self.n_units))
+        out[..., self._rows, self._cols] = w
+        return out
+
+    def same_as(self, other):
+        return (self.n_units == other.n_units and self.nnz == other.nnz
+                and np.array_equal(self.par_idx, other.par_idx)
+                and np.array_equal(self.par_ptr, other.par_ptr))
+
+
 class BeliefNet:
     """A belief network over a DAG with sigmoid or noisy-OR units.
 
@@ -60,6 +110,9 @@ class BeliefNet:
     parents, children : list of int arrays
         Each unit's parents and children (the nonzero weights), so that work per unit is
         proportional to its number of nonzero weights.
+    structure : DagStructure
+        The same lists in the compressed form the compiled kernels read
+        (``structure.pack(W)`` gives the weights in its order).
     """
 
     def __init__(self, W, h, visible, activation="sigmoid"):
@@ -107,6 +160,7 @@ class BeliefNet:
         self.activation = activation
         self.parents = [np.flatnonzero(W[i, :]) for i in range(n)]
         self.children = [np.flatnonzero(W[:, j]) for j in range(n)]
+        self.structure = DagStructure(W != 0.0)
 
     @property
     def n_units(self):
