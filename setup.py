@@ -6,6 +6,7 @@ Environment switches read at build time:
                        carrying a second AVX2+FMA body chosen at run time (GCC target_clones).
   MFENGINE_NO_OPENMP=1 build without OpenMP (everything runs single-threaded).
   MFENGINE_DEBUG=1     turn Cython's bounds and initialisation checks back on, -O0 -g.
+  MFENGINE_ONLY=a,b    build only the named extension modules (e.g. mfengine.sbn._sjj).
 """
 import os
 import shutil
@@ -102,7 +103,13 @@ def ext(name, pyx, csrc):
     )
 
 
-extensions = [ext(name, pyx, csrc) for name, pyx, csrc in EXTENSIONS if os.path.exists(pyx)]
+# MFENGINE_ONLY=name[,name...] builds just those extensions (for working on one kernel).
+ONLY = [n.strip() for n in os.environ.get("MFENGINE_ONLY", "").split(",") if n.strip()]
+extensions = [
+    ext(name, pyx, csrc)
+    for name, pyx, csrc in EXTENSIONS
+    if os.path.exists(pyx) and (not ONLY or name in ONLY)
+]
 
 
 class BuildExt(build_ext):
