@@ -1,4 +1,5 @@
-"""Kernel: the strict mean-field lower bound of Saul, Jaakkola & Jordan for sigmoid DAG nets.
+"""Kernel: the strict mean-field lower bound of Saul, Jaakkola & Jordan for DAG nets (sigmoid
+units; noisy-OR units with the analogous bound described further down).
 
 Called only from ``mfengine.sbn.sjj``; the wrapper validates every input.
 
@@ -301,14 +302,254 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
     return converged
 
 
+# ---------------------------------------------------------------------------- noisy-OR
+# For noisy-OR units (f(z) = 1 - e^{-z}, non-negative weights, positive biases) the analogue
+# of the bound above uses the concavity of g(z) = ln(1 - e^{-z}) (Jaakkola & Jordan's bound
+# for positive findings): for q_ij >= 0 with sum_j q_ij = 1,
+#     g(h_i + sum_j W_ij S_j) >= sum_j q_ij g(h_i + W_ij S_j / q_ij),
+# whose average under a factorised q is exact.  With D_ij = g(h_i + W_ij / q_ij) - g(h_i),
+#     L = sum_{free i} H(mu_i) + sum_i [ -(1 - mu_i) Z_i + mu_i (g(h_i) + sum_j q_ij mu_j D_ij) ].
+# L is linear in each mu_k apart from its entropy, so mu_k = sigmoid(dL/dmu_k) exactly; q_i is
+# a concave problem on the simplex, solved through its optimality conditions (below).
+
+cdef inline double gnor(double x) noexcept nogil:
+    """ln(1 - e^{-x}) for x > 0."""
+    return log(-expm1(-x))
+
+
+cdef inline double psi_nor(double h, double gh, double y, double *dpsi) noexcept nogil:
+    """psi(y) = g(h + y) - g(h) - y g'(h + y) and its derivative y e^{-x} / (1 - e^{-x})^2."""
+    cdef double x = h + y, em = exp(-x), om = -expm1(-x)
+    dpsi[0] = y * em / (om * om)
+    return log(om) - gh - y * em / om
+
+
+cdef double invert_psi(double h, double gh, double c, double y) noexcept nogil:
+    """The y >= 0 with psi(y) = c, for 0 < c < -g(h) (psi increases from 0 to -g(h))."""
+    cdef double lo = 0.0, hi = -1.0, f, d, yn
+    cdef Py_ssize_t it
+    if not (y > 0.0):
+        y = 1.0
+    for it in range(MAX_IT):
+        f = psi_nor(h, gh, y, &d) - c
+        if fabs(f) <= 1e-14 * (c + 1e-300):
+            break
+        if f > 0.0:
+            hi = y
+        else:
+            lo = y
+        if hi > 0.0 and hi - lo <= 1e-15 * hi:
+            break
+        yn = y - f / d if d > 0.0 else -1.0
+        if hi < 0.0:            # no upper end yet: Newton, or double
+            if not (yn > lo):
+                yn = 2.0 * y + 1.0
+        elif not (lo < yn < hi):
+            yn = 0.5 * (lo + hi)
+        y = yn
+    return y
+
+
+cdef double edge_terms(const Dag *g, const double *w, double h, Py_ssize_t i, const double *mu,
+                       const double *q) noexcept nogil:
+    """sum_j q_ij mu_j D_ij for unit i."""
+    cdef double total = 0.0, gh = gnor(h)
+    cdef Py_ssize_t k
+    for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+        if q[k] > 0.0 and mu[g.par_idx[k]] > 0.0:
+            total += q[k] * mu[g.par_idx[k]] * (gnor(h + w[k] / q[k]) - gh)
+    return total
+
+
+cdef void update_q(const Dag *g, const double *w, double h, Py_ssize_t i, const double *mu,
+                   double *q, double *y, double *qold) noexcept nogil:
+    """Maximise sum_j q_j mu_j D_j over the simplex.  Each term is concave in q_j with slope
+    mu_j psi(W_ij / q_j); at the optimum every q_j > 0 has slope lam, and q_j = 0 where
+    mu_j psi(inf) = mu_j (-g(h)) <= lam.  lam is found by a safeguarded Newton search on
+    sum_j q_j(lam) = 1; the new q is kept only if it raises the unit's term."""
+    cdef Py_ssize_t k0 = g.par_ptr[i], k1 = g.par_ptr[i + 1], k, it
+    cdef double gh = gnor(h), G0 = -gh, lam_max = 0.0, lam, lo, hi, S, dS, d, mj, ln
+    cdef double old, new, lam_used
+    if k1 == k0:
+        return
+    for k in range(k0, k1):
+        mj = mu[g.par_idx[k]]
+        if w[k] > 0.0 and mj * G0 > lam_max:
+            lam_max = mj * G0
+    if lam_max <= 0.0:
+        return
+    old = edge_terms(g, w, h, i, mu, q)
+    # start from the slopes at the current q
+    lam = 0.0
+    S = 0.0
+    for k in range(k0, k1):
+        mj = mu[g.par_idx[k]]
+        if q[k] > 0.0 and w[k] > 0.0 and mj > 0.0:
+            y[k] = w[k] / q[k]
+            lam += q[k] * mj * psi_nor(h, gh, y[k], &d)
+            S += q[k]
+        else:
+            y[k] = 1.0
+    lam = lam / S if S > 0.0 else 0.5 * lam_max
+    if not (0.0 < lam < lam_max):
+        lam = 0.5 * lam_max
+    lo = 0.0
+    hi = lam_max
+    for it in range(MAX_IT):
+        S = 0.0
+        dS = 0.0
+        lam_used = lam
+        for k in range(k0, k1):
+            mj = mu[g.par_idx[k]]
+            if w[k] > 0.0 and mj * G0 > lam:
+                y[k] = invert_psi(h, gh, lam / mj, y[k])
+                psi_nor(h, gh, y[k], &d)
+                S += w[k] / y[k]
+                dS -= w[k] / (y[k] * y[k]) / (mj * d)
+        if fabs(S - 1.0) <= 1e-12:
+            break
+        if S > 1.0:
+            lo = lam
+        else:
+            hi = lam
+        if hi - lo <= 1e-15 * hi:
+            break
+        ln = lam - (S - 1.0) / dS if dS < 0.0 else -1.0
+        if not (lo < ln < hi):
+            ln = 0.5 * (lo + hi)
+        lam = ln
+    # the new q (normalised onto the simplex), kept if it does not lower the term
+    S = 0.0
+    for k in range(k0, k1):
+        qold[k] = q[k]
+        q[k] = 0.0
+        if w[k] > 0.0 and mu[g.par_idx[k]] * G0 > lam_used:
+            q[k] = w[k] / y[k]
+            S += q[k]
+    if S > 0.0:
+        for k in range(k0, k1):
+            q[k] /= S
+    new = edge_terms(g, w, h, i, mu, q)
+    if not (new >= old):
+        for k in range(k0, k1):
+            q[k] = qold[k]
+
+
+cdef double nor_bound(const Dag *g, const double *w, const double *h, const double *mu,
+                      const double *t, const double *q, const uint8_t *free_,
+                      double *Z) noexcept nogil:
+    cdef double total = 0.0, z
+    cdef Py_ssize_t i, k
+    for i in range(g.n):
+        z = h[i]
+        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+            z += w[k] * mu[g.par_idx[k]]
+        Z[i] = z
+        total -= (1.0 - mu[i]) * z
+        if mu[i] > 0.0:
+            total += mu[i] * (gnor(h[i]) + edge_terms(g, w, h[i], i, mu, q))
+        if free_[i]:
+            total += entropy_t(t[i])
+    return total
+
+
+cdef void update_mu_nor(const Dag *g, const double *w, const double *h, Py_ssize_t k,
+                        double *mu, double *t, const double *q, double *Z) noexcept nogil:
+    """mu_k = sigmoid(dL/dmu_k): the exact maximiser (L is H(mu_k) + linear)."""
+    cdef double c = Z[k] + gnor(h[k]) + edge_terms(g, w, h[k], k, mu, q), wk, qk, tn
+    cdef Py_ssize_t a, cc, e
+    for a in range(g.ch_ptr[k], g.ch_ptr[k + 1]):
+        cc = g.ch_idx[a]
+        e = g.ch_w[a]
+        wk = w[e]
+        c -= (1.0 - mu[cc]) * wk
+        qk = q[e]
+        if qk > 0.0 and mu[cc] > 0.0:
+            c += mu[cc] * qk * (gnor(h[cc] + wk / qk) - gnor(h[cc]))
+    tn = c
+    if tn > T_MAX:
+        tn = T_MAX
+    elif tn < -T_MAX:
+        tn = -T_MAX
+    cdef double mun = mf_sigmoid(tn)
+    for a in range(g.ch_ptr[k], g.ch_ptr[k + 1]):
+        Z[g.ch_idx[a]] += w[g.ch_w[a]] * (mun - mu[k])
+    mu[k] = mun
+    t[k] = tn
+
+
+cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const double *clamp,
+                        double *mu, double *q, double *hist, double tol,
+                        Py_ssize_t max_sweeps, double *work, double *bound_out,
+                        intp_t *sweeps_out) noexcept nogil:
+    cdef Py_ssize_t n = g.n, i, k, sweep, nnz = g.par_ptr[g.n]
+    cdef double *t = work
+    cdef double *Z = work + n
+    cdef uint8_t *free_ = <uint8_t *> (work + 2 * n)
+    cdef double *y = work + 3 * n
+    cdef double *qold = work + 3 * n + nnz
+    cdef double lim = mf_sigmoid(-T_MAX), bnd, prev, S
+    for i in range(n):
+        if clamp[i] == clamp[i]:
+            free_[i] = 0
+            mu[i] = clamp[i]
+            t[i] = 0.0
+        else:
+            free_[i] = 1
+            if mu[i] < lim:
+                mu[i] = lim
+            elif mu[i] > 1.0 - lim:
+                mu[i] = 1.0 - lim
+            t[i] = log(mu[i] / (1.0 - mu[i]))
+        # q on the simplex over the unit's positive weights (uniform if not given)
+        S = 0.0
+        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+            if not (q[k] >= 0.0) or w[k] <= 0.0:
+                q[k] = 0.0
+            S += q[k]
+        if not (S > 0.0):
+            for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+                q[k] = 1.0 if w[k] > 0.0 else 0.0
+                S += q[k]
+        if S > 0.0:
+            for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+                q[k] /= S
+    prev = nor_bound(g, w, h, mu, t, q, free_, Z)
+    if hist != NULL:
+        hist[0] = prev
+    cdef int converged = 0
+    sweep = 0
+    while sweep < max_sweeps:
+        for i in range(n):
+            if mu[i] > 0.0:
+                update_q(g, w, h[i], i, mu, q, y, qold)
+        for i in range(n):
+            k = i if sweep % 2 == 0 else n - 1 - i
+            if free_[k]:
+                update_mu_nor(g, w, h, k, mu, t, q, Z)
+        sweep += 1
+        bnd = nor_bound(g, w, h, mu, t, q, free_, Z)
+        if hist != NULL:
+            hist[sweep] = bnd
+        if fabs(bnd - prev) < tol:
+            prev = bnd
+            converged = 1
+            break
+        prev = bnd
+    bound_out[0] = prev
+    sweeps_out[0] = sweep
+    return converged
+
+
 def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1] ch_ptr,
           const intp_t[::1] ch_idx, const intp_t[::1] ch_w, const double[:, ::1] w,
           const double[:, ::1] h, const intp_t[::1] net_of, const double[:, ::1] clamp,
           double[:, ::1] mu, double[:, ::1] xi, double[::1] bound, intp_t[::1] n_sweeps,
           uint8_t[::1] converged, double[:, ::1] history, double tol, double gtol,
-          Py_ssize_t max_sweeps, int n_threads):
+          Py_ssize_t max_sweeps, int n_threads, bint noisy_or=False):
     """Solve every item in place (see the module docstring).  ``history`` is (n_items,
-    max_sweeps + 1) to record the bound after each sweep, or (0, 0) for none."""
+    max_sweeps + 1) to record the bound after each sweep, or (0, 0) for none.  With
+    ``noisy_or``, ``xi`` is (n_items, nnz): the q of every edge, in parent order."""
     cdef Dag g
     g.n = h.shape[1]
     g.par_ptr = &par_ptr[0]
@@ -322,15 +563,21 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
     cdef const double *wrow
     cdef double dummy_w = 0.0
     with nogil, parallel(num_threads=n_threads):
-        work = <double *> malloc(9 * n * sizeof(double) + 8)
+        work = <double *> malloc((9 * n + 2 * xi.shape[1]) * sizeof(double) + 8)
         for p in prange(n_items, schedule="dynamic", chunksize=8):
             if work == NULL:
                 converged[p] = 2
                 continue
             wrow = &w[net_of[p], 0] if w.shape[1] else &dummy_w
-            converged[p] = solve_item(&g, wrow, &h[net_of[p], 0], &clamp[p, 0], &mu[p, 0],
-                                      &xi[p, 0], &history[p, 0] if record else NULL, tol, gtol,
-                                      max_sweeps, work, &bound[p], &n_sweeps[p])
+            if noisy_or:
+                converged[p] = solve_item_nor(&g, wrow, &h[net_of[p], 0], &clamp[p, 0],
+                                              &mu[p, 0], &xi[p, 0] if xi.shape[1] else &dummy_w,
+                                              &history[p, 0] if record else NULL, tol,
+                                              max_sweeps, work, &bound[p], &n_sweeps[p])
+            else:
+                converged[p] = solve_item(&g, wrow, &h[net_of[p], 0], &clamp[p, 0], &mu[p, 0],
+                                          &xi[p, 0], &history[p, 0] if record else NULL, tol,
+                                          gtol, max_sweeps, work, &bound[p], &n_sweeps[p])
         free(work)
     if np.any(np.asarray(converged) == 2):
         raise MemoryError("could not allocate per-thread scratch space for the SJJ solver")
@@ -339,8 +586,10 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
 def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1] ch_ptr,
              const intp_t[::1] ch_idx, const intp_t[::1] ch_w, const double[:, ::1] w,
              const double[:, ::1] h, const intp_t[::1] net_of, const double[:, ::1] clamp,
-             const double[:, ::1] mu, const double[:, ::1] xi, double[::1] bound):
-    """The bound at given mu, xi (clamped units read from ``clamp``), into ``bound``."""
+             const double[:, ::1] mu, const double[:, ::1] xi, double[::1] bound,
+             bint noisy_or=False):
+    """The bound at given mu, xi (noisy-OR: q per edge; clamped units read from ``clamp``),
+    into ``bound``."""
     cdef Dag g
     g.n = h.shape[1]
     g.par_ptr = &par_ptr[0]
@@ -363,8 +612,13 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
         for i in range(n):
             t[i] = 0.0
             m[i] = clamp[p, i] if clamp[p, i] == clamp[p, i] else mu[p, i]
-        bound[p] = sweep_bound(&g, &w[net_of[p], 0] if w.shape[1] else &dummy_w,
-                               &h[net_of[p], 0], m, t, &xi[p, 0], &none_[0], Z, A, B)
+        if noisy_or:
+            bound[p] = nor_bound(&g, &w[net_of[p], 0] if w.shape[1] else &dummy_w,
+                                 &h[net_of[p], 0], m, t, &xi[p, 0] if xi.shape[1] else &dummy_w,
+                                 &none_[0], Z)
+        else:
+            bound[p] = sweep_bound(&g, &w[net_of[p], 0] if w.shape[1] else &dummy_w,
+                                   &h[net_of[p], 0], m, t, &xi[p, 0], &none_[0], Z, A, B)
         for i in range(n):
             if clamp[p, i] != clamp[p, i]:
                 x = m[i]

@@ -5,8 +5,8 @@ Units are in topological order.  Unit i fires with probability f(z_i), with
 ``z_i = h[i] + sum_{j < i} W[i, j] S_j`` and f the sigmoid 1/(1 + e^{-z}), or the noisy-OR
 1 - e^{-z} (non-negative weights and biases).  A boolean mask says which units are visible.
 
-This module holds the model, ancestral sampling and exact enumeration; the mean-field
-methods for it ("sjj", "plefka11/12/22") are not implemented yet.
+This module holds the models (one net, or a batch of nets sharing a structure), ancestral
+sampling and exact enumeration; ``mf.infer`` runs the mean-field methods on them.
 """
 import numbers
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from mfengine._validation import as_float_matrix, check_binary, check_missing, check_random_state
 
-__all__ = ["BeliefNet", "DagStructure", "ACTIVATIONS"]
+__all__ = ["BeliefNet", "BeliefNetBatch", "DagStructure", "ACTIVATIONS"]
 
 ACTIVATIONS = ("sigmoid", "noisy_or")
 
@@ -253,3 +253,145 @@ class BeliefNet:
             S[:, :, clamped] = vc[:, None, :]
             out[start : start + chunk] = _logsumexp(self._log_joint(S), axis=1)
         return out
+
+
+def _check_batch_params(W, h, activation):
+    W = np.array(W, dtype=np.float64)
+    if W.ndim != 3 or W.shape[1] != W.shape[2] or W.shape[1] < 1:
+        raise ValueError(f"W must be an (n_nets, n_units, n_units) array, got shape {W.shape}")
+    n_nets, n = W.shape[0], W.shape[1]
+    if not np.all(np.isfinite(W)):
+        raise ValueError("W contains NaN or infinite values")
+    upper = np.triu(np.ones((n, n), dtype=bool))
+    if np.any(W[:, upper] != 0.0):
+        k, i, j = np.argwhere((W != 0.0) & upper)[0]
+        raise ValueError(f"W must be strictly lower triangular in each net: W[{k}, {i}, {j}] = "
+                         f"{W[k, i, j]!r} is a weight from unit {j} to unit {i} with j >= i")
+    h = np.array(h, dtype=np.float64)
+    if h.shape != (n_nets, n):
+        raise ValueError(f"h must have shape ({n_nets}, {n}), got {h.shape}")
+    if not np.all(np.isfinite(h)):
+        raise ValueError("h contains NaN or infinite values")
+    if activation == "noisy_or" and (np.any(W < 0) or np.any(h < 0)):
+        raise ValueError("noisy-OR units need non-negative weights and biases; "
+                         f"{'W' if np.any(W < 0) else 'h'} has negative entries")
+    return W, h
+
+
+class BeliefNetBatch:
+    """Many belief nets over one DAG: the same edges, visible units and activation, each with
+    its own weights and biases.  ``mf.infer`` solves all of them in one compiled, parallel call.
+
+    Parameters
+    ----------
+    W : (n_nets, n_units, n_units) array
+        ``W[k, i, j]`` is net k's weight from unit j to unit i (j < i).  The edge set is every
+        (i, j) that is nonzero in at least one net.
+    h : (n_nets, n_units) array
+    visible : boolean mask or sequence of indices, shared by every net
+    activation : {"sigmoid", "noisy_or"}
+
+    Indexing gives one ``BeliefNet``; ``len`` is the number of nets.
+    """
+
+    def __init__(self, W, h, visible, activation="sigmoid"):
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+        W, h = _check_batch_params(W, h, activation)
+        template = BeliefNet(np.zeros(W.shape[1:]), np.zeros(W.shape[1]), visible)
+        self.W = W
+        self.h = h
+        self.visible = template.visible
+        self.activation = activation
+        self.structure = DagStructure(np.any(W != 0.0, axis=0))
+
+    @classmethod
+    def from_nets(cls, nets):
+        """A batch from a sequence of ``BeliefNet`` with the same visible units and activation."""
+        nets = list(nets)
+        if not nets or not all(isinstance(n, BeliefNet) for n in nets):
+            raise TypeError("from_nets needs a non-empty sequence of BeliefNet")
+        first = nets[0]
+        for k, net in enumerate(nets):
+            if net.n_units != first.n_units or not np.array_equal(net.visible, first.visible):
+                raise ValueError(f"nets[{k}] has other units or visible units than nets[0]")
+            if net.activation != first.activation:
+                raise ValueError(f"nets[{k}] has activation {net.activation!r}, nets[0] "
+                                 f"{first.activation!r}")
+        return cls(np.stack([n.W for n in nets]), np.stack([n.h for n in nets]), first.visible,
+                   first.activation)
+
+    def __len__(self):
+        return self.W.shape[0]
+
+    def __getitem__(self, k):
+        return BeliefNet(self.W[k], self.h[k], self.visible, self.activation)
+
+    @property
+    def n_nets(self):
+        return self.W.shape[0]
+
+    @property
+    def n_units(self):
+        return self.W.shape[1]
+
+    @property
+    def n_visible(self):
+        return int(self.visible.sum())
+
+    @property
+    def n_hidden(self):
+        return self.n_units - self.n_visible
+
+    def __repr__(self):
+        return (f"BeliefNetBatch(n_nets={self.n_nets}, n_units={self.n_units}, "
+                f"n_visible={self.n_visible}, activation={self.activation!r})")
+
+    def _check_data(self, V):
+        """V as (n_nets, m, n_visible) float64 (a (n_nets, n_visible) array means m = 1)."""
+        V = np.asarray(V)
+        if V.dtype.kind not in "biuf":
+            raise TypeError(f"V must be numeric, got dtype {V.dtype}")
+        squeeze = V.ndim == 2
+        if squeeze:
+            V = V[:, None, :]
+        if V.ndim != 3 or V.shape[0] != self.n_nets or V.shape[2] != self.n_visible:
+            raise ValueError(f"V must have shape ({self.n_nets}, {self.n_visible}) or "
+                             f"({self.n_nets}, m, {self.n_visible}), got {np.shape(V)}")
+        V = np.ascontiguousarray(V, dtype=np.float64)
+        if not np.all(np.isfinite(V)):
+            raise ValueError("V contains NaN or infinite values")
+        check_binary(V, "V")
+        return V, squeeze
+
+    def log_joint(self, S):
+        """ln P(S) per net for complete states S of shape (n_nets, ..., n_units)."""
+        S = np.asarray(S, dtype=np.float64)
+        z = np.einsum("k...j,kij->k...i", S, self.W) + self.h.reshape(
+            (self.n_nets,) + (1,) * (S.ndim - 2) + (self.n_units,))
+        l1, l0 = _log_probs(z, self.activation)
+        return np.sum(np.where(S > 0, l1, 0.0) + np.where(S > 0, 0.0, l0), axis=-1)
+
+    def exact_log_likelihood(self, V, max_hidden=MAX_ENUMERATED_HIDDEN):
+        """Exact ln P(v) for every net and pattern by enumerating the hidden states: V of shape
+        (n_nets, n_visible) gives (n_nets,), (n_nets, m, n_visible) gives (n_nets, m)."""
+        V, squeeze = self._check_data(V)
+        K = self.n_hidden
+        if K > max_hidden:
+            raise ValueError(f"exact_log_likelihood enumerates 2**n_hidden states; n_hidden = {K} "
+                             f"is above max_hidden={max_hidden}")
+        hid = np.flatnonzero(~self.visible)
+        states = ((np.arange(2**K)[:, None] >> np.arange(K)) & 1).astype(np.float64)
+        m = V.shape[1]
+        out = np.empty((self.n_nets, m))
+        chunk = max(1, 2**22 // max(1, m * 2**K * self.n_units))
+        for a in range(0, self.n_nets, chunk):
+            sub = slice(a, a + chunk)
+            k = V[sub].shape[0]
+            S = np.empty((k, m, 2**K, self.n_units))
+            S[:, :, :, hid] = states
+            S[:, :, :, self.visible] = V[sub][:, :, None, :]
+            part = BeliefNetBatch.__new__(BeliefNetBatch)
+            part.W, part.h, part.activation, part.visible = self.W[sub], self.h[sub], self.activation, self.visible
+            out[sub] = _logsumexp(part.log_joint(S), axis=2)
+        return out[:, 0] if squeeze else out
