@@ -49,7 +49,7 @@ class InferenceResult:
     tol: float = field(default=1e-6, repr=False)
 
     def __repr__(self):
-        n = self.bound.shape[0]
+        n = self.bound.size
         return (
             f"InferenceResult(method={self.method!r}, n_patterns={n}, "
             f"mean_bound={self.bound.mean() if n else float('nan'):.6g}, "
