@@ -72,6 +72,18 @@ cdef inline double lse(double a, double b) noexcept nogil:
     return b + log1p(exp(a - b))
 
 
+cdef inline double clip_logit(double mu) noexcept nogil:
+    """logit(mu) clipped to [-T_MAX, T_MAX] (mu = 0 or 1 included; NaN gives 0)."""
+    cdef double t = log(mu) - log1p(-mu)
+    if t > T_MAX:
+        return T_MAX
+    if t < -T_MAX:
+        return -T_MAX
+    if t != t:
+        return 0.0
+    return t
+
+
 cdef inline double entropy_t(double t) noexcept nogil:
     """Binary entropy of sigmoid(t), from t (exact near 0 and 1)."""
     cdef double mu = mf_sigmoid(t)
@@ -261,7 +273,7 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
     cdef double *R = work + 6 * n
     cdef double *aa = work + 7 * n
     cdef double *bb = work + 8 * n
-    cdef double lim = mf_sigmoid(-T_MAX), bnd, prev
+    cdef double bnd, prev
     for i in range(n):
         if clamp[i] == clamp[i]:          # a clamped unit (NaN marks a free one)
             free_[i] = 0
@@ -269,11 +281,8 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
             t[i] = 0.0
         else:
             free_[i] = 1
-            if mu[i] < lim:
-                mu[i] = lim
-            elif mu[i] > 1.0 - lim:
-                mu[i] = 1.0 - lim
-            t[i] = log(mu[i] / (1.0 - mu[i]))
+            t[i] = clip_logit(mu[i])
+            mu[i] = mf_sigmoid(t[i])
         if not (0.0 <= xi[i] <= 1.0):
             xi[i] = 0.5
     prev = sweep_bound(g, w, h, mu, t, xi, free_, Z, A, B)
@@ -488,7 +497,7 @@ cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const do
     cdef uint8_t *free_ = <uint8_t *> (work + 2 * n)
     cdef double *y = work + 3 * n
     cdef double *qold = work + 3 * n + nnz
-    cdef double lim = mf_sigmoid(-T_MAX), bnd, prev, S
+    cdef double bnd, prev, S
     for i in range(n):
         if clamp[i] == clamp[i]:
             free_[i] = 0
@@ -496,11 +505,8 @@ cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const do
             t[i] = 0.0
         else:
             free_[i] = 1
-            if mu[i] < lim:
-                mu[i] = lim
-            elif mu[i] > 1.0 - lim:
-                mu[i] = 1.0 - lim
-            t[i] = log(mu[i] / (1.0 - mu[i]))
+            t[i] = clip_logit(mu[i])
+            mu[i] = mf_sigmoid(t[i])
         # q on the simplex over the unit's positive weights (uniform if not given)
         S = 0.0
         for k in range(g.par_ptr[i], g.par_ptr[i + 1]):

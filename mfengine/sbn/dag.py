@@ -183,6 +183,45 @@ class BeliefNet:
         return (f"BeliefNet(n_units={self.n_units}, n_visible={self.n_visible}, "
                 f"n_weights={self.n_weights}, activation={self.activation!r})")
 
+    def _set_params(self, W, h):
+        """New weights and biases on the same edges (learning); the edge set is kept, even
+        where a weight has become zero."""
+        self.W = np.ascontiguousarray(W, dtype=np.float64)
+        self.h = np.ascontiguousarray(h, dtype=np.float64)
+
+    # ------------------------------------------------------------------ learning
+    def fit(self, V, method="sjj", epochs=10, learning_rate=0.1, batch_size=100, tol=1e-6,
+            max_sweeps=200, n_threads=None, random_state=None, progress=True, callback=None):
+        """Learn the weights and biases by gradient ascent on a mean-field objective.
+
+        Each step solves the mean-field problem of ``batch_size`` patterns (in parallel,
+        warm-started from their previous solutions) and follows the gradient of the objective
+        summed over them, times ``learning_rate / batch_size``.  Only existing edges learn.
+        Noisy-OR weights are kept >= 0 and biases >= 1e-3.
+
+        Parameters
+        ----------
+        V : (n, n_visible) binary array
+        method : {"sjj", "plefka11", "plefka12", "plefka22"}
+            The objective: the strict SJJ bound, or -G of a Plefka scheme.
+        epochs, learning_rate, batch_size : the schedule
+        tol, max_sweeps : stopping rule of each mean-field solve (see ``mfengine.infer``)
+        n_threads : OpenMP threads for each batch's solve
+        random_state : seed for the order of the patterns
+        progress : show a progress bar
+        callback : called as ``callback(epoch, net, mean_objective)`` after each epoch
+
+        Returns
+        -------
+        history : ndarray (epochs,), the mean objective per pattern in each epoch
+        """
+        from mfengine.sbn.learning import fit_dag
+
+        return fit_dag(self, V, method=method, epochs=epochs, learning_rate=learning_rate,
+                       batch_size=batch_size, tol=tol, max_sweeps=max_sweeps,
+                       n_threads=n_threads, random_state=random_state, progress=progress,
+                       callback=callback)
+
     # ------------------------------------------------------------------ generative model
     def sample(self, n, random_state=None, return_all=False):
         """Draw ``n`` patterns by ancestral sampling: the (n, n_visible) visible vectors, or

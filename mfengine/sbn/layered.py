@@ -399,6 +399,9 @@ class SigmoidBeliefNet:
         return gW, gb
 
     # ------------------------------------------------------------------ learning
+    def _fit_dag(self, *args):
+        return _fit_dag_impl(self, *args)
+
     def fit(
         self,
         V,
@@ -433,6 +436,11 @@ class SigmoidBeliefNet:
             One rate for every epoch, or one per epoch.  Default: the paper's schedule,
             0.02 for four epochs then 0.005 for four.
         batch_size : int, default 1
+        method : {"gaussian", "sjj", "plefka11", "plefka12", "plefka22"}
+            The objective.  The DAG methods train the net as a ``BeliefNet`` (see
+            ``BeliefNet.fit``: batches solved in parallel, ``learning_rate`` a single number,
+            default 0.1, ``epochs`` default 10; ``init_visible_biases`` and ``warm_start`` do
+            not apply, each pattern always restarts from its previous solution).
         init_visible_biases : bool, default True
             First set the visible biases to the logits of the pixel means (the paper's first
             pass through the data).
@@ -460,8 +468,13 @@ class SigmoidBeliefNet:
         from mfengine.inference import _inner_tol
         from mfengine.sbn import _gaussian
 
+        from mfengine.inference import DAG_METHODS
+
+        if method in DAG_METHODS:
+            return self._fit_dag(V, method, epochs, learning_rate, batch_size, missing, tol,
+                                 max_sweeps, n_threads, random_state, progress, callback)
         if method != "gaussian":
-            raise ValueError(f"method must be 'gaussian' for SigmoidBeliefNet.fit, got {method!r}")
+            raise ValueError(f"method must be one of {('gaussian',) + DAG_METHODS}, got {method!r}")
         self._check_params()
         V, miss = self._check_data(V, missing)
         n = V.shape[0]
@@ -505,6 +518,37 @@ class SigmoidBeliefNet:
         finally:
             bar.close()
         return history
+
+
+def _fit_dag_impl(self, V, method, epochs, learning_rate, batch_size, missing, tol, max_sweeps,
+                  n_threads, random_state, progress, callback):
+    if missing is not None:
+        raise ValueError(f"missing is not supported by fit with method={method!r}")
+    if learning_rate is not None and not isinstance(learning_rate, numbers.Real):
+        raise ValueError(f"method={method!r} takes one learning_rate, got {learning_rate!r}")
+    self._check_params()
+    dag = self.to_dag()
+    sizes = self.sizes
+    off = np.concatenate([[0], np.cumsum(sizes)])
+
+    def copy_back(d):
+        for l in range(len(self.weights)):
+            self.weights[l][...] = d.W[off[l + 1]:off[l + 2], off[l]:off[l + 1]]
+        for l in range(len(self.biases)):
+            self.biases[l][...] = d.h[off[l]:off[l + 1]]
+
+    def cb(epoch, d, value):
+        copy_back(d)
+        if callback is not None:
+            callback(epoch, self, value)
+
+    history = dag.fit(V, method=method, epochs=10 if epochs is None else epochs,
+                      learning_rate=0.1 if learning_rate is None else learning_rate,
+                      batch_size=batch_size, tol=tol, max_sweeps=max_sweeps,
+                      n_threads=n_threads, random_state=random_state, progress=progress,
+                      callback=cb)
+    copy_back(dag)
+    return history
 
 
 def _schedule(epochs, learning_rate):
