@@ -66,6 +66,20 @@ cdef inline double tilt(double mu, double x) noexcept nogil:
     return mu / (mu + (1.0 - mu) * exp(-x))
 
 
+cdef inline double l1p_tilt(double mu, double x, double *acc) noexcept nogil:
+    """Adds ln(1 - mu + mu e^x) to acc[0] and returns tilt(mu, x), from one exp and one log."""
+    cdef double e, d
+    if x <= 0.0:
+        e = exp(x)
+        d = 1.0 + mu * (e - 1.0)
+        acc[0] += log(d)
+        return mu * e / d
+    e = exp(-x)
+    d = mu + (1.0 - mu) * e
+    acc[0] += x + log(d)
+    return mu / d
+
+
 cdef inline double lse(double a, double b) noexcept nogil:
     if a >= b:
         return a + log1p(exp(b - a))
@@ -121,14 +135,10 @@ cdef double solve_xi(const Dag *g, const double *w, double h, Py_ssize_t i, cons
         for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
             j = g.par_idx[k]
             wk = w[k]
-            x = -xi * wk
-            a += l1p(mu[j], x)
-            r = tilt(mu[j], x)
+            r = l1p_tilt(mu[j], -xi * wk, &a)
             da -= wk * r
             d2a += wk * wk * r * (1.0 - r)
-            x = (1.0 - xi) * wk
-            b += l1p(mu[j], x)
-            r = tilt(mu[j], x)
+            r = l1p_tilt(mu[j], (1.0 - xi) * wk, &b)
             db -= wk * r
             d2b += wk * wk * r * (1.0 - r)
         pa = 1.0 / (1.0 + exp(b - a))
