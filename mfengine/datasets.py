@@ -9,7 +9,13 @@ import numbers
 
 import numpy as np
 
-__all__ = ["load_binary_digits", "make_bars", "DIGITS_SHAPE"]
+__all__ = [
+    "load_binary_digits",
+    "make_bars",
+    "DIGITS_SHAPE",
+    "make_continuous_bars",
+    "make_stereo",
+]
 
 #: Height and width of one image from ``load_binary_digits``.
 DIGITS_SHAPE = (8, 8)
@@ -87,3 +93,99 @@ def make_bars(n, size=4, p_bar=0.5, random_state=None):
     img = np.where(vertical[:, None, None], on[:, None, :], on[:, :, None])
     img = np.broadcast_to(img, (n, size, size))
     return np.ascontiguousarray(img.reshape(n, size * size), dtype=np.float64)
+
+
+def _check_n(n):
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+        raise ValueError(f"n must be a non-negative integer, got {n!r}")
+    return int(n)
+
+
+def make_continuous_bars(n, noisy=False, random_state=None):
+    """Continuous bars (Frey & Hinton 1999, section 3.1; Hinton & Ghahramani 1997).
+
+    Each 6x6 image has bars of one orientation, vertical or horizontal with probability 1/2;
+    each of its six bars is on with probability 0.3, with an intensity drawn uniformly from
+    [0, 5].  The noisy version adds unit-variance Gaussian noise to every pixel.
+
+    Parameters
+    ----------
+    n : int
+        Number of images.
+    noisy : bool, default False
+    random_state : None, int or numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of float64, shape (n, 36)
+        Row-major images.
+    """
+    from mfengine._validation import check_random_state
+
+    n = _check_n(n)
+    rng = check_random_state(random_state)
+    size = 6
+    vertical = rng.random(n) < 0.5
+    on = rng.random((n, size)) < 0.3
+    level = np.where(on, rng.uniform(0.0, 5.0, (n, size)), 0.0)
+    img = np.where(vertical[:, None, None], level[:, None, :], level[:, :, None])
+    img = np.broadcast_to(img, (n, size, size)).reshape(n, size * size).astype(np.float64)
+    if noisy:
+        img = img + rng.standard_normal(img.shape)
+    return np.ascontiguousarray(img)
+
+
+def make_stereo(n, noisy=False, random_state=None, n_dots=4, n_pixels=12, blur=1.0, shift=1.0):
+    """Continuous stereo disparity (Frey & Hinton 1999, section 3.2; after Becker & Hinton 1992).
+
+    ``n_dots`` Gaussian dots (profile ``b exp(-(x - c)^2 / (2 blur^2))``) are placed with centres
+    c uniform on [0, n_pixels] and brightness b uniform on [0, 5]; the second image is the first
+    shifted left or right by ``shift`` with probability 1/2 each.  Each image has ``n_pixels``
+    pixels of unit width, each holding the net activity (the integral of the profile) over its
+    interval.  The noisy version adds unit-variance Gaussian noise to every pixel.  The paper
+    does not give the blur width or the size of the shift; the defaults (one pixel each) are
+    this library's choice.
+
+    Parameters
+    ----------
+    n : int
+        Number of image pairs.
+    noisy : bool, default False
+    random_state : None, int or numpy.random.Generator
+    n_dots, n_pixels : int
+    blur, shift : float
+        Standard deviation of a dot and the disparity, in pixels.
+
+    Returns
+    -------
+    ndarray of float64, shape (n, 2 * n_pixels)
+        The left image in the first ``n_pixels`` columns, the right image in the rest.
+    """
+    from scipy.special import ndtr
+
+    from mfengine._validation import check_random_state
+
+    n = _check_n(n)
+    for name, value in (("n_dots", n_dots), ("n_pixels", n_pixels)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    for name, value in (("blur", blur), ("shift", shift)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
+            np.isfinite(value) and value > 0
+        ):
+            raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+    rng = check_random_state(random_state)
+    centres = rng.uniform(0.0, n_pixels, (n, n_dots))
+    bright = rng.uniform(0.0, 5.0, (n, n_dots))
+    direction = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    edges = np.arange(n_pixels + 1, dtype=np.float64)
+    scale = bright * blur * np.sqrt(2.0 * np.pi)
+
+    def render(c):
+        cdf = ndtr((edges[None, None, :] - c[:, :, None]) / blur)      # (n, dots, pixels + 1)
+        return np.einsum("nd,ndp->np", scale, np.diff(cdf, axis=2))
+
+    img = np.concatenate([render(centres), render(centres + shift * direction[:, None])], axis=1)
+    if noisy:
+        img = img + rng.standard_normal(img.shape)
+    return np.ascontiguousarray(img, dtype=np.float64)
