@@ -1,0 +1,834 @@
+"""Kernel: the Plefka schemes G11, G12, G22 of Bhattacharyya & Keerthi for DAG belief nets.
+
+Called only from ``mfengine.sbn.plefka``; the wrapper validates every input.
+
+Units are in topological order; the net is read through the compressed parent/child lists of
+``DagStructure`` (``par_ptr``/``par_idx`` with the weights in parent order, ``ch_ptr``/
+``ch_idx``/``ch_w``).  Per unit i, with means u, v = u (1 - u), c = 1 - 2u:
+
+    Mbar_i = h_i + sum_j w_ij u_j,   V_i = <X_i^2> = sum_j w_ij^2 v_j,
+    a_n, b_n = n-th derivatives of ln f and ln(1 - f) at Mbar_i,
+    g_n = u_i a_n + (1 - u_i) b_n,   d_n = a_n - b_n.
+
+    F11 = - sum_i g0_i
+    F12 = F11 - 1/2 sum_i g2_i V_i
+    F22 = F12 - 1/2 [ sum_{j<l} alpha_jl^2 v_j v_l + sum_i d2_i^2 v_i T_i ]
+          alpha_jl = [j -> l] (d1_l w_lj + 1/2 d2_l w_lj^2 c_j) + sum_{i: j,l parents of i} g2_i w_ij w_il
+          T_i = sum_{j<l parents of i} w_ij^2 v_j w_il^2 v_l = 1/2 (V_i^2 - sum_j w_ij^4 v_j^2)
+
+and G = sum_{free i} [u_i ln u_i + (1 - u_i) ln(1 - u_i)] + F (docs/plefka.md derives F22).
+``core`` evaluates F and, in reverse mode, its partial derivatives with respect to every u,
+every Mbar (= dF/dh) and every weight.  Cost per evaluation: O(nnz) for G11 and G12; for G22
+O(nnz + sum_i fanin_i^2) <= O(nnz * max fan-in) (the alpha of all co-parent pairs).
+
+The solver works in t = logit(u) for the free units, |t| <= T_MAX = 700.  Its step is the paper's
+fixed-point iteration t <- -dF/du (eq. 73), which is also a descent direction of G in t; a
+full step is taken when it lowers G (Armijo) and does not overshoot the minimum along the step
+(the derivative there is below half the initial one in magnitude).  Otherwise -- and this is
+what a period-2 oscillation between u and its image always triggers -- the minimum of G on the
+segment between the two points is searched for (safeguarded secant on the directional
+derivative, or interpolation when G rises), and the iteration restarts from it.  Every
+accepted step lowers G, so the iteration cannot cycle.  Converged: max_i |sigmoid(image_i) -
+u_i| <= tol with no free unit pushed against the bound |t| = T_MAX.  A trial point where G is
++inf or overflows is rejected like any point where G rises.
+
+Noisy-OR: Mbar_i = 0 happens only when h_i = 0 and every parent with w_ij > 0 has u_j = 0.  A
+free unit for which that holds given the clamped units is surely off: the solver fixes it at
+0 (exact).  A unit with u_i > 0 and Mbar_i = 0 makes G = +inf (status 1); terms multiplied by
+v_i = 0 are skipped, so no inf * 0 arises.
+"""
+import numpy as np
+
+from cython.parallel cimport prange, parallel
+from libc.math cimport log, log1p, expm1, fabs, sqrt, INFINITY, NAN
+from libc.stdlib cimport malloc, free
+from libc.string cimport memset
+from mfengine._typedefs cimport intp_t, int8_t
+
+cdef extern from "mf_numerics.h" nogil:
+    double mf_log1pexp(double x)
+    double mf_sigmoid(double x)
+
+DEF SIGMOID = 0
+DEF NOISY_OR = 1
+DEF T_MAX = 700.0       # |logit(u)| bound for free units (e^-700 is still a normal double); a
+                        # trial point where G overflows (noisy-OR, Mbar ~ 0) is rejected
+DEF C_ARMIJO = 1e-4     # sufficient decrease
+DEF C_CURV = 0.5        # a step overshoots when the directional derivative there exceeds this
+DEF NOISE = 1e-12       # relative round-off allowed in comparisons of G
+DEF MAX_LS = 40         # evaluations per line search
+DEF MAX_STALLS = 10     # consecutive accepted steps that neither lower G nor move u by tol: give up
+DEF MEM = 5             # curvature pairs kept by the quasi-Newton correction
+
+# item status
+DEF ST_OK = 0
+DEF ST_INF = 1          # G = +inf (a unit with u > 0 and ln f(Mbar) = -inf)
+DEF ST_NAN = 2          # a non-finite value appeared (overflow)
+DEF ST_NOMEM = -1
+
+
+cdef struct Net:
+    Py_ssize_t n
+    Py_ssize_t nnz
+    const intp_t *par_ptr
+    const intp_t *par_idx
+    const intp_t *ch_ptr
+    const intp_t *ch_idx
+    const intp_t *ch_w
+    int act
+    int order
+    double t_max
+    int accel       # 0: plain fixed-point steps; 1: quasi-Newton after the first line search; 2: always
+
+
+cdef struct Work:
+    double *M
+    double *V
+    double *T
+    double *g0
+    double *g1
+    double *g2
+    double *g3
+    double *d0
+    double *d1
+    double *d2
+    double *d3
+    double *u
+    double *v
+    double *c
+    double *ubar
+    double *vbar
+    double *cbar
+    double *mbar
+    double *A
+    double *Abar
+    double *t       # solver: current logits, trial logits, step, three gradient buffers
+    double *tt
+    double *dt
+    double *ga
+    double *gb
+    double *gc
+    double *q       # solver: dG/dt = v dG/du at t, its previous value, v at t, a direction
+    double *qprev
+    double *vcur
+    double *dq
+    double *Sm      # MEM x n steps and gradient changes (ring), 1 / (s.y), two-loop scratch
+    double *Ym
+    double *rho
+    double *alph
+    intp_t *touched
+    int8_t *mark
+    int8_t *fixed
+
+
+cdef inline Py_ssize_t WORK_DOUBLES(Py_ssize_t n) noexcept nogil:
+    return (30 + 2 * MEM) * n + 2 * MEM + 1
+
+
+cdef inline Py_ssize_t WORK_BYTES(Py_ssize_t n) noexcept nogil:
+    return WORK_DOUBLES(n) * sizeof(double) + n * sizeof(intp_t) + 2 * n + 16
+
+
+cdef Work make_work(char *block, Py_ssize_t n) noexcept nogil:
+    """Carve one thread's scratch block into the work arrays."""
+    cdef Work W
+    cdef double *d = <double *> block
+    W.M = d
+    W.V = d + n
+    W.T = d + 2 * n
+    W.g0 = d + 3 * n
+    W.g1 = d + 4 * n
+    W.g2 = d + 5 * n
+    W.g3 = d + 6 * n
+    W.d0 = d + 7 * n
+    W.d1 = d + 8 * n
+    W.d2 = d + 9 * n
+    W.d3 = d + 10 * n
+    W.u = d + 11 * n
+    W.v = d + 12 * n
+    W.c = d + 13 * n
+    W.ubar = d + 14 * n
+    W.vbar = d + 15 * n
+    W.cbar = d + 16 * n
+    W.mbar = d + 17 * n
+    W.A = d + 18 * n
+    W.Abar = d + 19 * n
+    W.t = d + 20 * n
+    W.tt = d + 21 * n
+    W.dt = d + 22 * n
+    W.ga = d + 23 * n
+    W.gb = d + 24 * n
+    W.gc = d + 25 * n
+    W.q = d + 26 * n
+    W.qprev = d + 27 * n
+    W.vcur = d + 28 * n
+    W.dq = d + 29 * n
+    W.Sm = d + 30 * n
+    W.Ym = d + (30 + MEM) * n
+    W.rho = d + (30 + 2 * MEM) * n
+    W.alph = W.rho + MEM
+    W.touched = <intp_t *> (d + WORK_DOUBLES(n))
+    W.mark = <int8_t *> (W.touched + n)
+    W.fixed = W.mark + n
+    memset(W.mark, 0, n)
+    memset(W.A, 0, n * sizeof(double))
+    return W
+
+
+cdef inline int coeffs(double M, double u, int act, Work *W, Py_ssize_t i) noexcept nogil:
+    """g_n = u a_n + (1 - u) b_n and d_n = a_n - b_n (n = 0..3) of unit i at Mbar_i = M.
+
+    Returns 1 when ln f(M) = -inf while u > 0 (noisy-OR with M = 0): G is +inf.  For a
+    noisy-OR unit with M = 0 and u = 0 the d_n (infinite) are set to 0: they only ever enter
+    multiplied by v_i = 0.
+    """
+    cdef double s, q, a0, r, rr
+    if act == SIGMOID:
+        s = mf_sigmoid(M)
+        q = mf_sigmoid(-M)
+        a0 = -mf_log1pexp(-M)
+        W.g0[i] = u * a0 - (1.0 - u) * mf_log1pexp(M)
+        W.g1[i] = u - s
+        W.g2[i] = -s * q
+        W.g3[i] = -s * q * (q - s)
+        W.d0[i] = M
+        W.d1[i] = 1.0
+        W.d2[i] = 0.0
+        W.d3[i] = 0.0
+        return 0
+    # noisy-OR: ln f = ln(1 - e^{-M}) (derivatives r, -r (1 + r), r (1 + r)(1 + 2r) with
+    # r = 1 / (e^M - 1)); ln(1 - f) = -M (derivatives -1, 0, 0)
+    if M > 0.0:
+        r = 1.0 / expm1(M)
+        rr = r * (1.0 + r)
+        a0 = log(-expm1(-M))
+        W.g0[i] = (u * a0 if u > 0.0 else 0.0) - (1.0 - u) * M
+        W.g1[i] = u * (1.0 + r) - 1.0
+        W.g2[i] = -u * rr
+        W.g3[i] = u * rr * (1.0 + 2.0 * r)
+        W.d0[i] = a0 + M
+        W.d1[i] = 1.0 + r
+        W.d2[i] = -rr
+        W.d3[i] = rr * (1.0 + 2.0 * r)
+        return 0
+    W.g0[i] = 0.0
+    W.g1[i] = -1.0
+    W.g2[i] = 0.0
+    W.g3[i] = 0.0
+    W.d0[i] = 0.0
+    W.d1[i] = 0.0
+    W.d2[i] = 0.0
+    W.d3[i] = 0.0
+    return 1 if u > 0.0 else 0
+
+
+cdef inline void touch(Work *W, Py_ssize_t l, Py_ssize_t *nt) noexcept nogil:
+    if not W.mark[l]:
+        W.mark[l] = 1
+        W.touched[nt[0]] = l
+        nt[0] += 1
+
+
+cdef int core(const Net *net, const double *w, const double *h, Work *W, int want_grad,
+              double *gu, double *wbar, double *F) noexcept nogil:
+    """F = G minus its entropy part, at the means in W.u (W.v, W.c consistent with them).
+
+    With want_grad: gu[k] = dF/du_k for every unit k, W.mbar[i] = dF/dh_i and, if wbar is not
+    NULL, wbar[e] = dF/dw_e (partial derivatives, every other mean held fixed).
+    Returns ST_OK, or ST_INF (F = +inf; no derivatives).
+    """
+    cdef Py_ssize_t n = net.n, i, e, k, j, l, ce, f, ew, nt, q
+    cdef const intp_t *par_ptr = net.par_ptr
+    cdef const intp_t *par_idx = net.par_idx
+    cdef const intp_t *ch_ptr = net.ch_ptr
+    cdef const intp_t *ch_idx = net.ch_idx
+    cdef const intp_t *ch_w = net.ch_w
+    cdef int order = net.order, act = net.act, inf = 0
+    cdef double *u = W.u
+    cdef double *v = W.v
+    cdef double *c = W.c
+    cdef double *A = W.A
+    cdef double *Abar = W.Abar
+    cdef double m, vv, we, wf, Fv = 0.0, Spair = 0.0, Stri = 0.0, s, ab, gsum, tb, Vb
+    cdef double gi2, vj, s4
+    for i in range(n):
+        m = h[i]
+        vv = 0.0
+        for e in range(par_ptr[i], par_ptr[i + 1]):
+            k = par_idx[e]
+            we = w[e]
+            m = m + we * u[k]
+            vv = vv + we * we * v[k]
+        W.M[i] = m
+        W.V[i] = vv
+        inf |= coeffs(m, u[i], act, W, i)
+    if inf:
+        F[0] = INFINITY
+        return ST_INF
+    for i in range(n):
+        Fv -= W.g0[i]
+    if order >= 12:
+        for i in range(n):
+            Fv -= 0.5 * W.g2[i] * W.V[i]
+    if want_grad:
+        for i in range(n):
+            W.ubar[i] = -W.d0[i]
+            W.mbar[i] = -W.g1[i]
+            W.vbar[i] = 0.0
+            W.cbar[i] = 0.0
+            if order >= 12:
+                W.ubar[i] -= 0.5 * W.d2[i] * W.V[i]
+                W.mbar[i] -= 0.5 * W.g3[i] * W.V[i]
+        if wbar != NULL:
+            memset(wbar, 0, net.nnz * sizeof(double))
+    if order == 22:
+        # triples {j, l, i} (noisy-OR only: d2 = 0 for the sigmoid)
+        if act == NOISY_OR:
+            for i in range(n):
+                W.T[i] = 0.0
+                if v[i] > 0.0:
+                    s4 = 0.0
+                    for e in range(par_ptr[i], par_ptr[i + 1]):
+                        we = w[e] * w[e] * v[par_idx[e]]
+                        s4 = s4 + we * we
+                    W.T[i] = 0.5 * (W.V[i] * W.V[i] - s4)
+                    Stri += W.d2[i] * W.d2[i] * v[i] * W.T[i]
+        # pairs {l, j}, l < j: alpha_lj gathered in A[l] for one j at a time
+        for j in range(n):
+            vj = v[j]
+            if vj <= 0.0:
+                continue
+            nt = 0
+            for ce in range(ch_ptr[j], ch_ptr[j + 1]):
+                i = ch_idx[ce]
+                we = w[ch_w[ce]]
+                gi2 = W.g2[i]
+                for f in range(par_ptr[i], par_ptr[i + 1]):
+                    l = par_idx[f]
+                    if l >= j:
+                        break
+                    if v[l] <= 0.0:
+                        continue
+                    touch(W, l, &nt)
+                    A[l] += gi2 * we * w[f]
+            for f in range(par_ptr[j], par_ptr[j + 1]):
+                l = par_idx[f]
+                if v[l] <= 0.0:
+                    continue
+                touch(W, l, &nt)
+                wf = w[f]
+                A[l] += W.d1[j] * wf + 0.5 * W.d2[j] * wf * wf * c[l]
+            s = 0.0
+            for q in range(nt):
+                l = W.touched[q]
+                s = s + A[l] * A[l] * v[l]
+            Spair += vj * s
+            if want_grad:
+                W.vbar[j] -= 0.5 * s
+                for q in range(nt):
+                    l = W.touched[q]
+                    Abar[l] = -vj * A[l] * v[l]
+                    W.vbar[l] -= 0.5 * vj * A[l] * A[l]
+                for ce in range(ch_ptr[j], ch_ptr[j + 1]):
+                    i = ch_idx[ce]
+                    ew = ch_w[ce]
+                    we = w[ew]
+                    gi2 = W.g2[i]
+                    gsum = 0.0
+                    for f in range(par_ptr[i], par_ptr[i + 1]):
+                        l = par_idx[f]
+                        if l >= j:
+                            break
+                        if v[l] <= 0.0:
+                            continue
+                        ab = Abar[l]
+                        gsum = gsum + ab * we * w[f]
+                        if wbar != NULL:
+                            wbar[ew] += ab * gi2 * w[f]
+                            wbar[f] += ab * gi2 * we
+                    W.ubar[i] += gsum * W.d2[i]
+                    W.mbar[i] += gsum * W.g3[i]
+                for f in range(par_ptr[j], par_ptr[j + 1]):
+                    l = par_idx[f]
+                    if v[l] <= 0.0:
+                        continue
+                    ab = Abar[l]
+                    wf = w[f]
+                    W.mbar[j] += ab * (W.d2[j] * wf + 0.5 * W.d3[j] * wf * wf * c[l])
+                    if wbar != NULL:
+                        wbar[f] += ab * (W.d1[j] + W.d2[j] * wf * c[l])
+                    W.cbar[l] += ab * 0.5 * W.d2[j] * wf * wf
+            for q in range(nt):
+                l = W.touched[q]
+                A[l] = 0.0
+                W.mark[l] = 0
+        Fv -= 0.5 * (Spair + Stri)
+    F[0] = Fv
+    if not want_grad:
+        return ST_OK
+    # adjoints of V_i (and of T_i for G22 noisy-OR) onto v and w
+    for i in range(n):
+        Vb = -0.5 * W.g2[i] if order >= 12 else 0.0
+        tb = 0.0
+        if order == 22 and act == NOISY_OR and v[i] > 0.0:
+            tb = -0.5 * W.d2[i] * W.d2[i] * v[i]
+            W.mbar[i] -= W.d2[i] * W.d3[i] * v[i] * W.T[i]
+            W.vbar[i] -= 0.5 * W.d2[i] * W.d2[i] * W.T[i]
+            Vb = Vb + tb * W.V[i]
+        if Vb == 0.0 and tb == 0.0:
+            continue
+        for e in range(par_ptr[i], par_ptr[i + 1]):
+            k = par_idx[e]
+            we = w[e]
+            W.vbar[k] += we * we * (Vb - tb * we * we * v[k])
+            if wbar != NULL:
+                wbar[e] += 2.0 * we * v[k] * (Vb - tb * we * we * v[k])
+    for k in range(n):
+        gu[k] = W.ubar[k] + W.vbar[k] * c[k] - 2.0 * W.cbar[k]
+    for i in range(n):
+        m = W.mbar[i]
+        for e in range(par_ptr[i], par_ptr[i + 1]):
+            k = par_idx[e]
+            gu[k] += m * w[e]
+            if wbar != NULL:
+                wbar[e] += m * u[k]
+    return ST_OK
+
+
+cdef double eval_t(const Net *net, const double *w, const double *h, Work *W, const double *t,
+                   int want_grad, double *gu, int *status) noexcept nogil:
+    """G at the free logits t (fixed units as set in W); with want_grad, gu[i] = dG/du_i for
+    the free units.  W.u, W.v, W.c are left at this point."""
+    cdef Py_ssize_t i, n = net.n
+    cdef double ti, s, sm, negH = 0.0, F
+    for i in range(n):
+        if W.fixed[i]:
+            continue
+        ti = t[i]
+        s = mf_sigmoid(ti)
+        sm = mf_sigmoid(-ti)
+        W.u[i] = s
+        W.v[i] = s * sm
+        W.c[i] = sm - s
+        negH += s * ti - mf_log1pexp(ti)
+    status[0] = core(net, w, h, W, want_grad, gu, NULL, &F)
+    if status[0] != ST_OK:
+        return INFINITY
+    if want_grad:
+        for i in range(n):
+            if not W.fixed[i]:
+                gu[i] += t[i]
+    F = negH + F
+    if not (F == F) or F == -INFINITY:
+        status[0] = ST_NAN
+    return F
+
+
+cdef inline double dir_deriv(const Net *net, const Work *W, const double *g,
+                             const double *dt) noexcept nogil:
+    """d/dlambda G(t + lambda dt) at the point whose v is in W.v and gradient dG/du is g."""
+    cdef Py_ssize_t i
+    cdef double D = 0.0
+    for i in range(net.n):
+        if not W.fixed[i]:
+            D += g[i] * W.v[i] * dt[i]
+    return D
+
+
+cdef inline double max_du(const Net *net, const Work *W, const double *dt,
+                          double step) noexcept nogil:
+    """About how far a step of step * dt in t moves the means: max_i v_i |step dt_i|."""
+    cdef Py_ssize_t i
+    cdef double m = 0.0, x
+    for i in range(net.n):
+        if not W.fixed[i]:
+            x = W.vcur[i] * fabs(step * dt[i])
+            if x > m:
+                m = x
+    return m
+
+
+cdef int solve_item(const Net *net, const double *w, const double *h, const double *clamp,
+                    const double *init, Work *W, double tol, Py_ssize_t max_iter,
+                    double *G_out, double *u_out, intp_t *n_iter, int8_t *conv) noexcept nogil:
+    cdef Py_ssize_t n = net.n, i, e, k, it = 0, ls
+    cdef double x, G, G1, D, D1, res, noise, lo, hi, flo, fhi, dlo, dhi, lam, f, d, den, span
+    cdef double *t = W.t
+    cdef double *tt = W.tt
+    cdef double *dt = W.dt
+    cdef double *gcur = W.ga
+    cdef double *gtry = W.gb
+    cdef double *glo = W.gc
+    cdef double *tmp
+    cdef int status = ST_OK, clipped, found, surely_off, finite, pending = 0, qn = net.accel == 2
+    cdef double tmax = net.t_max, step, sy, ss, yy, Dq
+    cdef Py_ssize_t mem = 0, head = 0, stalls = 0
+    conv[0] = 0
+    n_iter[0] = 0
+    # fixed units: clamped ones, and (noisy-OR) free units that are surely off
+    for i in range(n):
+        x = clamp[i]
+        if x == x:
+            W.fixed[i] = 1
+            W.u[i] = x
+            W.v[i] = 0.0
+            W.c[i] = 1.0 - 2.0 * x
+        else:
+            W.fixed[i] = 0
+            if net.act == NOISY_OR and h[i] == 0.0:
+                surely_off = 1
+                for e in range(net.par_ptr[i], net.par_ptr[i + 1]):
+                    k = net.par_idx[e]
+                    if w[e] != 0.0 and not (W.fixed[k] and W.u[k] == 0.0):
+                        surely_off = 0
+                        break
+                if surely_off:
+                    W.fixed[i] = 1
+                    W.u[i] = 0.0
+                    W.v[i] = 0.0
+                    W.c[i] = 1.0
+                    continue
+            x = 0.5 if init == NULL else init[i]
+            if x <= 0.0:
+                t[i] = -tmax
+            elif x >= 1.0:
+                t[i] = tmax
+            else:
+                t[i] = log(x) - log1p(-x)
+                t[i] = -tmax if t[i] < -tmax else (tmax if t[i] > tmax else t[i])
+    G = eval_t(net, w, h, W, t, 1, gcur, &status)
+    while status == ST_OK:
+        # the fixed-point image t_img = t - dG/du = -dF/du, its distance in u, and the slope
+        res = 0.0
+        clipped = 0
+        finite = 1
+        for i in range(n):
+            if W.fixed[i]:
+                continue
+            x = t[i] - gcur[i]
+            if not (fabs(x) < INFINITY):
+                finite = 0
+            if x > tmax:
+                x = tmax
+                clipped = 1
+            elif x < -tmax:
+                x = -tmax
+                clipped = 1
+            dt[i] = x - t[i]
+            f = mf_sigmoid(t[i])
+            x = fabs(mf_sigmoid(x) - f)
+            if x > res:
+                res = x
+            W.vcur[i] = f * mf_sigmoid(-t[i])
+            W.q[i] = W.vcur[i] * gcur[i]        # dG/dt
+        if not finite:
+            break       # the gradient overflowed at an accepted point (noisy-OR near Mbar = 0)
+        if res <= tol:
+            conv[0] = not clipped
+            break
+        if it >= max_iter:
+            break
+        if pending:     # complete the curvature pair of the last step: y = change of dG/dt
+            pending = 0
+            sy = 0.0
+            ss = 0.0
+            yy = 0.0
+            for i in range(n):
+                if not W.fixed[i]:
+                    x = W.q[i] - W.qprev[i]
+                    W.Ym[head * n + i] = x
+                    sy = sy + W.Sm[head * n + i] * x
+                    ss = ss + W.Sm[head * n + i] * W.Sm[head * n + i]
+                    yy = yy + x * x
+            if sy > 1e-10 * sqrt(ss * yy) and sy < INFINITY:
+                W.rho[head] = 1.0 / sy
+                head = (head + 1) % MEM
+                if mem < MEM:
+                    mem += 1
+        for i in range(n):
+            W.qprev[i] = W.q[i]
+        D = 0.0
+        for i in range(n):
+            if not W.fixed[i]:
+                D += W.q[i] * dt[i]
+        if qn and mem > 0 and qn_direction(net, W, t, dt, mem, head):
+            Dq = 0.0
+            for i in range(n):
+                if not W.fixed[i]:
+                    Dq += W.q[i] * W.dq[i]
+            if Dq < 0.0:
+                tmp = dt; dt = W.dq; W.dq = tmp
+                D = Dq
+            else:
+                mem = 0     # not a descent direction: forget the pairs, take the fixed-point step
+        if not (D < 0.0):
+            break
+        it += 1
+        noise = NOISE * (1.0 + fabs(G))
+        # the full fixed-point step
+        for i in range(n):
+            if not W.fixed[i]:
+                tt[i] = t[i] + dt[i]
+        G1 = eval_t(net, w, h, W, tt, 1, gtry, &status)
+        if status != ST_OK:
+            status = ST_OK      # a trial point where G is +inf or overflows is just rejected
+            G1 = INFINITY
+        D1 = dir_deriv(net, W, gtry, dt) if G1 < INFINITY else INFINITY
+        if G1 <= G + C_ARMIJO * D + noise and D1 <= -C_CURV * D:
+            tmp = t; t = tt; tt = tmp
+            tmp = gcur; gcur = gtry; gtry = tmp
+            stalls = stalls + 1 if (G1 >= G and max_du(net, W, dt, 1.0) <= tol) else 0
+            G = G1
+            if stalls >= MAX_STALLS:
+                break
+            for i in range(n):
+                W.Sm[head * n + i] = dt[i]
+            pending = 1
+            continue
+        if net.accel == 1:
+            qn = 1
+        # line search on the segment t + lam dt, lam in (0, 1): the minimum of G there
+        lo = 0.0
+        flo = G
+        dlo = D
+        hi = 1.0
+        fhi = G1
+        dhi = D1
+        found = 0
+        for ls in range(MAX_LS):
+            span = hi - lo
+            if dhi > 0.0 and dhi < INFINITY and fhi <= G + C_ARMIJO * hi * D + noise:
+                lam = lo - dlo * span / (dhi - dlo)          # secant on the slope
+            else:
+                den = 2.0 * (fhi - flo - dlo * span)          # quadratic through flo, dlo, fhi
+                lam = lo - dlo * span * span / den if (den > 0.0 and fhi < INFINITY) else lo + 0.5 * span
+            if lam < lo + 0.1 * span:
+                lam = lo + 0.1 * span
+            elif lam > hi - 0.1 * span:
+                lam = hi - 0.1 * span
+            for i in range(n):
+                if not W.fixed[i]:
+                    tt[i] = t[i] + lam * dt[i]
+            f = eval_t(net, w, h, W, tt, 1, gtry, &status)
+            if status != ST_OK:
+                status = ST_OK
+                f = INFINITY
+            d = dir_deriv(net, W, gtry, dt) if f < INFINITY else INFINITY
+            if not (f <= G + C_ARMIJO * lam * D + noise and f <= flo + noise):
+                hi = lam
+                fhi = f
+                dhi = d
+            elif fabs(d) <= -C_CURV * D:
+                found = 1
+                break
+            elif d > 0.0:
+                hi = lam
+                fhi = f
+                dhi = d
+            else:
+                lo = lam
+                flo = f
+                dlo = d
+                tmp = glo; glo = gtry; gtry = tmp
+            if hi - lo <= 1e-13:
+                break
+        if found:
+            tmp = t; t = tt; tt = tmp
+            tmp = gcur; gcur = gtry; gtry = tmp
+            stalls = stalls + 1 if (f >= G and max_du(net, W, dt, lam) <= tol) else 0
+            G = f
+            step = lam
+        elif lo > 0.0:
+            for i in range(n):
+                if not W.fixed[i]:
+                    t[i] = t[i] + lo * dt[i]
+            tmp = gcur; gcur = glo; glo = tmp
+            stalls = stalls + 1 if (flo >= G and max_du(net, W, dt, lo) <= tol) else 0
+            G = flo
+            step = lo
+        else:
+            break       # no decrease found along a descent direction: round-off floor
+        if stalls >= MAX_STALLS:
+            break       # steps accepted within round-off only: G is flat here
+        for i in range(n):
+            W.Sm[head * n + i] = step * dt[i]
+        pending = 1
+    n_iter[0] = it
+    G_out[0] = G if status != ST_NAN else NAN
+    for i in range(n):
+        u_out[i] = W.u[i] if W.fixed[i] else mf_sigmoid(t[i])
+    if status != ST_OK:
+        conv[0] = 0
+    return status
+
+
+cdef void fill_net(Net *net, const intp_t[::1] par_ptr, const intp_t[::1] par_idx,
+                   const intp_t[::1] ch_ptr, const intp_t[::1] ch_idx, const intp_t[::1] ch_w,
+                   int order, int act, int accel) noexcept:
+    net.n = par_ptr.shape[0] - 1
+    net.nnz = par_idx.shape[0]
+    net.par_ptr = &par_ptr[0]
+    net.par_idx = &par_idx[0] if net.nnz > 0 else NULL
+    net.ch_ptr = &ch_ptr[0]
+    net.ch_idx = &ch_idx[0] if net.nnz > 0 else NULL
+    net.ch_w = &ch_w[0] if net.nnz > 0 else NULL
+    net.order = order
+    net.act = act
+    net.t_max = T_MAX
+    net.accel = accel
+
+
+cdef int qn_direction(const Net *net, Work *W, const double *t, const double *dt_fp,
+                      Py_ssize_t mem, Py_ssize_t head) noexcept nogil:
+    """W.dq = -H q by the L-BFGS two-loop recursion over the stored pairs, with the initial
+    inverse Hessian gamma diag(1 / v) (gamma = 1 is the fixed-point step), shortened so that
+    no logit moves further than the fixed-point step's largest move or 1 (whichever is larger:
+    a long step can land where G is flat to round-off, u saturated), then bent back into the
+    box |t| <= T_MAX.  Returns 0 if the result is not finite."""
+    cdef Py_ssize_t n = net.n, i, k, j
+    cdef double a, b, yhy, gam, cap = 1.0, big = 0.0
+    cdef double *r = W.dq
+    cdef double *sj
+    cdef double *yj
+    for i in range(n):
+        r[i] = 0.0 if W.fixed[i] else W.q[i]
+    for k in range(mem):
+        j = (head - 1 - k + MEM) % MEM
+        sj = W.Sm + j * n
+        yj = W.Ym + j * n
+        a = 0.0
+        for i in range(n):
+            if not W.fixed[i]:
+                a = a + sj[i] * r[i]
+        a = a * W.rho[j]
+        W.alph[j] = a
+        for i in range(n):
+            if not W.fixed[i]:
+                r[i] -= a * yj[i]
+    j = (head - 1 + MEM) % MEM
+    yj = W.Ym + j * n
+    yhy = 0.0
+    for i in range(n):
+        if not W.fixed[i]:
+            yhy = yhy + yj[i] * yj[i] / W.vcur[i]
+    gam = 1.0 / (W.rho[j] * yhy)
+    for i in range(n):
+        if not W.fixed[i]:
+            r[i] *= gam / W.vcur[i]
+    for k in range(mem - 1, -1, -1):
+        j = (head - 1 - k + MEM) % MEM
+        sj = W.Sm + j * n
+        yj = W.Ym + j * n
+        b = 0.0
+        for i in range(n):
+            if not W.fixed[i]:
+                b = b + yj[i] * r[i]
+        b = b * W.rho[j]
+        for i in range(n):
+            if not W.fixed[i]:
+                r[i] += (W.alph[j] - b) * sj[i]
+    for i in range(n):
+        if not W.fixed[i]:
+            if fabs(dt_fp[i]) > cap:
+                cap = fabs(dt_fp[i])
+            if not (fabs(r[i]) <= big):
+                big = fabs(r[i])
+    if not (big < INFINITY):
+        return 0
+    cap = cap / big if big > cap else 1.0
+    for i in range(n):
+        if W.fixed[i]:
+            continue
+        a = t[i] - cap * r[i]
+        a = -net.t_max if a < -net.t_max else (net.t_max if a > net.t_max else a)
+        r[i] = a - t[i]
+    return 1
+
+
+def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1] ch_ptr,
+          const intp_t[::1] ch_idx, const intp_t[::1] ch_w, const double[:, ::1] w,
+          const double[:, ::1] h, const intp_t[::1] net_of, const double[:, ::1] clamp,
+          const double[:, ::1] init, bint has_init, int order, int act, double tol,
+          Py_ssize_t max_iter, double[::1] G, double[:, ::1] u, intp_t[::1] n_iter,
+          int8_t[::1] conv, int8_t[::1] status, int n_threads, int accel=1):
+    """Solve dG/du = 0 for every item (outputs in the caller's buffers; status per item).
+    accel: 0 plain fixed-point steps (with the line search), 1 quasi-Newton corrections once a
+    line search was needed, 2 quasi-Newton corrections from the second step on."""
+    cdef Net net
+    fill_net(&net, par_ptr, par_idx, ch_ptr, ch_idx, ch_w, order, act, accel)
+    cdef Py_ssize_t p, n_items = clamp.shape[0], nbytes = WORK_BYTES(net.n)
+    cdef char *block
+    cdef Work W
+    cdef const double *wrow
+    cdef const double *irow
+    block = NULL
+    with nogil, parallel(num_threads=n_threads):
+        block = <char *> malloc(nbytes)
+        for p in prange(n_items, schedule="dynamic", chunksize=8):
+            if block == NULL:
+                status[p] = ST_NOMEM
+                continue
+            W = make_work(block, net.n)
+            wrow = &w[net_of[p], 0] if net.nnz > 0 else NULL
+            irow = &init[p, 0] if has_init else NULL
+            status[p] = solve_item(&net, wrow, &h[net_of[p], 0], &clamp[p, 0], irow, &W, tol,
+                                   max_iter, &G[p], &u[p, 0], &n_iter[p], &conv[p])
+        free(block)
+
+
+def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1] ch_ptr,
+             const intp_t[::1] ch_idx, const intp_t[::1] ch_w, const double[:, ::1] w,
+             const double[:, ::1] h, const intp_t[::1] net_of, const double[:, ::1] clamp,
+             const double[:, ::1] u, int order, int act, bint want_grad, double[::1] G,
+             double[:, ::1] gu, double[:, ::1] gw, double[:, ::1] gh, int8_t[::1] status,
+             int n_threads):
+    """G at the given means (free units' u in [0, 1]); with want_grad also dG/du (free units;
+    0 for clamped ones), dG/dw and dG/dh, all partial (the other means held fixed)."""
+    cdef Net net
+    fill_net(&net, par_ptr, par_idx, ch_ptr, ch_idx, ch_w, order, act, 0)
+    cdef Py_ssize_t p, i, n = net.n, n_items = clamp.shape[0], nbytes = WORK_BYTES(net.n)
+    cdef char *block
+    cdef Work W
+    cdef double x, negH, F
+    cdef int st
+    cdef const double *wrow
+    cdef double *wbar
+    block = NULL
+    with nogil, parallel(num_threads=n_threads):
+        block = <char *> malloc(nbytes)
+        for p in prange(n_items, schedule="dynamic", chunksize=8):
+            if block == NULL:
+                status[p] = ST_NOMEM
+                continue
+            W = make_work(block, n)
+            negH = 0.0
+            for i in range(n):
+                x = clamp[p, i]
+                W.fixed[i] = x == x
+                if not W.fixed[i]:
+                    x = u[p, i]
+                    if x > 0.0:
+                        negH = negH + x * log(x)
+                    if x < 1.0:
+                        negH = negH + (1.0 - x) * log1p(-x)
+                W.u[i] = x
+                W.v[i] = x * (1.0 - x)
+                W.c[i] = 1.0 - 2.0 * x
+            wrow = &w[net_of[p], 0] if net.nnz > 0 else NULL
+            wbar = &gw[p, 0] if (want_grad and net.nnz > 0) else NULL
+            F = 0.0
+            st = core(&net, wrow, &h[net_of[p], 0], &W, want_grad, &gu[p, 0] if want_grad else NULL,
+                      wbar, &F)
+            status[p] = st
+            G[p] = negH + F
+            if st == ST_OK and not (G[p] == G[p]):
+                status[p] = ST_NAN
+            if want_grad and st == ST_OK:
+                for i in range(n):
+                    gh[p, i] = W.mbar[i]
+                    if W.fixed[i]:
+                        gu[p, i] = 0.0
+                    else:
+                        x = W.u[i]
+                        gu[p, i] += log(x) - log1p(-x)
+        free(block)

@@ -1,0 +1,428 @@
+"""The Plefka schemes G11, G12, G22 (mfengine.sbn.plefka) against slow references, brute-force
+enumeration, finite differences and exact special cases."""
+import numpy as np
+import pytest
+from scipy.special import expit, logit
+
+from mfengine.sbn import plefka
+from mfengine.sbn.dag import BeliefNet, DagStructure
+
+import reference_plefka as ref
+
+ORDERS = (11, 12, 22)
+ACTS = ("sigmoid", "noisy_or")
+
+
+def random_batch(rng, act, n=9, n_nets=3, n_items=8, density=0.6, scale=1.0, n_clamped=3,
+                 missing=0.0):
+    """A random DAG pattern, several nets on it, items with the last units clamped (some
+    clamped entries made missing) and random means in (0.05, 0.95)."""
+    mask = np.tril(rng.random((n, n)) < density, -1)
+    mask[np.arange(1, n), np.arange(n - 1)] = True         # a connected chain at least
+    S = DagStructure(mask)
+    W = rng.uniform(-scale, scale, (n_nets, n, n)) * mask
+    h = rng.uniform(-scale, scale, (n_nets, n))
+    if act == "noisy_or":
+        W, h = np.abs(W), np.abs(h) + 0.05
+    net_of = rng.integers(0, n_nets, n_items)
+    clamp = np.full((n_items, n), np.nan)
+    clamp[:, n - n_clamped:] = rng.integers(0, 2, (n_items, n_clamped))
+    clamp[:, n - n_clamped:][rng.random((n_items, n_clamped)) < missing] = np.nan
+    u = rng.uniform(0.05, 0.95, (n_items, n))
+    return S, S.pack(W), h, net_of, clamp, u
+
+
+def layered_mask(sizes):
+    n = sum(sizes)
+    off = np.cumsum([0] + list(sizes))
+    m = np.zeros((n, n), dtype=bool)
+    for l in range(len(sizes) - 1):
+        m[off[l + 1]:off[l + 2], off[l]:off[l + 1]] = True
+    return m
+
+
+# ---------------------------------------------------------------- objective vs references
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("order", ORDERS)
+def test_objective_matches_reference(order, act):
+    rng = np.random.default_rng(order + (7 if act == "noisy_or" else 0))
+    S, w, h, net_of, clamp, u = random_batch(rng, act, missing=0.3)
+    G = plefka.objective(S, w, h, net_of, clamp, u, order, act)
+    Gr = ref.objective_batch(S, w, h, net_of, clamp, u, order, act)
+    np.testing.assert_allclose(G, Gr, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("act", ACTS)
+def test_objective_matches_reference_layered(act):
+    rng = np.random.default_rng(3)
+    mask = layered_mask([2, 4, 6])
+    S = DagStructure(mask)
+    W = rng.uniform(-2, 2, (4, 12, 12)) * mask
+    h = rng.uniform(-2, 2, (4, 12))
+    if act == "noisy_or":
+        W, h = np.abs(W), np.abs(h)
+    clamp = np.full((8, 12), np.nan)
+    clamp[:, 6:] = rng.integers(0, 2, (8, 6))
+    u = rng.uniform(0.01, 0.99, (8, 12))
+    net_of = np.arange(8) % 4
+    for order in ORDERS:
+        np.testing.assert_allclose(
+            plefka.objective(S, S.pack(W), h, net_of, clamp, u, order, act),
+            ref.objective_batch(S, S.pack(W), h, net_of, clamp, u, order, act), rtol=1e-10)
+
+
+@pytest.mark.parametrize("act", ACTS)
+def test_reference_derivatives_of_log_f(act):
+    """The derivatives of ln f and ln(1 - f) that both the reference and the brute force use,
+    against central differences of their zeroth-order values."""
+    M = np.linspace(0.05, 4.0, 23) if act == "noisy_or" else np.linspace(-6, 6, 23)
+    a, b = ref.log_f_derivatives(M, act)
+    eps = 1e-5
+    ap, bp = ref.log_f_derivatives(M + eps, act)
+    am, bm = ref.log_f_derivatives(M - eps, act)
+    for k in range(3):
+        np.testing.assert_allclose((ap[k] - am[k]) / (2 * eps), a[k + 1], rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose((bp[k] - bm[k]) / (2 * eps), b[k + 1], rtol=1e-6, atol=1e-8)
+    if act == "sigmoid":
+        np.testing.assert_allclose(np.exp(a[0]), expit(M), rtol=1e-12)
+    else:
+        np.testing.assert_allclose(np.exp(a[0]), 1 - np.exp(-M), rtol=1e-12)
+    np.testing.assert_allclose(np.exp(a[0]) + np.exp(b[0]), 1.0, rtol=1e-12)
+
+
+# ---------------------------------------------------------------- the second Plefka term
+@pytest.mark.parametrize("act", ACTS)
+def test_second_plefka_term_against_enumeration(act):
+    """G22 - G12 from the kernel equals -1/2 [Var(E_2) - sum_i Cov(E_2, S_i)^2 / (u_i (1-u_i))]
+    computed over all 2^n states under the product distribution, and G12 - (entropy part)
+    equals <E_2> by enumeration."""
+    rng = np.random.default_rng(11 if act == "sigmoid" else 12)
+    S, w, h, net_of, clamp, u = random_batch(rng, act, n=8, n_items=6, density=0.7, scale=1.5,
+                                             n_clamped=2, missing=0.3)
+    G22 = plefka.objective(S, w, h, net_of, clamp, u, 22, act)
+    G12 = plefka.objective(S, w, h, net_of, clamp, u, 12, act)
+    Wd = S.unpack(w)
+    for p in range(clamp.shape[0]):
+        W, hh = Wd[net_of[p]], h[net_of[p]]
+        brute = ref.second_term_bruteforce(W, hh, clamp[p], u[p], act)
+        assert abs(brute) > 1e-4
+        np.testing.assert_allclose(G22[p] - G12[p], brute, rtol=1e-9)
+        np.testing.assert_allclose(ref.second_term_closed(W, hh, clamp[p], u[p], act), brute,
+                                   rtol=1e-10)
+        e2 = ref.mean_taylor_energy_bruteforce(W, hh, clamp[p], u[p], act)
+        np.testing.assert_allclose(G12[p] - ref.neg_entropy(clamp[p], u[p]), e2, rtol=1e-10)
+
+
+def test_second_term_is_never_positive():
+    """It is minus one half of a variance (docs/plefka.md), so G22 <= G12 everywhere."""
+    rng = np.random.default_rng(5)
+    for act in ACTS:
+        S, w, h, net_of, clamp, u = random_batch(rng, act, n=10, n_items=50, scale=3.0)
+        d = (plefka.objective(S, w, h, net_of, clamp, u, 22, act)
+             - plefka.objective(S, w, h, net_of, clamp, u, 12, act))
+        assert np.all(d <= 0.0) and np.any(d < -1e-3)
+
+
+# ---------------------------------------------------------------- gradients
+def central_diff(fun, x, eps=1e-6):
+    out = np.zeros(x.shape)
+    for k in range(x.shape[1]):
+        xp, xm = x.copy(), x.copy()
+        xp[:, k] += eps
+        xm[:, k] -= eps
+        out[:, k] = (fun(xp) - fun(xm)) / (2 * eps)
+    return out
+
+
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("order", ORDERS)
+def test_gradients_against_finite_differences(order, act):
+    rng = np.random.default_rng(20 + order + (1 if act == "noisy_or" else 0))
+    S, w, h, net_of, clamp, u = random_batch(rng, act, n=9, n_items=6, scale=1.5, missing=0.3)
+    wi, hi, own = w[net_of], h[net_of], np.arange(clamp.shape[0])   # one net per item
+
+    def G_u(uu):
+        return plefka.objective(S, wi, hi, own, clamp, uu, order, act)
+
+    gu = plefka.gradient_u(S, w, h, net_of, clamp, u, order, act)
+    fd = central_diff(G_u, u)
+    fd[~np.isnan(clamp)] = 0.0
+    np.testing.assert_allclose(gu, fd, rtol=1e-6, atol=1e-7)
+    assert np.all(gu[~np.isnan(clamp)] == 0.0)
+
+    gw, gh = plefka.gradient(S, w, h, net_of, clamp, u, order, act)
+    fdw = central_diff(lambda ww: plefka.objective(S, ww, hi, own, clamp, u, order, act), wi)
+    fdh = central_diff(lambda hh: plefka.objective(S, wi, hh, own, clamp, u, order, act), hi)
+    np.testing.assert_allclose(gw, fdw, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(gh, fdh, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("order", ORDERS)
+def test_gradient_at_solution_is_total_derivative(order, act):
+    """At the solution, the partial derivatives equal the derivatives of the solved G (the
+    solution moving with the parameters), which is what learning uses."""
+    rng = np.random.default_rng(40 + order)
+    S, w, h, net_of, clamp, _ = random_batch(rng, act, n=8, n_items=4, scale=1.0)
+    wi, hi, own = w[net_of], h[net_of], np.arange(clamp.shape[0])
+    G, u, _, conv = plefka.solve(S, wi, hi, own, clamp, order, act, tol=1e-13)
+    assert conv.all()
+    gw, gh = plefka.gradient(S, wi, hi, own, clamp, u, order, act)
+
+    def solved(ww, hh):
+        return plefka.solve(S, ww, hh, own, clamp, order, act, tol=1e-13, init_u=u)[0]
+
+    fdw = central_diff(lambda ww: solved(ww, hi), wi, eps=1e-5)
+    fdh = central_diff(lambda hh: solved(wi, hh), hi, eps=1e-5)
+    np.testing.assert_allclose(gw, fdw, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(gh, fdh, rtol=1e-5, atol=1e-7)
+
+
+# ---------------------------------------------------------------- the solver
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("accelerate", [True, False])
+def test_solution_is_stationary_or_flagged(order, act, accelerate):
+    rng = np.random.default_rng(60 + order)
+    scale = 4.0 if act == "sigmoid" else 1.0
+    S, w, h, net_of, clamp, u0 = random_batch(rng, act, n=10, n_items=200, scale=scale, missing=0.2)
+    G, u, n_iter, conv = plefka.solve(S, w, h, net_of, clamp, order, act, accelerate=accelerate)
+    assert conv.mean() > 0.9
+    free = np.isnan(clamp)
+    np.testing.assert_array_equal(u[~free], clamp[~free])
+    assert np.all((u[free] > 0) & (u[free] < 1))
+    gu = plefka.gradient_u(S, w, h, net_of, clamp, u, order, act)
+    # the mean-field equations in the solver's measure: |sigmoid(image) - u| <= tol
+    img = expit(logit(u) - gu)
+    assert np.max(np.abs(np.where(free, img - u, 0.0))[conv]) <= 1e-9
+    v = u * (1 - u)
+    assert np.max(np.abs(v * gu)[conv]) <= 1e-9
+    # the reported G is G at the reported u, and no worse than at the starting point 0.5
+    np.testing.assert_allclose(G, plefka.objective(S, w, h, net_of, clamp, u, order, act), rtol=1e-12)
+    G0 = plefka.objective(S, w, h, net_of, clamp, np.full_like(u0, 0.5), order, act)
+    assert np.all(G <= G0 + 1e-12)
+    assert np.all(n_iter[conv] < 500)
+
+
+def test_solution_is_stationary_with_moderate_weights():
+    """With weights in [-1, 1] every item converges and |dG/du| itself is small: about
+    tol / (u (1 - u)), tol being a distance in u."""
+    rng = np.random.default_rng(9)
+    for act in ACTS:
+        S, w, h, net_of, clamp, _ = random_batch(rng, act, n=10, n_items=100)
+        free = np.isnan(clamp)
+        for order in ORDERS:
+            G, u, _, conv = plefka.solve(S, w, h, net_of, clamp, order, act, tol=1e-10)
+            assert conv.all()
+            gu = plefka.gradient_u(S, w, h, net_of, clamp, u, order, act)
+            v = np.where(free, u * (1 - u), 1.0)
+            assert np.all(np.abs(gu) <= 1.01e-10 / v)
+            assert np.abs(gu).max() < 1e-5
+
+
+def test_period_two_oscillation_is_resolved():
+    """One hidden unit with six strongly weighted visible children: the plain fixed-point
+    iteration u <- sigmoid(-dF/du) falls into a period-2 cycle; the solver (with the paper's
+    line search only, and accelerated) reaches a stationary point below both cycle points."""
+    n = 7
+    W = np.zeros((n, n))
+    W[1:, 0] = 5.0
+    h = np.zeros(n)
+    h[1:] = -2.5
+    S = DagStructure(W != 0)
+    w, hh = S.pack(W)[None], h[None]
+    clamp = np.array([[np.nan, 1, 1, 1, 1, 0, 0]])
+    u = np.array([[0.3, 1, 1, 1, 1, 0, 0.0]])
+    traj = []
+    for _ in range(60):
+        g = plefka.gradient_u(S, w, hh, [0], clamp, u, 11, "sigmoid")[0, 0]
+        u[0, 0] = expit(logit(u[0, 0]) - g)
+        traj.append(u[0, 0])
+    assert abs(traj[-1] - traj[-3]) < 1e-6 and abs(traj[-1] - traj[-2]) > 0.5
+    G_cycle = [plefka.objective(S, w, hh, [0], clamp, np.array([[x, 1, 1, 1, 1, 0, 0]]), 11,
+                                "sigmoid")[0] for x in traj[-2:]]
+    for accelerate in (False, True):
+        G, us, n_iter, conv = plefka.solve(S, w, hh, [0], clamp, 11, "sigmoid",
+                                           init_u=np.full((1, n), 0.3), accelerate=accelerate)
+        assert conv[0]
+        assert abs(plefka.gradient_u(S, w, hh, [0], clamp, us, 11, "sigmoid")[0, 0]) < 1e-8
+        assert G[0] < min(G_cycle) - 1.0
+        assert 0.05 < us[0, 0] < 0.95
+
+
+def test_thread_count_invariance():
+    rng = np.random.default_rng(70)
+    for act in ACTS:
+        S, w, h, net_of, clamp, _ = random_batch(rng, act, n=10, n_items=300, scale=3.0)
+        for order in ORDERS:
+            r1 = plefka.solve(S, w, h, net_of, clamp, order, act, n_threads=1)
+            r2 = plefka.solve(S, w, h, net_of, clamp, order, act, n_threads=2)
+            for a, b in zip(r1, r2):
+                np.testing.assert_array_equal(a, b)
+
+
+def test_read_only_inputs_and_shared_nets():
+    rng = np.random.default_rng(71)
+    S, w, h, net_of, clamp, _ = random_batch(rng, "sigmoid", n=9, n_items=12)
+    ref_out = plefka.solve(S, w[net_of], h[net_of], np.arange(12), clamp, 22, "sigmoid")
+    for a in (w, h, net_of, clamp):
+        a.setflags(write=False)
+    out = plefka.solve(S, w, h, net_of, clamp, 22, "sigmoid")
+    for a, b in zip(out, ref_out):
+        np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------- exact special cases
+@pytest.mark.parametrize("act", ACTS)
+def test_no_free_units_gives_exact_log_likelihood(act):
+    """With every unit clamped, G of every order is -ln P(v) exactly."""
+    rng = np.random.default_rng(80)
+    n = 8
+    S, w, h, _, _, _ = random_batch(rng, act, n=n, n_nets=1, n_items=1)
+    net = BeliefNet(S.unpack(w)[0], h[0], np.ones(n, dtype=bool), act)
+    V = net.sample(30, random_state=1)
+    for order in ORDERS:
+        G, u, n_iter, conv = plefka.solve(S, w, h, np.zeros(30, dtype=np.intp), V, order, act)
+        np.testing.assert_allclose(-G, net.log_joint(V), rtol=1e-12)
+        np.testing.assert_allclose(-G, net.exact_log_likelihood(V), rtol=1e-12)
+        assert conv.all() and np.all(n_iter == 0)
+
+
+@pytest.mark.parametrize("act", ACTS)
+def test_missing_leaves_are_marginalised_exactly(act):
+    """Free units with no children and clamped parents: G (every order) is -ln P(clamped)."""
+    rng = np.random.default_rng(81)
+    n = 8
+    S, w, h, _, _, _ = random_batch(rng, act, n=n, n_nets=1, n_items=1)
+    W = S.unpack(w)[0]
+    W[:, 6:] = 0.0                       # units 6 and 7 become leaves
+    S = DagStructure(W != 0)
+    net = BeliefNet(W, h[0], np.ones(n, dtype=bool), act)
+    V = net.sample(20, random_state=2)
+    clamp = V.copy()
+    clamp[:, 6:] = np.nan
+    exact = net.exact_log_likelihood(V, missing=np.isnan(clamp))
+    for order in ORDERS:
+        G, u, _, conv = plefka.solve(S, S.pack(W)[None], h, np.zeros(20, dtype=np.intp), clamp,
+                                     order, act, tol=1e-13)
+        assert conv.all()
+        np.testing.assert_allclose(-G, exact, rtol=1e-10)
+
+
+def test_paper_table1_small_weights():
+    """Bhattacharyya & Keerthi, Table 1 (sigmoid 2x4x6 nets, weights and biases in [-1, 1],
+    visible units clamped to 0): mean E = -G / ln Z - 1 is -0.0404 for G11 and 0.0155 for G12;
+    G22 is the most accurate of the three.  300 nets here (standard error about 0.0006)."""
+    rng = np.random.default_rng(90)
+    N, n = 300, 12
+    mask = layered_mask([2, 4, 6])
+    S = DagStructure(mask)
+    W = rng.uniform(-1, 1, (N, n, n)) * mask
+    h = rng.uniform(-1, 1, (N, n))
+    clamp = np.full((N, n), np.nan)
+    clamp[:, 6:] = 0.0
+    lnZ = np.array([BeliefNet(W[k], h[k], np.arange(6, 12)).exact_log_likelihood(np.zeros((1, 6)))[0]
+                    for k in range(N)])
+    E = {}
+    for order in ORDERS:
+        G, _, _, conv = plefka.solve(S, S.pack(W), h, np.arange(N), clamp, order, "sigmoid")
+        assert conv.all()
+        E[order] = np.mean(-G / lnZ - 1)
+    assert abs(E[11] - (-0.0404)) < 0.004
+    assert abs(E[12] - 0.0155) < 0.004
+    assert abs(E[22]) < abs(E[12]) < abs(E[11])
+
+
+# ---------------------------------------------------------------- noisy-OR with zero input
+def test_noisy_or_zero_input():
+    # unit 0: root with h = 0 (surely off); unit 1: child of 0 with h = 0; unit 2: child of 0 and 1
+    W = np.zeros((3, 3))
+    W[1, 0] = 0.5
+    W[2, 0] = 0.7
+    W[2, 1] = 0.3
+    h = np.array([[0.0, 0.0, 0.2]])
+    S = DagStructure(W != 0)
+    w = S.pack(W)[None]
+    clamp = np.array([[np.nan, 1.0, 1.0],      # unit 1 on with input surely 0: impossible
+                      [np.nan, 0.0, 1.0],      # unit 0 surely off: exact
+                      [0.0, 0.0, 1.0]])
+    net = BeliefNet(W, h[0], [1, 2], "noisy_or")
+    for order in ORDERS:
+        G, u, n_iter, conv = plefka.solve(S, w, h, np.zeros(3, dtype=np.intp), clamp, order, "noisy_or")
+        assert G[0] == np.inf and not conv[0]
+        assert conv[1] and u[1, 0] == 0.0
+        np.testing.assert_allclose(-G[1], net.exact_log_likelihood(np.array([[0.0, 1.0]]))[0], rtol=1e-12)
+        np.testing.assert_allclose(G[1], G[2], rtol=1e-15)
+        assert np.isinf(plefka.objective(S, w, h, [0], clamp[:1], np.full((1, 3), 0.5), order, "noisy_or")[0])
+        with pytest.raises(ValueError, match="inf"):
+            plefka.gradient(S, w, h, [0], clamp[:1], np.full((1, 3), 0.5), order, "noisy_or")
+        # a clamped-off unit with input exactly 0 costs -ln(1 - f(0)) = 0 and dG/dh = 1
+        gw, gh = plefka.gradient(S, w, h, [0], clamp[2:], clamp[2:], order, "noisy_or")
+        assert gh[0, 1] == 1.0 and np.all(np.isfinite(gw)) and np.all(np.isfinite(gh))
+
+
+# ---------------------------------------------------------------- input validation
+def test_errors():
+    rng = np.random.default_rng(99)
+    S, w, h, net_of, clamp, u = random_batch(rng, "sigmoid", n=6, n_items=4)
+    args = (S, w, h, net_of, clamp)
+    for bad in (13, "22", True, 22.5):
+        with pytest.raises(ValueError, match="order"):
+            plefka.solve(*args, bad, "sigmoid")
+    with pytest.raises(ValueError, match="activation"):
+        plefka.solve(*args, 22, "tanh")
+    with pytest.raises(TypeError, match="structure"):
+        plefka.solve(S.par_ptr, w, h, net_of, clamp, 22, "sigmoid")
+    with pytest.raises(ValueError, match="w must have"):
+        plefka.solve(S, w[:, :-1], h, net_of, clamp, 22, "sigmoid")
+    with pytest.raises(ValueError, match="w must be a 2-D"):
+        plefka.solve(S, w[0], h, net_of, clamp, 22, "sigmoid")
+    with pytest.raises(ValueError, match="same number of nets"):
+        plefka.solve(S, w, h[:1], net_of, clamp, 22, "sigmoid")
+    with pytest.raises(ValueError, match="h must have"):
+        plefka.solve(S, w, h[:, :-1], net_of, clamp, 22, "sigmoid")
+    with pytest.raises(ValueError, match="net_of"):
+        plefka.solve(S, w, h, net_of + 10, clamp, 22, "sigmoid")
+    with pytest.raises(TypeError, match="net_of"):
+        plefka.solve(S, w, h, net_of.astype(float), clamp, 22, "sigmoid")
+    with pytest.raises(ValueError, match="rows"):
+        plefka.solve(S, w, h, net_of[:-1], clamp, 22, "sigmoid")
+    bad = clamp.copy()
+    bad[0, -1] = 0.5
+    with pytest.raises(ValueError, match="clamp must be binary"):
+        plefka.solve(S, w, h, net_of, bad, 22, "sigmoid")
+    bad[0, -1] = np.inf
+    with pytest.raises(ValueError, match="clamp contains infinite"):
+        plefka.solve(S, w, h, net_of, bad, 22, "sigmoid")
+    with pytest.raises(ValueError, match="clamp must have"):
+        plefka.solve(S, w, h, net_of, clamp[:, :-1], 22, "sigmoid")
+    with pytest.raises(TypeError, match="w must be numeric"):
+        plefka.solve(S, w.astype(str), h, net_of, clamp, 22, "sigmoid")
+    wn = np.abs(w)
+    wn[0, 0] = -0.1
+    with pytest.raises(ValueError, match="non-negative weights"):
+        plefka.solve(S, wn, np.abs(h), net_of, clamp, 22, "noisy_or")
+    with pytest.raises(ValueError, match="non-negative biases"):
+        plefka.solve(S, np.abs(w), -np.abs(h) - 0.1, net_of, clamp, 22, "noisy_or")
+    nanw = w.copy()
+    nanw[0, 0] = np.nan
+    with pytest.raises(ValueError, match="w contains NaN"):
+        plefka.solve(S, nanw, h, net_of, clamp, 22, "sigmoid")
+    for bad_tol in (0.0, -1.0, np.nan):
+        with pytest.raises(ValueError, match="tol"):
+            plefka.solve(*args, 22, "sigmoid", tol=bad_tol)
+    with pytest.raises(ValueError, match="max_iter"):
+        plefka.solve(*args, 22, "sigmoid", max_iter=-1)
+    bad_u = u.copy()
+    bad_u[0, 0] = 1.5
+    with pytest.raises(ValueError, match="u must lie in"):
+        plefka.objective(*args, bad_u, 22, "sigmoid")
+    with pytest.raises(ValueError, match="init_u must lie in"):
+        plefka.solve(*args, 22, "sigmoid", init_u=bad_u)
+    with pytest.raises(ValueError, match="u must have 4 rows"):
+        plefka.gradient(*args, u[:2], 22, "sigmoid")
+    # values of u at clamped units are ignored
+    u2 = u.copy()
+    u2[~np.isnan(clamp)] = np.nan
+    np.testing.assert_array_equal(plefka.objective(*args, u, 22, "sigmoid"),
+                                  plefka.objective(*args, u2, 22, "sigmoid"))
