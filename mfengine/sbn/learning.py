@@ -9,6 +9,7 @@ parameters are the total ones.  Noisy-OR parameters are kept feasible by project
 >= 0, biases >= ``min_bias``).
 """
 import numbers
+import warnings
 
 import numpy as np
 
@@ -73,7 +74,7 @@ def fit_dag(net, V, method="sjj", epochs=10, learning_rate=0.1, batch_size=100, 
     n_batches = (n + batch_size - 1) // batch_size
     bar = progress_bar(total=epochs * n_batches, desc=f"fit ({method})", disable=not progress,
                        unit="batch")
-    child = np.repeat(np.arange(s.n_units), np.diff(s.par_ptr))
+    warned = False
     try:
         for epoch in range(epochs):
             order = rng.permutation(n)
@@ -104,6 +105,17 @@ def fit_dag(net, V, method="sjj", epochs=10, learning_rate=0.1, batch_size=100, 
                 bar.update(1)
             history[epoch] = total / n
             bar.set_postfix(objective=f"{history[epoch]:.4f}")
+            if not (history[epoch] <= 0.0) and not warned:
+                # ln P(v) <= 0 for binary data: an objective above 0 (or NaN) means the
+                # approximation has broken down, and its gradient no longer means anything
+                warnings.warn(
+                    f"fit(method={method!r}): the mean objective is {history[epoch]:.4g} nats per "
+                    f"pattern in epoch {epoch}, above 0, which no log-probability of binary data "
+                    "can be; the approximation has broken down (the Plefka objectives are not "
+                    "bounds and can grow without limit with the weights). Lower the learning "
+                    "rate or use method='sjj', a true lower bound.",
+                    RuntimeWarning, stacklevel=3)
+                warned = True
             if callback is not None:
                 net._set_params(s.unpack(w[0]), batch.h[0])
                 callback(epoch, net, history[epoch])
