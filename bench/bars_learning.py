@@ -38,13 +38,26 @@ def initial_net(activation, seed):
 
 
 def one_run(job):
+    """Train one net; a run whose objective breaks down (non-finite values) counts as diverged
+    and scores NaN."""
+    import warnings
+
     activation, method, seed, X, epochs, lr, batch_size = job
     net = initial_net(activation, seed)
     t = time.perf_counter()
-    hist = net.fit(X, method=method, epochs=epochs, learning_rate=lr, batch_size=batch_size,
-                   n_threads=1, random_state=seed, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # counted below instead
+        try:
+            hist = net.fit(X, method=method, epochs=epochs, learning_rate=lr,
+                           batch_size=batch_size, n_threads=1, random_state=seed, progress=False)
+            ll = float(net.exact_log_likelihood(X).mean())
+            final = float(hist[-1])
+        except (FloatingPointError, ValueError):
+            ll = final = float("nan")
     elapsed = time.perf_counter() - t
-    return activation, method, seed, float(net.exact_log_likelihood(X).mean()), float(hist[-1]), elapsed
+    if not (np.isfinite(ll) and final <= 0.0):
+        ll = float("nan")                 # diverged: the objective left the range of ln P
+    return activation, method, seed, ll, final, elapsed
 
 
 def main(argv=None):
@@ -82,15 +95,19 @@ def main(argv=None):
     best = float(np.sum(counts * np.log(counts / X.shape[0])) / X.shape[0])
     print(f"\nexact log-likelihood per pattern after training (nats); the empirical "
           f"distribution scores {best:.3f}\n")
-    print("| activation | method | mean | sd | best | worst | final objective (mean) | s per run |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("A run diverges when its objective leaves the range of a log-probability (above 0, or "
+          "not finite);\nthe statistics are over the other runs.\n")
+    print("| activation | method | diverged | mean | sd | best | worst | final objective (mean) | s per run |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for a in acts:
         for m in methods:
             ll = np.array([r[3] for r in results if r[0] == a and r[1] == m])
             ob = np.array([r[4] for r in results if r[0] == a and r[1] == m])
             tt = np.array([r[5] for r in results if r[0] == a and r[1] == m])
-            print(f"| {a} | {LABEL[m]} | {ll.mean():.3f} | {ll.std():.3f} | {ll.max():.3f} | "
-                  f"{ll.min():.3f} | {ob.mean():.3f} | {tt.mean():.1f} |")
+            ok = np.isfinite(ll)
+            stats = (f"{ll[ok].mean():.3f} | {ll[ok].std():.3f} | {ll[ok].max():.3f} | {ll[ok].min():.3f} | "
+                     f"{ob[ok].mean():.3f}") if ok.any() else "- | - | - | - | -"
+            print(f"| {a} | {LABEL[m]} | {int((~ok).sum())}/{ll.size} | {stats} | {tt.mean():.1f} |")
     print(f"\nwall time {wall:.0f} s")
     try:
         import matplotlib

@@ -21,12 +21,13 @@ except ImportError as exc:  # pragma: no cover - exercised only on an unbuilt so
 
 from mfengine._config import show_config, get_config
 from mfengine.inference import InferenceResult, gradient, infer
-from mfengine.sbn import BeliefNet, SigmoidBeliefNet
+from mfengine.sbn import BeliefNet, BeliefNetBatch, SigmoidBeliefNet
 
 __all__ = [
     "__version__",
     "SigmoidBeliefNet",
     "BeliefNet",
+    "BeliefNetBatch",
     "InferenceResult",
     "infer",
     "gradient",
