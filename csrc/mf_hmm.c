@@ -199,11 +199,11 @@ static double var_gamma(const double *g, const double *tab, ptrdiff_t n, ptrdiff
 }
 
 /* ----------------------------------------------------------------------------------------- */
-/* Structured mean field                                                                      */
+/* Link bound                                                                                 */
 
-int mf_hmm_structured(const mf_hmm_model *m, ptrdiff_t T, const double *X, int max_sweeps,
-                      double tol, const double *init, double *gamma, double *xi_sum, double *history, int *n_sweeps,
-                      double *bound, double *logpot, double *stat_H, double *stat_g)
+int mf_hmm_link(const mf_hmm_model *m, ptrdiff_t T, const double *X, int max_sweeps, double tol,
+                const double *init, double *gamma, double *history, int *n_sweeps,
+                double *bound, double *logpot)
 {
     const ptrdiff_t n = m->n, D = m->D;
     const ptrdiff_t fbw = mf_hmm_fb_work_size(T, n);
@@ -316,69 +316,6 @@ int mf_hmm_structured(const mf_hmm_model *m, ptrdiff_t T, const double *X, int m
     *n_sweeps = init ? it - 1 : it;
     *bound = B;
     if (logpot) memcpy(logpot, h, (size_t)(T * n) * sizeof(double));
-    if (xi_sum) {
-        double lz2;
-        double *g2 = (double *)malloc((size_t)(T * n) * sizeof(double));
-        if (!g2) { status = MF_HMM_ENOMEM; goto done; }
-        status = mf_hmm_forward_backward(T, n, m->startprob, m->transmat, h, g2, xi_sum, work,
-                                         &lz2);
-        free(g2);
-        if (status) goto done;
-    }
-    if (stat_H && stat_g) {
-        const ptrdiff_t K = 3 * n;
-        memset(stat_H, 0, (size_t)(D * K * K) * sizeof(double));
-        memset(stat_g, 0, (size_t)(D * K) * sizeof(double));
-        for (t = 0; t < T; t++) {
-            const int r = m->right && t + m->lag < T, l = m->left && t - m->lag >= 0;
-            const double *x = X + t * D;
-            for (d = 0; d < D; d++) {
-                double *H = stat_H + d * K * K, *g = stat_g + d * K;
-                for (i = 0; i < n; i++) {
-                    double gi = gamma[t * n + i];
-                    H[i * K + i] += gi;
-                    g[i] += x[d] * gi;
-                    if (r) {
-                        gi = gamma[(t + m->lag) * n + i];
-                        H[(n + i) * K + n + i] += gi;
-                        g[n + i] += x[d] * gi;
-                    }
-                    if (l) {
-                        gi = gamma[(t - m->lag) * n + i];
-                        H[(2 * n + i) * K + 2 * n + i] += gi;
-                        g[2 * n + i] += x[d] * gi;
-                    }
-                }
-            }
-        }
-        for (p = 0; p < np; p++) {
-            const pair_t *pp = pairs + p;
-            const double *ga = gamma + pp->sa * n, *gb = gamma + pp->sb * n;
-            const ptrdiff_t oa = pp->ta * n, ob = pp->tb * n;
-            ptrdiff_t j;
-            for (d = 0; d < D; d++) {
-                double *H = stat_H + d * K * K;
-                const double l2 = lam2[p * D + d];
-                for (i = 0; i < n; i++)
-                    for (j = 0; j < n; j++) {
-                        const double c = ga[i] * gb[j];
-                        H[(oa + i) * K + ob + j] += c;
-                        H[(ob + j) * K + oa + i] += c;
-                    }
-                if (l2 > 0.0) {
-                    const double il2 = 1.0 / l2;
-                    for (i = 0; i < n; i++) {
-                        H[(oa + i) * K + oa + i] += l2 * ga[i];
-                        H[(ob + i) * K + ob + i] += il2 * gb[i];
-                        for (j = 0; j < n; j++) {
-                            H[(oa + i) * K + oa + j] -= l2 * ga[i] * ga[j];
-                            H[(ob + i) * K + ob + j] -= il2 * gb[i] * gb[j];
-                        }
-                    }
-                }
-            }
-        }
-    }
 done:
     if (cc != constcol) free(cc);
     free(e);
@@ -668,57 +605,556 @@ done:
 }
 
 /* ----------------------------------------------------------------------------------------- */
-/* Structured mean field from two starts                                                      */
+/* Exact mean-field objective of a chain, and coordinate ascent on it                          */
+/*
+ * Q(s) = P(s) prod_t exp h_t(s_t) / Z.  With e_t the single-site terms and the couplings
+ * written per earlier end l as energies K1(s_l, s_{l+lag}) and K2(s_l, s_{l+2 lag}),
+ *   F(h) = ln Z - sum_t gamma_t . (h_t - e_t) + cst - sum_couplings E_Q[K(s_lo, s_hi)],
+ * the pairwise marginals coming from the chain's conditional transition matrices
+ *   R_t(i, j) = Q(s_{t+1} = j | s_t = i),   L_t(i, j) = Q(s_{t-1} = j | s_t = i),
+ * whose products give Q(s_{t+k} | s_t) and Q(s_{t-k} | s_t).  Changing h_t alone changes only the
+ * marginal of s_t and leaves Q(rest | s_t) as it was, so the exact maximiser over h_t is
+ *   h_t(i) = E_Q[ sum_{u != t} (e_u - h_u)(s_u) - sum_couplings K | s_t = i ] + e_t(i)
+ * (up to a constant), computed from the left part (s_{<t} given s_t, through L) and the right
+ * part (s_{>t} given s_t, through R), independent given s_t; see docs/context_hmm.md.
+ */
 
-int mf_hmm_structured_best(const mf_hmm_model *m, ptrdiff_t T, const double *X, int max_sweeps,
-                           double tol, double *gamma, double *xi_sum, double *history,
-                           int *n_sweeps, double *bound, double *logpot, double *stat_H,
-                           double *stat_g)
+typedef struct {
+    const mf_hmm_model *m;
+    ptrdiff_t T, n, lag, kmax;  /* kmax: longest coupling distance (0 without couplings) */
+    int has1, has2;             /* couplings at distance lag / 2 lag in the model */
+    double cst;
+    double *e;                  /* (T, n) single-site terms */
+    double *K1, *K2;            /* (n, n) coupling energies, row = state at the earlier end */
+    double *alpha, *beta, *phi; /* (T, n) filtered forward, scaled backward, exp(h - max) */
+    double *gam;                /* (T, n) marginals */
+    double *tl;                 /* (T, n) E[couplings whose earlier end is t | s_t] */
+    double *cr;                 /* (T, n) right-hand conditional sums of a sweep */
+    double *ML, *MR;            /* (2 lag, n, n) products of conditional matrices */
+    double *tmp, *tmp2;         /* (n, n) */
+    double *v;                  /* (5 n) */
+} xchain_t;
+
+static int c1_at(const xchain_t *x, ptrdiff_t l) { return x->has1 && l >= 0 && l + x->lag < x->T; }
+static int c2_at(const xchain_t *x, ptrdiff_t l)
 {
-    const ptrdiff_t n = m->n, D = m->D, K = 3 * m->n;
-    double *q = NULL, *g2 = NULL, *xi2 = NULL, *hist2 = NULL, *lp2 = NULL, *H2 = NULL, *gg2 = NULL;
-    double b2 = -INFINITY, bn;
-    int status, ns2 = 0, nsn = 0, k;
+    return x->has2 && l >= 0 && l + 2 * x->lag < x->T;
+}
 
-    status = mf_hmm_structured(m, T, X, max_sweeps, tol, NULL, gamma, xi_sum, history, n_sweeps,
-                               bound, logpot, stat_H, stat_g);
+static void xchain_free(xchain_t *x)
+{
+    free(x->e);
+    free(x->K1);
+    free(x->alpha);
+    free(x->ML);
+    free(x->v);
+}
+
+static int xchain_init(xchain_t *x, const mf_hmm_model *m, ptrdiff_t T, const double *X)
+{
+    const ptrdiff_t n = m->n, D = m->D;
+    ptrdiff_t i, j, d, nk;
+    memset(x, 0, sizeof(*x));
+    x->m = m;
+    x->T = T;
+    x->n = n;
+    x->lag = m->lag;
+    x->has1 = m->right || m->left;
+    x->has2 = m->right && m->left;
+    x->kmax = x->has2 ? 2 * m->lag : (x->has1 ? m->lag : 0);
+    nk = 2 * m->lag;   /* products up to distance 2 lag (pair2 asks for them) */
+    x->e = (double *)malloc((size_t)(T * n) * sizeof(double));
+    x->K1 = (double *)calloc((size_t)(2 * n * n), sizeof(double));
+    x->alpha = (double *)malloc((size_t)(6 * T * n) * sizeof(double));
+    x->ML = (double *)malloc((size_t)((2 * nk + 2) * n * n) * sizeof(double));
+    x->v = (double *)malloc((size_t)(5 * n) * sizeof(double));
+    if (!x->e || !x->K1 || !x->alpha || !x->ML || !x->v) {
+        xchain_free(x);
+        return MF_HMM_ENOMEM;
+    }
+    x->K2 = x->K1 + n * n;
+    x->beta = x->alpha + T * n;
+    x->phi = x->beta + T * n;
+    x->gam = x->phi + T * n;
+    x->tl = x->gam + T * n;
+    x->cr = x->tl + T * n;
+    x->MR = x->ML + nk * n * n;
+    x->tmp = x->MR + nk * n * n;
+    x->tmp2 = x->tmp + n * n;
+    x->cst = site_terms(m, T, X, x->e);
+    for (i = 0; i < n; i++)
+        for (j = 0; j < n; j++) {
+            double k1 = 0.0, k2 = 0.0;
+            for (d = 0; d < D; d++) {
+                if (m->right) k1 += m->U[i * D + d] * m->V[j * D + d];   /* U at l, V at l+lag */
+                if (m->left) k1 += m->W[i * D + d] * m->U[j * D + d];    /* W at l, U at l+lag */
+                if (x->has2) k2 += m->W[i * D + d] * m->V[j * D + d];   /* W at l, V at l+2lag */
+            }
+            x->K1[i * n + j] = k1;
+            x->K2[i * n + j] = k2;
+        }
+    return MF_HMM_OK;
+}
+
+/* Forward (filtered, normalised) and backward (scaled) messages of the chain with potentials h. */
+static int xchain_pass(xchain_t *x, const double *h, double *logz)
+{
+    const ptrdiff_t T = x->T, n = x->n;
+    const double *A = x->m->transmat;
+    double lz = 0.0;
+    ptrdiff_t t, i, j;
+    for (t = 0; t < T; t++) {
+        const double *lp = h + t * n;
+        double mx = -INFINITY, s = 0.0;
+        for (i = 0; i < n; i++) {
+            if (isnan(lp[i]) || lp[i] == INFINITY) return MF_HMM_NONFINITE;
+            if (lp[i] > mx) mx = lp[i];
+        }
+        if (mx == -INFINITY) return MF_HMM_IMPOSSIBLE;
+        for (i = 0; i < n; i++) x->phi[t * n + i] = exp(lp[i] - mx);
+        lz += mx;
+        for (j = 0; j < n; j++) {
+            double a;
+            if (t == 0) a = x->m->startprob[j];
+            else {
+                a = 0.0;
+                for (i = 0; i < n; i++) a += x->alpha[(t - 1) * n + i] * A[i * n + j];
+            }
+            a *= x->phi[t * n + j];
+            x->alpha[t * n + j] = a;
+            s += a;
+        }
+        if (!(s > 0.0)) return MF_HMM_IMPOSSIBLE;
+        for (j = 0; j < n; j++) x->alpha[t * n + j] /= s;
+        lz += log(s);
+    }
+    for (i = 0; i < n; i++) x->beta[(T - 1) * n + i] = 1.0;
+    for (t = T - 2; t >= 0; t--) {
+        double s = 0.0;
+        for (j = 0; j < n; j++) x->v[j] = x->phi[(t + 1) * n + j] * x->beta[(t + 1) * n + j];
+        for (i = 0; i < n; i++) {
+            double b = 0.0;
+            for (j = 0; j < n; j++) b += A[i * n + j] * x->v[j];
+            x->beta[t * n + i] = b;
+            s += b;
+        }
+        if (!(s > 0.0)) return MF_HMM_IMPOSSIBLE;
+        for (i = 0; i < n; i++) x->beta[t * n + i] /= s;
+    }
+    if (!isfinite(lz)) return MF_HMM_NONFINITE;
+    *logz = lz;
+    return MF_HMM_OK;
+}
+
+/* R_t(i, j) = Q(s_{t+1} = j | s_t = i), from the backward messages (t + 1 < T); a state that
+ * cannot occur at t gets a zero row. */
+static void rmat(const xchain_t *x, ptrdiff_t t, double *R)
+{
+    const ptrdiff_t n = x->n;
+    const double *A = x->m->transmat, *ph = x->phi + (t + 1) * n, *be = x->beta + (t + 1) * n;
+    ptrdiff_t i, j;
+    for (i = 0; i < n; i++) {
+        double s = 0.0;
+        for (j = 0; j < n; j++) {
+            R[i * n + j] = A[i * n + j] * ph[j] * be[j];
+            s += R[i * n + j];
+        }
+        if (s > 0.0) for (j = 0; j < n; j++) R[i * n + j] /= s;
+    }
+}
+
+/* L_t(i, j) = Q(s_{t-1} = j | s_t = i), from the filtered forward messages (t >= 1). */
+static void lmat(const xchain_t *x, ptrdiff_t t, double *L)
+{
+    const ptrdiff_t n = x->n;
+    const double *A = x->m->transmat, *al = x->alpha + (t - 1) * n;
+    ptrdiff_t i, j;
+    for (i = 0; i < n; i++) {
+        double s = 0.0;
+        for (j = 0; j < n; j++) {
+            L[i * n + j] = al[j] * A[j * n + i];
+            s += L[i * n + j];
+        }
+        if (s > 0.0) for (j = 0; j < n; j++) L[i * n + j] /= s;
+    }
+}
+
+static void matmul(ptrdiff_t n, const double *A, const double *B, double *C)
+{
+    ptrdiff_t i, j, k;
+    for (i = 0; i < n * n; i++) C[i] = 0.0;
+    for (i = 0; i < n; i++)
+        for (k = 0; k < n; k++) {
+            const double a = A[i * n + k];
+            if (a == 0.0) continue;
+            for (j = 0; j < n; j++) C[i * n + j] += a * B[k * n + j];
+        }
+}
+
+/* MR[k-1] = Q(s_{t+k} | s_t), k = 1..kk */
+static void right_products(xchain_t *x, ptrdiff_t t, ptrdiff_t kk)
+{
+    const ptrdiff_t n2 = x->n * x->n;
+    ptrdiff_t k;
+    if (kk < 1) return;
+    rmat(x, t, x->MR);
+    for (k = 2; k <= kk; k++) {
+        rmat(x, t + k - 1, x->tmp);
+        matmul(x->n, x->MR + (k - 2) * n2, x->tmp, x->MR + (k - 1) * n2);
+    }
+}
+
+/* ML[k-1] = Q(s_{t-k} | s_t), k = 1..kk */
+static void left_products(xchain_t *x, ptrdiff_t t, ptrdiff_t kk)
+{
+    const ptrdiff_t n2 = x->n * x->n;
+    ptrdiff_t k;
+    if (kk < 1) return;
+    lmat(x, t, x->ML);
+    for (k = 2; k <= kk; k++) {
+        lmat(x, t - k + 1, x->tmp);
+        matmul(x->n, x->ML + (k - 2) * n2, x->tmp, x->ML + (k - 1) * n2);
+    }
+}
+
+/* out[j] += sum_k M[j, k] K[j, k] */
+static void add_rowdot(ptrdiff_t n, const double *M, const double *K, double *out)
+{
+    ptrdiff_t j, k;
+    for (j = 0; j < n; j++) {
+        double s = 0.0;
+        for (k = 0; k < n; k++) s += M[j * n + k] * K[j * n + k];
+        out[j] += s;
+    }
+}
+
+/* out[i] += sum_j M[i, j] K[j, i] */
+static void add_rowdot_t(ptrdiff_t n, const double *M, const double *K, double *out)
+{
+    ptrdiff_t i, j;
+    for (i = 0; i < n; i++) {
+        double s = 0.0;
+        for (j = 0; j < n; j++) s += M[i * n + j] * K[j * n + i];
+        out[i] += s;
+    }
+}
+
+static void shift_max(double *v, ptrdiff_t n)
+{
+    double mx = -INFINITY;
+    ptrdiff_t i;
+    for (i = 0; i < n; i++) if (v[i] > mx) mx = v[i];
+    if (isfinite(mx)) for (i = 0; i < n; i++) v[i] -= mx;
+}
+
+/* F(h); fills gam, tl (and the messages) for a sweep that follows; xi_sum, pair1, pair2 may be
+ * NULL. */
+static int xchain_objective(xchain_t *x, const double *h, double *xi_sum, double *pair1,
+                            double *pair2, double *value)
+{
+    const ptrdiff_t T = x->T, n = x->n, n2 = n * n, lag = x->lag;
+    double logz, F;
+    ptrdiff_t t, i, j;
+    int status = xchain_pass(x, h, &logz);
     if (status) return status;
-    if (!m->right && !m->left) return MF_HMM_OK;   /* no couplings: the chain is exact */
-    q = (double *)malloc((size_t)(T * n) * sizeof(double));
-    g2 = (double *)malloc((size_t)(T * n) * sizeof(double));
-    xi2 = (double *)malloc((size_t)(n * n) * sizeof(double));
-    hist2 = (double *)malloc((size_t)(max_sweeps + 1) * sizeof(double));
-    lp2 = (double *)malloc((size_t)(T * n) * sizeof(double));
-    H2 = stat_H ? (double *)malloc((size_t)(D * K * K) * sizeof(double)) : NULL;
-    gg2 = stat_g ? (double *)malloc((size_t)(D * K) * sizeof(double)) : NULL;
-    if (!q || !g2 || !xi2 || !hist2 || !lp2 || (stat_H && !H2) || (stat_g && !gg2)) {
+    if (xi_sum) for (i = 0; i < n2; i++) xi_sum[i] = 0.0;
+    if (pair1) for (i = 0; i < n2; i++) pair1[i] = 0.0;
+    if (pair2) for (i = 0; i < n2; i++) pair2[i] = 0.0;
+    F = logz + x->cst;
+    for (t = 0; t < T; t++) {
+        double *g = x->gam + t * n, *tl = x->tl + t * n, s = 0.0;
+        ptrdiff_t kk = x->kmax > 1 ? x->kmax : 1;
+        if (pair1 && kk < lag) kk = lag;
+        if (pair2) kk = 2 * lag;
+        if (kk > T - 1 - t) kk = T - 1 - t;
+        for (i = 0; i < n; i++) {
+            g[i] = x->alpha[t * n + i] * x->beta[t * n + i];
+            s += g[i];
+        }
+        for (i = 0; i < n; i++) {
+            g[i] /= s;
+            tl[i] = 0.0;
+            if (g[i] > 0.0) F += g[i] * (x->e[t * n + i] - h[t * n + i]);
+        }
+        if (kk < 1) continue;
+        right_products(x, t, kk);
+        if (c1_at(x, t)) add_rowdot(n, x->MR + (lag - 1) * n2, x->K1, tl);
+        if (c2_at(x, t)) add_rowdot(n, x->MR + (2 * lag - 1) * n2, x->K2, tl);
+        for (i = 0; i < n; i++) {
+            if (g[i] == 0.0) continue;
+            F -= g[i] * tl[i];
+            if (xi_sum)
+                for (j = 0; j < n; j++) xi_sum[i * n + j] += g[i] * x->MR[i * n + j];
+            if (pair1 && lag <= kk)
+                for (j = 0; j < n; j++) pair1[i * n + j] += g[i] * x->MR[(lag - 1) * n2 + i * n + j];
+            if (pair2 && 2 * lag <= kk)
+                for (j = 0; j < n; j++)
+                    pair2[i * n + j] += g[i] * x->MR[(2 * lag - 1) * n2 + i * n + j];
+        }
+    }
+    if (!isfinite(F)) return MF_HMM_NONFINITE;
+    *value = F;
+    return MF_HMM_OK;
+}
+
+/* One sweep of exact coordinate maximisation over h_0, ..., h_{T-1} (in place).  Needs the
+ * messages and tl of xchain_objective(h) just before. */
+static int xchain_sweep(xchain_t *x, double *h)
+{
+    const ptrdiff_t T = x->T, n = x->n, n2 = n * n, lag = x->lag;
+    const double *A = x->m->transmat;
+    double *cl = x->v, *khi = x->v + n, *term = x->v + 2 * n, *w = x->v + 3 * n;
+    double *sd = x->v + 4 * n;
+    ptrdiff_t t, i, j, a;
+
+    /* cr[t](i) = E[sum_{u > t} (e_u - h_u)(s_u) - couplings with both ends > t | s_t = i],
+     * up to a constant in i */
+    for (i = 0; i < n; i++) x->cr[(T - 1) * n + i] = 0.0;
+    for (t = T - 1; t >= 1; t--) {
+        for (j = 0; j < n; j++)
+            w[j] = x->cr[t * n + j] + x->e[t * n + j] - h[t * n + j] - x->tl[t * n + j];
+        rmat(x, t - 1, x->tmp);
+        for (i = 0; i < n; i++) {
+            double s = 0.0;
+            for (j = 0; j < n; j++) s += x->tmp[i * n + j] * w[j];
+            x->cr[(t - 1) * n + i] = s;
+        }
+        shift_max(x->cr + (t - 1) * n, n);
+    }
+
+    /* forward: cl(i) = E[sum_{u < t} (e_u - h_u)(s_u) - couplings with both ends < t | s_t = i] */
+    for (i = 0; i < n; i++) cl[i] = 0.0;
+    for (t = 0; t < T; t++) {
+        const ptrdiff_t kl = x->kmax < t ? x->kmax : t;
+        const ptrdiff_t kr = x->kmax < T - 1 - t ? x->kmax : T - 1 - t;
+        double s = 0.0;
+        left_products(x, t, kl);    /* from alpha_{<t}, i.e. from h_{<t}: already updated */
+        right_products(x, t, kr);   /* from h_{>t}: not updated yet in this sweep */
+        for (i = 0; i < n; i++) {
+            khi[i] = 0.0;
+            sd[i] = 0.0;
+        }
+        /* couplings whose later end is t */
+        if (c1_at(x, t - lag)) add_rowdot_t(n, x->ML + (lag - 1) * n2, x->K1, khi);
+        if (c2_at(x, t - 2 * lag)) add_rowdot_t(n, x->ML + (2 * lag - 1) * n2, x->K2, khi);
+        /* couplings with earlier end t - a < t < later end:
+         * E[K(s_{t-a}, s_hi) | s_t = i] = sum_{j,k} Q(s_{t-a} = j | i) K(j, k) Q(s_hi = k | i) */
+        for (a = 1; a < 2 * lag; a++) {
+            if (a < lag && c1_at(x, t - a)) {
+                matmul(n, x->ML + (a - 1) * n2, x->K1, x->tmp2);
+                add_rowdot(n, x->tmp2, x->MR + (lag - a - 1) * n2, sd);
+            }
+            if (c2_at(x, t - a)) {
+                matmul(n, x->ML + (a - 1) * n2, x->K2, x->tmp2);
+                add_rowdot(n, x->tmp2, x->MR + (2 * lag - a - 1) * n2, sd);
+            }
+        }
+        for (i = 0; i < n; i++)
+            term[i] = x->e[t * n + i] + cl[i] + x->cr[t * n + i] - x->tl[t * n + i] - khi[i]
+                      - sd[i];
+        for (i = 0; i < n; i++)
+            if (!isfinite(term[i])) return MF_HMM_NONFINITE;
+        shift_max(term, n);
+        /* new h_t and the forward message alpha_t it gives */
+        for (j = 0; j < n; j++) {
+            double al;
+            h[t * n + j] = term[j];
+            if (t == 0) al = x->m->startprob[j];
+            else {
+                al = 0.0;
+                for (i = 0; i < n; i++) al += x->alpha[(t - 1) * n + i] * A[i * n + j];
+            }
+            al *= exp(term[j]);
+            x->alpha[t * n + j] = al;
+            s += al;
+        }
+        if (!(s > 0.0)) return MF_HMM_IMPOSSIBLE;
+        for (j = 0; j < n; j++) x->alpha[t * n + j] /= s;
+        if (t + 1 < T) {
+            for (j = 0; j < n; j++) w[j] = cl[j] + x->e[t * n + j] - h[t * n + j] - khi[j];
+            lmat(x, t + 1, x->tmp);
+            for (i = 0; i < n; i++) {
+                double c = 0.0;
+                for (j = 0; j < n; j++) c += x->tmp[i * n + j] * w[j];
+                cl[i] = c;
+            }
+            shift_max(cl, n);
+        }
+    }
+    return MF_HMM_OK;
+}
+
+int mf_hmm_chain_objective(const mf_hmm_model *m, ptrdiff_t T, const double *X,
+                           const double *logpot, double *gamma, double *xi_sum, double *pair1,
+                           double *pair2, double *value)
+{
+    xchain_t x;
+    int status = xchain_init(&x, m, T, X);
+    if (status) return status;
+    status = xchain_objective(&x, logpot, xi_sum, pair1, pair2, value);
+    if (!status && gamma) memcpy(gamma, x.gam, (size_t)(T * m->n) * sizeof(double));
+    xchain_free(&x);
+    return status;
+}
+
+/* Coordinate ascent from h (in place); history[0..*n_sweeps]. */
+static int xchain_ascent(xchain_t *x, int max_sweeps, double tol, double *h, double *history,
+                         int *n_sweeps, double *value)
+{
+    double F, Fn;
+    int it, status = xchain_objective(x, h, NULL, NULL, NULL, &F);
+    if (status) return status;
+    history[0] = F;
+    it = 0;
+    if (x->kmax > 0 && x->T > x->lag)
+        for (it = 1; it <= max_sweeps; it++) {
+            status = xchain_sweep(x, h);
+            if (status) return status;
+            status = xchain_objective(x, h, NULL, NULL, NULL, &Fn);
+            if (status) return status;
+            history[it] = Fn;
+            if (Fn - F <= tol * (double)x->T) {
+                F = Fn;
+                break;
+            }
+            F = Fn;
+        }
+    *n_sweeps = it > max_sweeps ? max_sweeps : it;
+    *value = F;
+    return MF_HMM_OK;
+}
+
+int mf_hmm_ascent(const mf_hmm_model *m, ptrdiff_t T, const double *X, int max_sweeps,
+                  double tol, double *logpot, double *history, int *n_sweeps, double *value)
+{
+    xchain_t x;
+    int status = xchain_init(&x, m, T, X);
+    if (status) return status;
+    status = xchain_ascent(&x, max_sweeps, tol, logpot, history, n_sweeps, value);
+    xchain_free(&x);
+    return status;
+}
+
+/* M-step statistics of F in the means, for the chain whose marginals are gamma and whose summed
+ * pairwise marginals at distance lag and 2 lag are pair1, pair2 (identical for every d). */
+static void mstep_stats(const mf_hmm_model *m, ptrdiff_t T, const double *X, const double *gamma,
+                        const double *pair1, const double *pair2, double *stat_H, double *stat_g)
+{
+    const ptrdiff_t n = m->n, D = m->D, lag = m->lag, K = 3 * n;
+    ptrdiff_t t, i, j, d;
+    double *H = stat_H;
+    memset(stat_H, 0, (size_t)(D * K * K) * sizeof(double));
+    memset(stat_g, 0, (size_t)(D * K) * sizeof(double));
+    for (t = 0; t < T; t++) {
+        const int r = m->right && t + lag < T, l = m->left && t - lag >= 0;
+        const double *x = X + t * D;
+        for (i = 0; i < n; i++) {
+            const double gu = gamma[t * n + i];
+            const double gv = r ? gamma[(t + lag) * n + i] : 0.0;
+            const double gw = l ? gamma[(t - lag) * n + i] : 0.0;
+            H[i * K + i] += gu;
+            H[(n + i) * K + n + i] += gv;
+            H[(2 * n + i) * K + 2 * n + i] += gw;
+            for (d = 0; d < D; d++) {
+                double *g = stat_g + d * K;
+                g[i] += x[d] * gu;
+                g[n + i] += x[d] * gv;
+                g[2 * n + i] += x[d] * gw;
+            }
+        }
+    }
+    if (T > lag)
+        for (i = 0; i < n; i++)
+            for (j = 0; j < n; j++) {
+                const double p1 = pair1[i * n + j];
+                if (m->right) {   /* U at s_t = i, V at s_{t+lag} = j */
+                    H[i * K + n + j] += p1;
+                    H[(n + j) * K + i] += p1;
+                }
+                if (m->left) {    /* W at s_{t-lag} = i, U at s_t = j */
+                    H[(2 * n + i) * K + j] += p1;
+                    H[j * K + 2 * n + i] += p1;
+                }
+                if (m->right && m->left && T > 2 * lag) {   /* W at s_{t-lag} = i, V at s_{t+lag} = j */
+                    const double p2 = pair2[i * n + j];
+                    H[(2 * n + i) * K + n + j] += p2;
+                    H[(n + j) * K + 2 * n + i] += p2;
+                }
+            }
+    for (d = 1; d < D; d++) memcpy(stat_H + d * K * K, stat_H, (size_t)(K * K) * sizeof(double));
+}
+
+int mf_hmm_structured(const mf_hmm_model *m, ptrdiff_t T, const double *X, int max_sweeps,
+                      double tol, const double *init, double *gamma, double *xi_sum,
+                      double *history, int *n_sweeps, double *bound, double *logpot,
+                      double *stat_H, double *stat_g)
+{
+    const ptrdiff_t n = m->n, Tn = T * m->n;
+    xchain_t x;
+    double *hbest = NULL, *h = NULL, *hist = NULL, *q = NULL, *pairs = NULL;
+    double best = -INFINITY, F, lb;
+    int status, k, start, ns = 0, nbest = 0;
+
+    status = xchain_init(&x, m, T, X);
+    if (status) return status;
+    hbest = (double *)malloc((size_t)Tn * sizeof(double));
+    h = (double *)malloc((size_t)Tn * sizeof(double));
+    hist = (double *)malloc((size_t)(max_sweeps + 1) * sizeof(double));
+    q = (double *)malloc((size_t)Tn * sizeof(double));
+    pairs = (double *)malloc((size_t)(2 * n * n) * sizeof(double));
+    if (!hbest || !h || !hist || !q || !pairs) {
         status = MF_HMM_ENOMEM;
         goto done;
     }
-    for (k = 0; k <= max_sweeps; k++) hist2[k] = NAN;
-    status = mf_hmm_naive(m, T, X, max_sweeps, tol, q, hist2, &nsn, &bn);
-    if (status) goto done;
-    for (k = 0; k <= max_sweeps; k++) hist2[k] = NAN;
-    status = mf_hmm_structured(m, T, X, max_sweeps, tol, q, g2, xi_sum ? xi2 : NULL, hist2, &ns2,
-                               &b2, lp2, H2, gg2);
-    if (status) goto done;
-    if (b2 > *bound) {
-        memcpy(gamma, g2, (size_t)(T * n) * sizeof(double));
-        if (xi_sum) memcpy(xi_sum, xi2, (size_t)(n * n) * sizeof(double));
-        memcpy(history, hist2, (size_t)(max_sweeps + 1) * sizeof(double));
-        if (logpot) memcpy(logpot, lp2, (size_t)(T * n) * sizeof(double));
-        if (stat_H) memcpy(stat_H, H2, (size_t)(D * K * K) * sizeof(double));
-        if (stat_g) memcpy(stat_g, gg2, (size_t)(D * K) * sizeof(double));
-        *n_sweeps = ns2;
-        *bound = b2;
+    if (init || x.kmax == 0 || T <= m->lag) {
+        /* a warm start; or no couplings, where the first-order posterior is exact */
+        memcpy(hbest, init ? init : x.e, (size_t)Tn * sizeof(double));
+        status = xchain_ascent(&x, max_sweeps, tol, hbest, history, &nbest, &best);
+        if (status) goto done;
+    } else {
+        for (start = 0; start < 3; start++) {
+            if (start == 0) {
+                /* link bound from the first-order posterior */
+                status = mf_hmm_link(m, T, X, max_sweeps, tol, NULL, gamma, hist, &ns, &lb, h);
+            } else if (start == 1) {
+                /* link bound from the fully factorised solution */
+                status = mf_hmm_naive(m, T, X, max_sweeps, tol, q, hist, &ns, &lb);
+                if (status == MF_HMM_IMPOSSIBLE) {
+                    /* zeros in the transitions can leave the product family without a finite
+                     * start; that start is then skipped */
+                    status = MF_HMM_OK;
+                    continue;
+                }
+                if (!status)
+                    status = mf_hmm_link(m, T, X, max_sweeps, tol, q, gamma, hist, &ns, &lb, h);
+            } else {
+                memcpy(h, x.e, (size_t)Tn * sizeof(double));   /* first-order posterior */
+            }
+            if (status) goto done;
+            status = xchain_ascent(&x, max_sweeps, tol, h, hist, &ns, &F);
+            if (status) goto done;
+            if (F > best) {
+                best = F;
+                nbest = ns;
+                memcpy(hbest, h, (size_t)Tn * sizeof(double));
+                for (k = 0; k <= ns; k++) history[k] = hist[k];
+            }
+        }
     }
+    /* the kept chain's marginals and statistics */
+    status = xchain_objective(&x, hbest, xi_sum, pairs, pairs + n * n, &F);
+    if (status) goto done;
+    memcpy(gamma, x.gam, (size_t)Tn * sizeof(double));
+    if (logpot) memcpy(logpot, hbest, (size_t)Tn * sizeof(double));
+    if (stat_H && stat_g) mstep_stats(m, T, X, x.gam, pairs, pairs + n * n, stat_H, stat_g);
+    *n_sweeps = nbest;
+    *bound = best;
 done:
+    xchain_free(&x);
+    free(hbest);
+    free(h);
+    free(hist);
     free(q);
-    free(g2);
-    free(xi2);
-    free(hist2);
-    free(lp2);
-    free(H2);
-    free(gg2);
+    free(pairs);
     return status;
 }

@@ -55,29 +55,52 @@ int mf_hmm_forward_backward(ptrdiff_t T, ptrdiff_t n, const double *startprob,
                             const double *transmat, const double *logpot, double *gamma,
                             double *xi_sum, double *work, double *logz);
 
-/* Structured mean field: the chain exact, each long-range coupling -a(s).b(s') replaced by a
- * Gaussian link variable (docs/context_hmm.md).  Runs until the bound rises by no more than
- * tol * T over one sweep, or max_sweeps sweeps.
+/* The link bound (docs/context_hmm.md, "Link variables"): the chain exact, each long-range
+ * coupling -a(s).b(s') replaced by a Gaussian link variable, alternating optimal links and an
+ * exact forward-backward for the chain, until the bound rises by no more than tol * T over one
+ * sweep, or max_sweeps sweeps.  It serves as a starting point of mf_hmm_structured.
  * init (T, n) or NULL: marginals that set the first links (NULL: the first-order posterior,
  * i.e. the chain with the couplings left out, is the starting Q).
- * Outputs: gamma (T, n); xi_sum (n, n) or NULL; history (max_sweeps + 1) the bound after each
- * sweep (entry 0: the first-order posterior), the unused tail left untouched; *n_sweeps;
- * *bound (nats); logpot (T, n) or NULL: the chain potentials that produced gamma.
- * With stat_H (D, 3n, 3n) and stat_g (D, 3n) not NULL they receive the M-step statistics: the
- * bound, as a function of the means with Q and the links held fixed, is for each output
- * dimension d  -1/2 th^T H_d th + g_d^T th + const,  th = (U[:, d], V[:, d], W[:, d]). */
-int mf_hmm_structured(const mf_hmm_model *m, ptrdiff_t T, const double *X, int max_sweeps,
-                      double tol, const double *init, double *gamma, double *xi_sum, double *history, int *n_sweeps,
-                      double *bound, double *logpot, double *stat_H, double *stat_g);
+ * Outputs: gamma (T, n); history (max_sweeps + 1) the link bound after each sweep (entry 0: the
+ * first-order posterior when init is NULL, else the first chain), the unused tail left
+ * untouched; *n_sweeps; *bound (nats); logpot (T, n) or NULL: the chain potentials. */
+int mf_hmm_link(const mf_hmm_model *m, ptrdiff_t T, const double *X, int max_sweeps, double tol,
+                const double *init, double *gamma, double *history, int *n_sweeps,
+                double *bound, double *logpot);
 
-/* mf_hmm_structured run twice, from the first-order posterior (init = NULL) and from the
- * marginals of mf_hmm_naive; the outputs are those of the run with the higher bound (the first
- * run's on a tie).  Both runs optimise the same bound over the same family, so this is a
- * restart, not a different approximation. */
-int mf_hmm_structured_best(const mf_hmm_model *m, ptrdiff_t T, const double *X, int max_sweeps,
-                           double tol, double *gamma, double *xi_sum, double *history,
-                           int *n_sweeps, double *bound, double *logpot, double *stat_H,
-                           double *stat_g);
+/* Exact mean-field objective of the chain Q(s) ~ P(s) prod_t exp(logpot[t, s_t]):
+ * F = E_Q[ln P(s, x)] + H(Q) (a lower bound on ln P(x)), with every coupling's expectation taken
+ * from the chain's pairwise marginals at distance lag and 2 lag.  Cost O(T lag n^3).
+ * Outputs (each may be NULL except value): gamma (T, n) marginals; xi_sum (n, n) the sum over t
+ * of the pairwise marginals of (s_t, s_{t+1}); pair1 (n, n) the sum over t <= T-1-lag of those of
+ * (s_t, s_{t+lag}); pair2 (n, n) the same at distance 2 lag (t <= T-1-2 lag). */
+int mf_hmm_chain_objective(const mf_hmm_model *m, ptrdiff_t T, const double *X,
+                           const double *logpot, double *gamma, double *xi_sum, double *pair1,
+                           double *pair2, double *value);
+
+/* Coordinate ascent on that objective over the potentials logpot[t, :] (in place), one t at a
+ * time in increasing t, each set to its exact maximiser given the others; stops when a sweep
+ * raises F by at most tol * T, or after max_sweeps sweeps.  history (max_sweeps + 1): F before
+ * the first sweep and after each sweep; *n_sweeps; *value: the last entry of history. */
+int mf_hmm_ascent(const mf_hmm_model *m, ptrdiff_t T, const double *X, int max_sweeps,
+                  double tol, double *logpot, double *history, int *n_sweeps, double *value);
+
+/* Structured mean field: Q(s) ~ P(s) prod_t exp(logpot[t, s_t]) (the model's own transitions),
+ * the bound its exact objective F (mf_hmm_chain_objective), maximised by mf_hmm_ascent.
+ * init (T, n) not NULL: one ascent from the chain with potentials init (a warm start).
+ * init NULL: ascents from three chains -- the results of mf_hmm_link from the first-order
+ * posterior and from the marginals of mf_hmm_naive (skipped when mf_hmm_naive finds no finite
+ * start, which zeros in the transitions can cause), and the first-order posterior -- and the
+ * one with the highest F is kept (the first on a tie).
+ * Outputs: gamma (T, n); xi_sum (n, n) or NULL; history (max_sweeps + 1): F over the sweeps of
+ * the kept ascent, the unused tail left untouched; *n_sweeps; *bound = F; logpot (T, n) or NULL.
+ * With stat_H (D, 3n, 3n) and stat_g (D, 3n) not NULL they receive the M-step statistics: F, as
+ * a function of the means with Q held fixed, is for each output dimension d
+ * -1/2 th^T H_d th + g_d^T th + const,  th = (U[:, d], V[:, d], W[:, d]). */
+int mf_hmm_structured(const mf_hmm_model *m, ptrdiff_t T, const double *X, int max_sweeps,
+                      double tol, const double *init, double *gamma, double *xi_sum,
+                      double *history, int *n_sweeps, double *bound, double *logpot,
+                      double *stat_H, double *stat_g);
 
 /* Fully factorised mean field Q(s) = prod_t q_t(s_t), started from the first-order posterior
  * (the chain with the context couplings left out), sweeps alternately forward and backward in

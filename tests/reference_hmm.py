@@ -213,8 +213,8 @@ def _const_col(tab, d):
     return np.all(tab[:, d] == tab[0, d])
 
 
-def structured_bound(p, X, logpot):
-    """The structured bound of the chain Q ~ P(s) prod exp(logpot), links at their optimum.
+def link_bound(p, X, logpot):
+    """The link bound of the chain Q ~ P(s) prod exp(logpot), links at their optimum.
 
     E_Q[ln P(s)] + H(Q) + E_Q[site terms] by enumeration, plus for each coupling and dimension
     the link value (or -abar bbar when one end's column is constant over states: then the
@@ -251,6 +251,42 @@ def exact_elbo(p, X, logpot):
                for S, w, l in zip(paths, q, lq) if w > 0)
 
 
+def chain_pair_marginals(p, logpot, k):
+    """sum_t Q(s_t = i, s_{t+k} = j) over t = 0 .. T-1-k, by enumeration."""
+    T, n = logpot.shape
+    paths, q, _ = chain_q(p, logpot)
+    out = np.zeros((n, n))
+    for S, w in zip(paths, q):
+        for t in range(T - k):
+            out[S[t], S[t + k]] += w
+    return out
+
+
+def coordinate_sweep(p, X, logpot):
+    """One sweep t = 0 .. T-1 of exact coordinate maximisation of exact_elbo over logpot[t].
+
+    Changing logpot[t] alone re-weights Q's marginal of s_t and keeps Q(rest | s_t), so
+    exact_elbo = sum_i r_i E_Q[ln P(s, x) - ln Q(rest | s_t = i) | s_t = i] + H(r) in the new
+    marginal r, maximised by r_i ~ exp(that expectation); the potentials giving it are
+    logpot[t, i] = E_Q[ln p(x | s) - sum_{u != t} logpot[u, s_u] | s_t = i] (up to a constant).
+    Every expectation by enumeration.
+    """
+    h = np.array(logpot, dtype=float)
+    T, n = h.shape
+    paths = all_paths(n, T)
+    P = np.array(paths)
+    le = np.array([log_emission(p, X, S) for S in paths])
+    for t in range(T):
+        _, q, _ = chain_q(p, h)
+        others = le - (h[np.arange(T)[None, :], P].sum(1) - h[t, P[:, t]])
+        new = np.zeros(n)
+        for i in range(n):
+            sel = (P[:, t] == i) & (q > 0)
+            new[i] = np.sum(q[sel] * others[sel]) / np.sum(q[sel]) if np.any(sel) else 0.0
+        h[t] = new - new.max()
+    return h
+
+
 # ------------------------------------------------------------------------------------------
 # the iterations, slowly
 
@@ -285,8 +321,8 @@ def naive_solve(p, X, q0, max_sweeps=200, tol=1e-10):
     return q, hist
 
 
-def structured_solve(p, X, init=None, max_sweeps=200, tol=1e-10):
-    """Structured mean field by enumeration, with explicit link means m and scales lambda.
+def link_solve(p, X, init=None, max_sweeps=200, tol=1e-10):
+    """The link-bound iteration by enumeration, with explicit link means m and scales lambda.
 
     From ``init`` marginals (or the first-order posterior): links set from the marginals, the
     chain Q re-solved with the potentials E_z[ln A(s, z)], E_z[ln B(s', z)], repeated until the
@@ -300,7 +336,7 @@ def structured_solve(p, X, init=None, max_sweeps=200, tol=1e-10):
     pairs = _pairs(p, T)
     logpot = e.copy()
     if init is None:
-        bound, gamma = structured_bound(p, X, logpot)
+        bound, gamma = link_bound(p, X, logpot)
         hist = [bound]
     else:
         gamma, hist = init, []
@@ -322,7 +358,7 @@ def structured_solve(p, X, init=None, max_sweeps=200, tol=1e-10):
                 m = lam * abar - bbar / lam
                 logpot[sa] += lam * m * A[:, d] - 0.5 * lam2 * A[:, d] ** 2
                 logpot[sb] += -m / lam * B[:, d] - 0.5 * B[:, d] ** 2 / lam2
-        bound, gamma = structured_bound(p, X, logpot)
+        bound, gamma = link_bound(p, X, logpot)
         hist.append(bound)
         if not pairs or (len(hist) > 1 and hist[-1] - hist[-2] <= tol * T):
             break

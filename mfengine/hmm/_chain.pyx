@@ -3,7 +3,8 @@
 Called only from ``mfengine.hmm.model``; the wrapper validates every input (shapes, dtypes,
 C order, finite values, probability vectors) and the kernel trusts it.  The loops are plain C in
 ``csrc/mf_hmm.c``: a scaled forward-backward pass, structured mean field (the chain exact, the
-long-range couplings through Gaussian link variables), fully factorised mean field, and the exact
+long-range couplings in mean field; the bound is the chain's exact mean-field objective,
+maximised by coordinate ascent over its potentials), fully factorised mean field, and the exact
 likelihood by forward recursion over the augmented state.  Sequences are independent and are
 spread over OpenMP threads; each is handled by one thread from start to end, so the answers do
 not depend on the number of threads.
@@ -33,14 +34,19 @@ cdef extern from "mf_hmm.h" nogil:
     int mf_hmm_forward_backward(Py_ssize_t T, Py_ssize_t n, const double *startprob,
                                 const double *transmat, const double *logpot, double *gamma,
                                 double *xi_sum, double *work, double *logz)
+    int mf_hmm_link(const mf_hmm_model *m, Py_ssize_t T, const double *X, int max_sweeps,
+                    double tol, const double *init, double *gamma, double *history,
+                    int *n_sweeps, double *bound, double *logpot)
+    int mf_hmm_chain_objective(const mf_hmm_model *m, Py_ssize_t T, const double *X,
+                               const double *logpot, double *gamma, double *xi_sum,
+                               double *pair1, double *pair2, double *value)
+    int mf_hmm_ascent(const mf_hmm_model *m, Py_ssize_t T, const double *X, int max_sweeps,
+                      double tol, double *logpot, double *history, int *n_sweeps,
+                      double *value)
     int mf_hmm_structured(const mf_hmm_model *m, Py_ssize_t T, const double *X, int max_sweeps,
-                          double tol, const double *init, double *gamma, double *xi_sum, double *history,
-                          int *n_sweeps, double *bound, double *logpot, double *stat_H,
-                          double *stat_g)
-    int mf_hmm_structured_best(const mf_hmm_model *m, Py_ssize_t T, const double *X,
-                               int max_sweeps, double tol, double *gamma, double *xi_sum,
-                               double *history, int *n_sweeps, double *bound, double *logpot,
-                               double *stat_H, double *stat_g)
+                          double tol, const double *init, double *gamma, double *xi_sum,
+                          double *history, int *n_sweeps, double *bound, double *logpot,
+                          double *stat_H, double *stat_g)
     int mf_hmm_naive(const mf_hmm_model *m, Py_ssize_t T, const double *X, int max_sweeps,
                      double tol, double *gamma, double *history, int *n_sweeps, double *bound)
     Py_ssize_t mf_hmm_exact_states(const mf_hmm_model *m, Py_ssize_t T)
@@ -100,16 +106,106 @@ def exact_states(Py_ssize_t n, Py_ssize_t lag, bint right, bint left, Py_ssize_t
     return mf_hmm_exact_states(&m, T)
 
 
+cdef void _fill_model(mf_hmm_model *m, const float64_t[::1] startprob,
+                      const float64_t[:, ::1] transmat, const float64_t[:, ::1] U,
+                      const float64_t[:, ::1] V, const float64_t[:, ::1] W, Py_ssize_t lag,
+                      bint right, bint left):
+    m.n = U.shape[0]
+    m.D = U.shape[1]
+    m.lag = lag
+    m.right = right
+    m.left = left
+    m.startprob = &startprob[0]
+    m.transmat = &transmat[0, 0]
+    m.U = &U[0, 0]
+    m.V = &V[0, 0]
+    m.W = &W[0, 0]
+
+
+def link(const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
+         const float64_t[:, ::1] U, const float64_t[:, ::1] V, const float64_t[:, ::1] W,
+         Py_ssize_t lag, bint right, bint left, const float64_t[:, ::1] X, int max_sweeps,
+         double tol, init=None):
+    """The link-bound iteration on one sequence (a starting point of structured mean field).
+
+    ``init``: marginals (T, n) that set the first links, or None (the first-order posterior).
+    Returns ``(bound, gamma, logpot, history)``, history NaN after the last sweep.
+    """
+    cdef mf_hmm_model m
+    cdef Py_ssize_t T = X.shape[0], n = U.shape[0]
+    cdef float64_t[:, ::1] gamma = np.empty((T, n))
+    cdef float64_t[:, ::1] logpot = np.empty((T, n))
+    cdef float64_t[::1] history = np.full(max_sweeps + 1, np.nan)
+    cdef const float64_t[:, ::1] init_ = init if init is not None else np.zeros((1, n))
+    cdef bint has_init = init is not None
+    cdef int ns = 0, status
+    cdef double bound = 0.0
+    _fill_model(&m, startprob, transmat, U, V, W, lag, right, left)
+    with nogil:
+        status = mf_hmm_link(&m, T, &X[0, 0], max_sweeps, tol,
+                             &init_[0, 0] if has_init else NULL, &gamma[0, 0], &history[0],
+                             &ns, &bound, &logpot[0, 0])
+    if status != MF_HMM_OK:
+        _raise_status(status, 0)
+    return bound, np.asarray(gamma), np.asarray(logpot), np.asarray(history)[: ns + 1]
+
+
+def chain_objective(const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
+                    const float64_t[:, ::1] U, const float64_t[:, ::1] V,
+                    const float64_t[:, ::1] W, Py_ssize_t lag, bint right, bint left,
+                    const float64_t[:, ::1] X, const float64_t[:, ::1] logpot):
+    """E_Q[ln P(s, x)] + H(Q) of the chain Q ~ P(s) prod exp(logpot[t, s_t]) on one sequence.
+
+    Returns ``(value, gamma, xi_sum, pair1, pair2)``: the objective, the marginals, and the summed
+    pairwise marginals at distance 1, lag and 2 lag.
+    """
+    cdef mf_hmm_model m
+    cdef Py_ssize_t T = X.shape[0], n = U.shape[0]
+    cdef float64_t[:, ::1] gamma = np.empty((T, n))
+    cdef float64_t[:, ::1] xi = np.empty((n, n))
+    cdef float64_t[:, ::1] p1 = np.empty((n, n))
+    cdef float64_t[:, ::1] p2 = np.empty((n, n))
+    cdef double value = 0.0
+    cdef int status
+    _fill_model(&m, startprob, transmat, U, V, W, lag, right, left)
+    with nogil:
+        status = mf_hmm_chain_objective(&m, T, &X[0, 0], &logpot[0, 0], &gamma[0, 0],
+                                        &xi[0, 0], &p1[0, 0], &p2[0, 0], &value)
+    if status != MF_HMM_OK:
+        _raise_status(status, 0)
+    return value, np.asarray(gamma), np.asarray(xi), np.asarray(p1), np.asarray(p2)
+
+
+def ascent(const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
+           const float64_t[:, ::1] U, const float64_t[:, ::1] V, const float64_t[:, ::1] W,
+           Py_ssize_t lag, bint right, bint left, const float64_t[:, ::1] X,
+           const float64_t[:, ::1] logpot, int max_sweeps, double tol):
+    """Coordinate ascent on the chain objective from the potentials ``logpot`` (not modified).
+
+    Returns ``(value, logpot, history)``.
+    """
+    cdef mf_hmm_model m
+    cdef Py_ssize_t T = X.shape[0]
+    cdef float64_t[:, ::1] h = np.array(logpot, dtype=np.float64, order="C")
+    cdef float64_t[::1] history = np.full(max_sweeps + 1, np.nan)
+    cdef double value = 0.0
+    cdef int ns = 0, status
+    _fill_model(&m, startprob, transmat, U, V, W, lag, right, left)
+    with nogil:
+        status = mf_hmm_ascent(&m, T, &X[0, 0], max_sweeps, tol, &h[0, 0], &history[0], &ns,
+                               &value)
+    if status != MF_HMM_OK:
+        _raise_status(status, 0)
+    return value, np.asarray(h), np.asarray(history)[: ns + 1]
+
+
 cdef int run_one(int method, const mf_hmm_model *m, Py_ssize_t T, const double *X,
-                 int max_sweeps, double tol, const double *init, double *gamma, double *xi, double *history,
-                 int *n_sweeps, double *bound, double *logpot, double *H,
+                 int max_sweeps, double tol, const double *init, double *gamma, double *xi,
+                 double *history, int *n_sweeps, double *bound, double *logpot, double *H,
                  double *g) noexcept nogil:
-    if method == METHOD_STRUCTURED and init == NULL:
-        return mf_hmm_structured_best(m, T, X, max_sweeps, tol, gamma, xi, history, n_sweeps,
-                                      bound, logpot, H, g)
     if method == METHOD_STRUCTURED:
-        return mf_hmm_structured(m, T, X, max_sweeps, tol, init, gamma, xi, history, n_sweeps, bound,
-                                 logpot, H, g)
+        return mf_hmm_structured(m, T, X, max_sweeps, tol, init, gamma, xi, history, n_sweeps,
+                                 bound, logpot, H, g)
     if method == METHOD_NAIVE:
         return mf_hmm_naive(m, T, X, max_sweeps, tol, gamma, history, n_sweeps, bound)
     n_sweeps[0] = 0
@@ -123,8 +219,9 @@ def run(str method, const float64_t[::1] startprob, const float64_t[:, ::1] tran
         init=None):
     """Inference on every sequence X[offsets[s]:offsets[s+1]].
 
-    Returns a dict with ``bound`` (n_seq,), ``n_sweeps`` (n_seq,) and, for the mean-field
-    methods, ``gamma`` (N, n) and ``history`` (n_seq, max_sweeps + 1; NaN after the last sweep);
+    ``init`` (N, n) or None: for 'structured', chain potentials to start the ascent from (a warm
+    start; None: the best of several starts).  Returns a dict with ``bound`` (n_seq,),
+    ``n_sweeps`` (n_seq,) and, for the mean-field methods, ``gamma`` (N, n) and ``history`` (n_seq, max_sweeps + 1; NaN after the last sweep);
     for 'structured' also ``xi`` (n_seq, n, n) and ``logpot`` (N, n), and with ``want_stats``
     the M-step statistics ``H`` (n_seq, D, 3n, 3n) and ``g`` (n_seq, D, 3n).
     """
@@ -145,16 +242,7 @@ def run(str method, const float64_t[::1] startprob, const float64_t[:, ::1] tran
     cdef bint has_init = init is not None and meth == METHOD_STRUCTURED
     cdef const float64_t[:, ::1] init_ = init if has_init else np.zeros((1, n))
     cdef mf_hmm_model m
-    m.n = n
-    m.D = D
-    m.lag = lag
-    m.right = right
-    m.left = left
-    m.startprob = &startprob[0]
-    m.transmat = &transmat[0, 0]
-    m.U = &U[0, 0]
-    m.V = &V[0, 0]
-    m.W = &W[0, 0]
+    _fill_model(&m, startprob, transmat, U, V, W, lag, right, left)
     with nogil:
         for s in prange(n_seq, schedule="dynamic", num_threads=n_threads):
             T = offsets[s + 1] - offsets[s]

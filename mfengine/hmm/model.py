@@ -1,9 +1,11 @@
 """Context-sensitive hidden Markov models (Saul & Jordan 1996, sec. 3, eq. 23).
 
 The structured mean-field bound keeps the first-order chain exact (forward-backward) and treats
-the long-range couplings between the state at t and the states at t +- lag in mean field,
-through link variables (Saul & Jordan 1996, sec. 2.3).  The derivation, written for this
-model's Gaussian outputs, is in ``docs/context_hmm.md``.
+the long-range couplings between the state at t and the states at t +- lag in mean field
+(Saul & Jordan 1996, sec. 2.3): Q is the model's chain with free per-site potentials, and the
+bound is Q's exact mean-field objective E_Q[ln P(s, x)] + H(Q), maximised by coordinate ascent
+over the potentials from several starts (one of them the paper's link-variable solution).  The
+derivation, written for this model's Gaussian outputs, is in ``docs/context_hmm.md``.
 """
 import numbers
 from dataclasses import dataclass
@@ -43,7 +45,9 @@ class HMMInferenceResult:
         Whether the bound stopped rising (by at most ``sweep_tol`` per time step) before
         ``max_sweeps`` sweeps.
     history : ndarray of shape (n_sequences, max_sweeps + 1)
-        The bound after each sweep (entry 0: the first-order posterior as Q), NaN after the last.
+        The bound after each sweep, NaN after the last.  For ``"structured"``: the coordinate-ascent
+        sweeps of the kept start (entry 0: its starting chain); for ``"naive"``: entry 0 is the
+        first-order posterior's marginals as the product Q.
     """
 
     bound: np.ndarray
@@ -101,8 +105,8 @@ class ContextHMM:
         context, capped at T) larger than this.
     context_init_scale : float, default=0.1
         At the start of mean-field EM the context means are drawn with this standard deviation
-        (times the data's standard deviation); from exactly zero they could not move (see
-        ``docs/context_hmm.md``).
+        (times the data's standard deviation); 0 starts them at zero, from where the M-step
+        moves them as well.
     random_state : None, int or numpy Generator
         Seed for :meth:`fit`'s initialisation and the default of :meth:`sample`.
     n_threads : int or None
@@ -262,8 +266,8 @@ class ContextHMM:
         lengths : array-like of int, optional
             Lengths of the concatenated sequences (hmmlearn convention); default one sequence.
         method : {"structured", "naive"}
-            Structured (exact chain, link variables for the context couplings) or fully
-            factorised mean field.
+            Structured (the model's chain with free per-site potentials) or fully factorised
+            mean field.
 
         Returns
         -------
@@ -360,7 +364,7 @@ class ContextHMM:
         del n
 
     def _mstep_means(self, r, tables):
-        """Maximise the bound over the means with Q and the links held fixed (a quadratic)."""
+        """Maximise the bound over the means with Q held fixed (a quadratic)."""
         n = self.n_states
         H = r["H"].sum(0)
         g = r["g"].sum(0)
@@ -383,8 +387,10 @@ class ContextHMM:
         The procedure of Saul & Jordan (1996, sec. 3): the context means are held at zero while
         Baum-Welch fits the first-order HMM (its E-step is exact); then they are released and
         every parameter is re-estimated by EM whose E-step is structured mean field and whose
-        M-step maximises the same bound (startprob_ and transmat_ in closed form, the three
-        mean tables by one linear solve per output dimension), so the bound never falls.
+        M-step maximises the same bound with Q fixed (startprob_ and transmat_ in closed form,
+        the three mean tables by one linear solve per output dimension).  When new transitions
+        would lower the bound (Q's family is the chain with the model's transitions, so moving
+        them moves the family) they are not taken, so the bound never falls.
 
         Parameters
         ----------
@@ -425,19 +431,27 @@ class ContextHMM:
                 if self._left:
                     self.left_means_ = scale * rng.standard_normal((self.n_states, self.n_features))
                 prev = -np.inf
-                gamma = None
-                for _ in range(self.n_iter):
-                    # warm start from the previous Q: with the M-step maximising the same bound,
-                    # the bound then never falls (generalised EM)
-                    r = self._run(Xc, offsets, "structured", want_stats=True, init=gamma)
-                    gamma = r["gamma"]
+                logpot, saved = None, None
+                for it in range(self.n_iter + 1):
+                    # E-step: coordinate ascent warm-started from the previous chain's potentials
+                    r = self._run(Xc, offsets, "structured", want_stats=True, init=logpot)
                     b = float(r["bound"].sum())
+                    if saved is not None and b < prev:
+                        # new transitions put the previous Q outside the chain family; with the
+                        # old ones it is inside, and the new means alone cannot lower the bound
+                        self.startprob_, self.transmat_ = saved
+                        r = self._run(Xc, offsets, "structured", want_stats=True, init=logpot)
+                        b = float(r["bound"].sum())
+                    if it == self.n_iter:
+                        break   # only the check of the last M-step's transitions
+                    logpot = r["logpot"]
                     self.history_["mean_field"].append(b)
                     bar.update(1)
                     bar.set_postfix(phase="mean-field EM", bound=f"{b:.4f}")
                     if b - prev < self.tol * N:
                         break
                     prev = b
+                    saved = (self.startprob_.copy(), self.transmat_.copy())
                     self._mstep_chain(r, offsets)
                     self._mstep_means(r, tables)
         return self
