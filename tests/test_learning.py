@@ -158,7 +158,7 @@ def test_fit_argument_errors(data):
     with pytest.raises(ValueError, match="epochs"):
         net.fit(V, epochs=3, learning_rate=[0.1, 0.1], progress=False)
     with pytest.raises(ValueError, match="method"):
-        net.fit(V, method="sjj", progress=False)
+        net.fit(V, method="newton", progress=False)
     with pytest.raises(ValueError, match="V"):
         net.fit(V[:, :5], progress=False)
     with pytest.raises(ValueError, match="patterns"):
