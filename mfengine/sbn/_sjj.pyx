@@ -18,15 +18,16 @@ State per item: mu and t = logit(mu) per unit, and the cached Z, A, B per unit. 
 * xi of every unit: phi(xi) = xi Z + ln(e^A + e^B) is convex in xi, with phi'(0) <= 0 <=
   phi'(1); a safeguarded Newton search on [0, 1] minimises it (O(fan-in) per evaluation).
 * mu of every free unit (forward on even sweeps, backward on odd ones): mu_k enters each
-  child's A and B through one factor.  Taking that factor out of the cached log-products
-  leaves, per child, two numbers P_c, R_c such that the child's log-sum is
+  child's A and B through one factor, cached per edge by the xi pass.  Taking that factor
+  out of the cached log-products (a subtraction) leaves, per child, two numbers P_c, R_c such that the child's log-sum is
   m_c + ln((1 - mu) P_c + mu R_c); the 1-D objective
   H(mu) + mu c0 - sum_c ln((1 - mu) P_c + mu R_c) then costs O(children) per evaluation with
   no exponential.  Its stationary points lie in t in [g(0), g(1)] (g below); a bracketed
   safeguarded Newton search in t from the current point climbs to a local maximum, and the
   move is kept only if the exact 1-D objective rose.
-* the bound is recomputed from scratch (which also clears rounding drift of the caches); the
-  item stops when it changed by less than tol.
+* the bound is read from the caches, O(n_units); the item stops when it changed by less than
+  tol.  The xi pass recomputes every cache from scratch, so rounding drift never builds up,
+  and the reported bound is recomputed from scratch at the final mu and xi.
 """
 import numpy as np
 
@@ -120,12 +121,16 @@ cdef void unit_moments(const Dag *g, const double *w, double h, Py_ssize_t i, co
 
 
 cdef double solve_xi(const Dag *g, const double *w, double h, Py_ssize_t i, const double *mu,
-                     double xi0, double Z, double gtol, double *A, double *B) noexcept nogil:
-    """Minimise phi(xi) = xi Z + ln(e^A(xi) + e^B(xi)) over [0, 1]; returns xi (A, B updated)."""
-    cdef double lo = 0.0, hi = 1.0, xi = xi0, x, wk, r, a, b, da, db, d2a, d2b, pa, pb
-    cdef double d1, d2, step, xn
+                     double xi0, double Z, double gtol, double *A, double *B, double *fa,
+                     double *fb) noexcept nogil:
+    """Minimise phi(xi) = xi Z + ln(e^A(xi) + e^B(xi)) over [0, 1]; returns xi.  A, B and the
+    per-edge log-factors fa[k] = ln(1 - mu_j + mu_j e^{-xi W_ij}), fb[k] (with (1 - xi) W_ij)
+    are left at the returned xi."""
+    cdef double lo = 0.0, hi = 1.0, xi = xi0, x, wk, r, a, b, da, db, d2a, d2b, pa, pb, fk
+    cdef double d1, d2, step, xn, xi_eval = -1.0
     cdef Py_ssize_t k, j, it
     for it in range(MAX_IT):
+        xi_eval = xi
         a = -xi * h
         b = (1.0 - xi) * h
         da = -h
@@ -135,10 +140,16 @@ cdef double solve_xi(const Dag *g, const double *w, double h, Py_ssize_t i, cons
         for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
             j = g.par_idx[k]
             wk = w[k]
-            r = l1p_tilt(mu[j], -xi * wk, &a)
+            fk = 0.0
+            r = l1p_tilt(mu[j], -xi * wk, &fk)
+            fa[k] = fk
+            a += fk
             da -= wk * r
             d2a += wk * wk * r * (1.0 - r)
-            r = l1p_tilt(mu[j], (1.0 - xi) * wk, &b)
+            fk = 0.0
+            r = l1p_tilt(mu[j], (1.0 - xi) * wk, &fk)
+            fb[k] = fk
+            b += fk
             db -= wk * r
             d2b += wk * wk * r * (1.0 - r)
         pa = 1.0 / (1.0 + exp(b - a))
@@ -159,6 +170,16 @@ cdef double solve_xi(const Dag *g, const double *w, double h, Py_ssize_t i, cons
         if not (lo < xn < hi):
             xn = 0.5 * (lo + hi)
         xi = xn
+    if xi != xi_eval:          # the evaluation budget ran out after a step: refresh the caches
+        a = -xi * h
+        b = (1.0 - xi) * h
+        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+            fa[k] = l1p(mu[g.par_idx[k]], -xi * w[k])
+            fb[k] = l1p(mu[g.par_idx[k]], (1.0 - xi) * w[k])
+            a += fa[k]
+            b += fb[k]
+        A[0] = a
+        B[0] = b
     return xi
 
 
@@ -176,20 +197,36 @@ cdef inline double sweep_bound(const Dag *g, const double *w, const double *h,
     return total
 
 
+cdef inline double cached_bound(Py_ssize_t n, const double *mu, const double *t,
+                               const double *xi, const uint8_t *free_, const double *Z,
+                               const double *A, const double *B) noexcept nogil:
+    """The bound from the cached Z, A, B: O(n_units)."""
+    cdef double total = 0.0
+    cdef Py_ssize_t i
+    for i in range(n):
+        total += (mu[i] - xi[i]) * Z[i] - lse(A[i], B[i])
+        if free_[i]:
+            total += entropy_t(t[i])
+    return total
+
+
 cdef int update_mu(const Dag *g, const double *w, Py_ssize_t k, double *mu, double *t,
                    const double *xi, double *Z, double *A, double *B, double *P, double *R,
-                   double *a_out, double *b_out, double gtol) noexcept nogil:
-    """Move mu_k to a local maximum of the bound uphill from where it is; 1 if it moved."""
-    cdef Py_ssize_t k0 = g.ch_ptr[k], nc = g.ch_ptr[k + 1] - k0, q, c
+                   double *a_out, double *b_out, double *fa, double *fb,
+                   double gtol) noexcept nogil:
+    """Move mu_k to a local maximum of the bound uphill from where it is; 1 if it moved.
+    Each child's log-products lose k's factor by a subtraction (the cached fa, fb)."""
+    cdef Py_ssize_t k0 = g.ch_ptr[k], nc = g.ch_ptr[k + 1] - k0, q, c, e
     cdef double c0 = Z[k], wk, al, be, a, b, m, mk = mu[k]
     for q in range(nc):
         c = g.ch_idx[k0 + q]
-        wk = w[g.ch_w[k0 + q]]
+        e = g.ch_w[k0 + q]
+        wk = w[e]
         c0 += (mu[c] - xi[c]) * wk
         al = -xi[c] * wk
         be = (1.0 - xi[c]) * wk
-        a = A[c] - l1p(mk, al)
-        b = B[c] - l1p(mk, be)
+        a = A[c] - fa[e]
+        b = B[c] - fb[e]
         a_out[q] = a
         b_out[q] = b
         m = a + al if a + al > b + be else b + be
@@ -261,10 +298,13 @@ cdef int update_mu(const Dag *g, const double *w, Py_ssize_t k, double *mu, doub
     t[k] = tn
     for q in range(nc):
         c = g.ch_idx[k0 + q]
-        wk = w[g.ch_w[k0 + q]]
+        e = g.ch_w[k0 + q]
+        wk = w[e]
         Z[c] += wk * (mun - mk)
-        A[c] = a_out[q] + l1p(mun, -xi[c] * wk)
-        B[c] = b_out[q] + l1p(mun, (1.0 - xi[c]) * wk)
+        fa[e] = l1p(mun, -xi[c] * wk)
+        fb[e] = l1p(mun, (1.0 - xi[c]) * wk)
+        A[c] = a_out[q] + fa[e]
+        B[c] = b_out[q] + fb[e]
     return 1
 
 
@@ -283,7 +323,9 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
     cdef double *R = work + 6 * n
     cdef double *aa = work + 7 * n
     cdef double *bb = work + 8 * n
-    cdef double bnd, prev
+    cdef double *fa = work + 9 * n
+    cdef double *fb = work + 9 * n + g.par_ptr[n]
+    cdef double bnd, prev, z
     for i in range(n):
         if clamp[i] == clamp[i]:          # a clamped unit (NaN marks a free one)
             free_[i] = 0
@@ -301,14 +343,20 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
     cdef int converged = 0
     sweep = 0
     while sweep < max_sweeps:
+        # the xi pass recomputes every unit's Z, A, B and per-edge factors from scratch, so
+        # the caches never drift by more than one sweep of incremental mu updates
         for i in range(n):
-            xi[i] = solve_xi(g, w, h[i], i, mu, xi[i], Z[i], gtol, &A[i], &B[i])
+            z = h[i]
+            for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+                z += w[k] * mu[g.par_idx[k]]
+            Z[i] = z
+            xi[i] = solve_xi(g, w, h[i], i, mu, xi[i], z, gtol, &A[i], &B[i], fa, fb)
         for i in range(n):
             k = i if sweep % 2 == 0 else n - 1 - i
             if free_[k]:
-                update_mu(g, w, k, mu, t, xi, Z, A, B, P, R, aa, bb, gtol)
+                update_mu(g, w, k, mu, t, xi, Z, A, B, P, R, aa, bb, fa, fb, gtol)
         sweep += 1
-        bnd = sweep_bound(g, w, h, mu, t, xi, free_, Z, A, B)
+        bnd = cached_bound(n, mu, t, xi, free_, Z, A, B)
         if hist != NULL:
             hist[sweep] = bnd
         if fabs(bnd - prev) < tol:
@@ -316,7 +364,10 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
             converged = 1
             break
         prev = bnd
-    bound_out[0] = prev
+    # the reported bound is recomputed from scratch at the final mu, xi
+    bound_out[0] = sweep_bound(g, w, h, mu, t, xi, free_, Z, A, B)
+    if hist != NULL:
+        hist[sweep] = bound_out[0]
     sweeps_out[0] = sweep
     return converged
 
@@ -579,7 +630,7 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
     cdef const double *wrow
     cdef double dummy_w = 0.0
     with nogil, parallel(num_threads=n_threads):
-        work = <double *> malloc((9 * n + 2 * xi.shape[1]) * sizeof(double) + 8)
+        work = <double *> malloc((9 * n + 2 * xi.shape[1] + 2 * par_idx.shape[0]) * sizeof(double) + 8)
         for p in prange(n_items, schedule="dynamic", chunksize=8):
             if work == NULL:
                 converged[p] = 2
