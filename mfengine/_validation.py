@@ -10,6 +10,7 @@ import numpy as np
 
 __all__ = [
     "as_float_matrix",
+    "check_sizes",
     "check_binary",
     "check_missing",
     "check_random_state",
@@ -104,3 +105,23 @@ def effective_n_threads(n_threads):
     if not openmp_enabled():
         return 1
     return max(1, n)
+
+
+def check_sizes(sizes):
+    """Layer sizes (top first, visible last) as a tuple of ints: at least two layers, each with
+    at least one unit."""
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
+        raise TypeError(f"sizes must be a sequence of layer sizes, got {sizes!r}")
+    checked = []
+    for n in sizes:
+        if isinstance(n, bool) or not isinstance(n, numbers.Real):
+            raise TypeError(f"sizes must be a sequence of layer sizes (integers), got {sizes!r}")
+        if n != int(n):
+            raise ValueError(f"sizes must hold whole numbers of units, got {sizes!r}")
+        checked.append(int(n))
+    sizes = tuple(checked)
+    if len(sizes) < 2:
+        raise ValueError(f"sizes needs at least two layers (hidden and visible), got {sizes}")
+    if any(n < 1 for n in sizes):
+        raise ValueError(f"every layer needs at least one unit, got sizes={sizes}")
+    return sizes

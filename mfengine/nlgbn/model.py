@@ -17,7 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from mfengine._progress import progress_bar
-from mfengine._validation import as_float_matrix, check_random_state, effective_n_threads
+from mfengine._validation import (
+    as_float_matrix,
+    check_random_state,
+    check_sizes,
+    effective_n_threads,
+)
 
 try:
     from mfengine.nlgbn import _estep
@@ -153,21 +158,7 @@ class NLGBN:
         self._set(units, weights, biases, variances)
 
     # ------------------------------------------------------------------ construction
-    @staticmethod
-    def _check_sizes(sizes):
-        if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
-            raise TypeError(f"sizes must be a sequence of layer sizes, got {sizes!r}")
-        checked = []
-        for n in sizes:
-            if isinstance(n, bool) or not isinstance(n, numbers.Real) or n != int(n):
-                raise TypeError(f"sizes must be a sequence of whole numbers of units, got {sizes!r}")
-            checked.append(int(n))
-        sizes = tuple(checked)
-        if len(sizes) < 2:
-            raise ValueError(f"sizes needs at least two layers (hidden and visible), got {sizes}")
-        if any(n < 1 for n in sizes):
-            raise ValueError(f"every layer needs at least one unit, got sizes={sizes}")
-        return sizes
+    _check_sizes = staticmethod(check_sizes)
 
     @staticmethod
     def _check_units(units, sizes):

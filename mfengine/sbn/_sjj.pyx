@@ -99,6 +99,22 @@ cdef inline double clip_logit(double mu) noexcept nogil:
     return t
 
 
+cdef inline void init_means(Py_ssize_t n, const double *clamp, double *mu, double *t,
+                            uint8_t *free_) noexcept nogil:
+    """Clamped units (a value in ``clamp``; NaN marks a free one) take their values; free
+    means are kept at sigmoid(t) with |t| <= T_MAX."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if clamp[i] == clamp[i]:
+            free_[i] = 0
+            mu[i] = clamp[i]
+            t[i] = 0.0
+        else:
+            free_[i] = 1
+            t[i] = clip_logit(mu[i])
+            mu[i] = mf_sigmoid(t[i])
+
+
 cdef inline double entropy_t(double t) noexcept nogil:
     """Binary entropy of sigmoid(t), from t (exact near 0 and 1)."""
     cdef double mu = mf_sigmoid(t)
@@ -326,15 +342,8 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
     cdef double *fa = work + 9 * n
     cdef double *fb = work + 9 * n + g.par_ptr[n]
     cdef double bnd, prev, z
+    init_means(n, clamp, mu, t, free_)
     for i in range(n):
-        if clamp[i] == clamp[i]:          # a clamped unit (NaN marks a free one)
-            free_[i] = 0
-            mu[i] = clamp[i]
-            t[i] = 0.0
-        else:
-            free_[i] = 1
-            t[i] = clip_logit(mu[i])
-            mu[i] = mf_sigmoid(t[i])
         if not (0.0 <= xi[i] <= 1.0):
             xi[i] = 0.5
     prev = sweep_bound(g, w, h, mu, t, xi, free_, Z, A, B)
@@ -559,15 +568,8 @@ cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const do
     cdef double *y = work + 3 * n
     cdef double *qold = work + 3 * n + nnz
     cdef double bnd, prev, S
+    init_means(n, clamp, mu, t, free_)
     for i in range(n):
-        if clamp[i] == clamp[i]:
-            free_[i] = 0
-            mu[i] = clamp[i]
-            t[i] = 0.0
-        else:
-            free_[i] = 1
-            t[i] = clip_logit(mu[i])
-            mu[i] = mf_sigmoid(t[i])
         # q on the simplex over the unit's positive weights (uniform if not given)
         S = 0.0
         for k in range(g.par_ptr[i], g.par_ptr[i + 1]):

@@ -89,7 +89,19 @@ class DagStructure:
                 and np.array_equal(self.par_ptr, other.par_ptr))
 
 
-class BeliefNet:
+class _VisibleUnits:
+    """Unit counts from the ``visible`` mask (shared by BeliefNet and BeliefNetBatch)."""
+
+    @property
+    def n_visible(self):
+        return int(self.visible.sum())
+
+    @property
+    def n_hidden(self):
+        return self.n_units - self.n_visible
+
+
+class BeliefNet(_VisibleUnits):
     """A belief network over a DAG with sigmoid or noisy-OR units.
 
     Parameters
@@ -165,14 +177,6 @@ class BeliefNet:
     @property
     def n_units(self):
         return self.W.shape[0]
-
-    @property
-    def n_visible(self):
-        return int(self.visible.sum())
-
-    @property
-    def n_hidden(self):
-        return self.n_units - self.n_visible
 
     @property
     def n_weights(self):
@@ -317,7 +321,7 @@ def _check_batch_params(W, h, activation):
     return W, h
 
 
-class BeliefNetBatch:
+class BeliefNetBatch(_VisibleUnits):
     """Many belief nets over one DAG: the same edges, visible units and activation, each with
     its own weights and biases.  ``mf.infer`` solves all of them in one compiled, parallel call.
 
@@ -373,14 +377,6 @@ class BeliefNetBatch:
     @property
     def n_units(self):
         return self.W.shape[1]
-
-    @property
-    def n_visible(self):
-        return int(self.visible.sum())
-
-    @property
-    def n_hidden(self):
-        return self.n_units - self.n_visible
 
     def __repr__(self):
         return (f"BeliefNetBatch(n_nets={self.n_nets}, n_units={self.n_units}, "

@@ -13,6 +13,7 @@ from mfengine._validation import (
     check_binary,
     check_missing,
     check_random_state,
+    check_sizes,
 )
 
 __all__ = ["SigmoidBeliefNet", "MAX_ENUMERATED_HIDDEN"]
@@ -70,23 +71,7 @@ class SigmoidBeliefNet:
         self._set(weights, biases)
 
     # ------------------------------------------------------------------ construction
-    @staticmethod
-    def _check_sizes(sizes):
-        if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
-            raise TypeError(f"sizes must be a sequence of layer sizes, got {sizes!r}")
-        checked = []
-        for n in sizes:
-            if isinstance(n, bool) or not isinstance(n, numbers.Real):
-                raise TypeError(f"sizes must be a sequence of layer sizes (integers), got {sizes!r}")
-            if n != int(n):
-                raise ValueError(f"sizes must hold whole numbers of units, got {sizes!r}")
-            checked.append(int(n))
-        sizes = tuple(checked)
-        if len(sizes) < 2:
-            raise ValueError(f"sizes needs at least two layers (hidden and visible), got {sizes}")
-        if any(n < 1 for n in sizes):
-            raise ValueError(f"every layer needs at least one unit, got sizes={sizes}")
-        return sizes
+    _check_sizes = staticmethod(check_sizes)
 
     @classmethod
     def from_params(cls, weights, biases):
