@@ -216,7 +216,6 @@ def dag_items(model, V, missing=None):
     item; ``shape`` the leading shape of the result; ``layered`` the SigmoidBeliefNet the
     model came from (or None), to split the answer into layers.
     """
-    from mfengine._validation import as_float_matrix, check_binary, check_missing
     from mfengine.sbn.dag import BeliefNet, BeliefNetBatch
     from mfengine.sbn.layered import SigmoidBeliefNet
 
@@ -230,16 +229,9 @@ def dag_items(model, V, missing=None):
         layered = model
         model = model.to_dag()
     if isinstance(model, BeliefNet):
-        V = as_float_matrix(V, "V", n_cols=model.n_visible, allow_nan=missing is not None)
-        miss = check_missing(missing, V.shape)
+        V, miss = model._check_data(V, missing)
         if miss is not None:
-            miss = miss.astype(bool)
-            if np.any(~np.isfinite(V) & ~miss):
-                raise ValueError("V contains NaN or infinite values at entries not marked missing")
-            check_binary(V, "V", ignore=miss)
             V = np.where(miss, np.nan, V)
-        else:
-            check_binary(V, "V")
         batch = BeliefNetBatch(model.W[None], model.h[None], model.visible, model.activation)
         batch.structure = model.structure
         clamp = np.full((V.shape[0], model.n_units), np.nan)

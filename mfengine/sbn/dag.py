@@ -252,18 +252,24 @@ class BeliefNet(_VisibleUnits):
         # 0 * (-inf) must count as 0 (a noisy-OR unit with z = 0 is off for sure)
         return np.sum(np.where(S > 0, l1, 0.0) + np.where(S > 0, 0.0, l0), axis=-1)
 
+    def _check_data(self, V, missing=None):
+        """V as C-contiguous float64 (n, n_visible), binary outside the missing entries, and
+        the missing mask as bool (or None)."""
+        V = as_float_matrix(V, "V", n_cols=self.n_visible, allow_nan=missing is not None)
+        miss = check_missing(missing, V.shape)
+        if miss is None:
+            check_binary(V, "V")
+            return V, None
+        miss = miss.astype(bool)
+        if np.any(~np.isfinite(V) & ~miss):
+            raise ValueError("V contains NaN or infinite values at entries not marked missing")
+        check_binary(V, "V", ignore=miss)
+        return V, miss
+
     def exact_log_likelihood(self, V, missing=None, max_hidden=MAX_ENUMERATED_HIDDEN):
         """Exact ln P(v) per pattern, summing over every joint state of the hidden units
         (and of missing visible ones).  A ValueError above ``max_hidden`` hidden units."""
-        V = as_float_matrix(V, "V", n_cols=self.n_visible, allow_nan=missing is not None)
-        miss = check_missing(missing, V.shape)
-        if miss is not None:
-            miss = miss.astype(bool)
-            if np.any(~np.isfinite(V) & ~miss):
-                raise ValueError("V contains NaN or infinite values at entries not marked missing")
-            check_binary(V, "V", ignore=miss)
-        else:
-            check_binary(V, "V")
+        V, miss = self._check_data(V, missing)
         vis = np.flatnonzero(self.visible)
         Vz = np.where(np.isfinite(V), V, 0.0)
         out = np.empty(V.shape[0])
