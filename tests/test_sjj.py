@@ -218,3 +218,24 @@ def test_bad_input():
         mf.infer(batch, np.zeros((4, 3)), method="sjj")
     with pytest.raises(ValueError, match="missing is not supported"):
         mf.infer(batch, np.zeros((5, 3)), method="sjj", missing=np.zeros(3, bool))
+
+
+def test_batch_of_nets_equals_nets_one_by_one():
+    rng = np.random.default_rng(10)
+    nets = [random_dag(rng, 7, 3) for _ in range(5)]   # the batch's edges: the union of theirs
+    V = rng.integers(0, 2, (5, 4, 3)).astype(float)
+    batch = mf.BeliefNetBatch.from_nets(nets)
+    assert len(batch) == 5 and np.array_equal(batch[2].W, nets[2].W)
+    for method in ("sjj", "plefka12"):
+        r = mf.infer(batch, V, method=method, tol=1e-10)
+        r_list = mf.infer(nets, V, method=method, tol=1e-10)
+        np.testing.assert_array_equal(r.bound, r_list.bound)
+        for k, net in enumerate(nets):
+            one = mf.infer(net, V[k], method=method, tol=1e-10)
+            np.testing.assert_allclose(r.bound[k], one.bound, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(batch.exact_log_likelihood(V),
+                               [n.exact_log_likelihood(V[k]) for k, n in enumerate(nets)], rtol=1e-12)
+    with pytest.raises(ValueError, match="visible"):
+        mf.BeliefNetBatch.from_nets([nets[0], mf.BeliefNet(nets[1].W, nets[1].h, [3, 4, 5, 6])])
+    with pytest.raises(TypeError, match="BeliefNet"):
+        mf.BeliefNetBatch.from_nets([])
