@@ -11,7 +11,7 @@ __version__ = "0.1.0"
 
 try:
     from mfengine import _openmp  # noqa: F401  (compiled; fails if the package was not built)
-    from mfengine.sbn import _gaussian  # noqa: F401
+    from mfengine.sbn import _gaussian, _plefka, _sjj  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised only on an unbuilt source tree
     raise ImportError(
         "mfengine's compiled extensions are missing or failed to load "
