@@ -38,12 +38,14 @@ def initial_net(activation, seed):
 
 
 def one_run(job):
-    """Train one net; a run whose objective breaks down (non-finite values) counts as diverged
-    and scores NaN."""
+    """Train one net.  A run breaks down when its objective leaves the range of a
+    log-probability (above 0, or not finite) or when training leaves the net with a lower
+    exact likelihood than it started with."""
     import warnings
 
     activation, method, seed, X, epochs, lr, batch_size = job
     net = initial_net(activation, seed)
+    start_ll = float(net.exact_log_likelihood(X).mean())
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)   # counted below instead
@@ -55,9 +57,8 @@ def one_run(job):
         except (FloatingPointError, ValueError):
             ll = final = float("nan")
     elapsed = time.perf_counter() - t
-    if not (np.isfinite(ll) and final <= 0.0):
-        ll = float("nan")                 # diverged: the objective left the range of ln P
-    return activation, method, seed, ll, final, elapsed
+    broke = not (np.isfinite(ll) and final <= 0.0) or ll < start_ll
+    return activation, method, seed, ll, final, elapsed, broke
 
 
 def main(argv=None):
@@ -95,20 +96,27 @@ def main(argv=None):
     best = float(np.sum(counts * np.log(counts / X.shape[0])) / X.shape[0])
     print(f"\nexact log-likelihood per pattern after training (nats); the empirical "
           f"distribution scores {best:.3f}\n")
-    print("A run diverges when its objective leaves the range of a log-probability (above 0, or "
-          "not finite);\nthe statistics are over the other runs.\n")
-    print("| activation | method | diverged | mean | sd | best | worst | final objective (mean) | s per run |")
+    print("A run breaks down when its objective leaves the range of a log-probability (above 0, or "
+          "not finite)\nor training leaves the net worse than it started; the statistics are over "
+          "the other runs.\n")
+    print("| activation | method | broke down | mean | sd | best | worst | final objective (mean) | s per run |")
     print("|---|---|---|---|---|---|---|---|---|")
     for a in acts:
         for m in methods:
             ll = np.array([r[3] for r in results if r[0] == a and r[1] == m])
             ob = np.array([r[4] for r in results if r[0] == a and r[1] == m])
             tt = np.array([r[5] for r in results if r[0] == a and r[1] == m])
-            ok = np.isfinite(ll)
+            ok = ~np.array([r[6] for r in results if r[0] == a and r[1] == m], dtype=bool)
             stats = (f"{ll[ok].mean():.3f} | {ll[ok].std():.3f} | {ll[ok].max():.3f} | {ll[ok].min():.3f} | "
                      f"{ob[ok].mean():.3f}") if ok.any() else "- | - | - | - | -"
             print(f"| {a} | {LABEL[m]} | {int((~ok).sum())}/{ll.size} | {stats} | {tt.mean():.1f} |")
     print(f"\nwall time {wall:.0f} s")
+    csv = os.path.join(args.out, "bars_runs.csv")
+    with open(csv, "w") as fh:
+        fh.write("activation,method,seed,exact_ll,final_objective,seconds,broke_down\n")
+        for r in results:
+            fh.write(",".join(str(x) for x in r) + "\n")
+    print(f"per-run results: {csv}")
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -117,11 +125,15 @@ def main(argv=None):
         return
     fig, axes = plt.subplots(1, len(acts), figsize=(4.5 * len(acts), 3.4), squeeze=False)
     for ax, a in zip(axes[0], acts):
+        labels = []
         for k, m in enumerate(methods):
-            ll = [r[3] for r in results if r[0] == a and r[1] == m]
+            runs = [r for r in results if r[0] == a and r[1] == m]
+            ll = [r[3] for r in runs if not r[6]]
             ax.plot(np.full(len(ll), k) + np.linspace(-0.15, 0.15, len(ll)), ll, "o", ms=4)
+            n_broke = sum(r[6] for r in runs)
+            labels.append(LABEL[m] + (f"\n({n_broke} broke down)" if n_broke else ""))
         ax.axhline(best, color="0.5", ls="--", lw=0.8)
-        ax.set_xticks(range(len(methods)), [LABEL[m] for m in methods])
+        ax.set_xticks(range(len(methods)), labels)
         ax.set_ylabel("exact log-likelihood per pattern")
         ax.set_title(f"{a} 1x8x16 on bars")
     fig.tight_layout()
