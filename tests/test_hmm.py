@@ -471,3 +471,16 @@ def test_bad_input_raises_clear_errors():
     imp.transmat_ = np.eye(3)
     imp.means_ = np.array([[0.0, 0.0], [50.0, 0.0], [0.0, 50.0]])
     assert np.isfinite(imp.score(X, method="exact"))  # unlikely but possible
+
+
+def test_naive_refuses_zero_transitions_with_a_clear_error():
+    h = mf.ContextHMM(n_states=3, n_features=1, lag=2, context="right")
+    h.startprob_ = np.array([1.0, 0.0, 0.0])
+    h.transmat_ = np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.5, 0.0, 0.5]])
+    h.means_ = np.array([[-1.0], [0.0], [1.0]])
+    h.right_means_ = np.array([[0.5], [-0.5], [0.2]])
+    X, _ = h.sample(50, random_state=1)
+    exact = h.score(X, method="exact")
+    assert np.isfinite(exact) and h.score(X, method="structured") <= exact + 1e-9
+    with pytest.raises(ValueError, match="method='naive' cannot score"):
+        h.score(X, method="naive")

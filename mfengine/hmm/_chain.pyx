@@ -257,6 +257,12 @@ def run(str method, const float64_t[::1] startprob, const float64_t[:, ::1] tran
                 &H[s, 0, 0, 0] if stats else NULL,
                 &g[s, 0, 0] if stats else NULL)
     for s in range(n_seq):
+        if status[s] == MF_HMM_IMPOSSIBLE and meth == METHOD_NAIVE:
+            raise ValueError(
+                f"method='naive' cannot score sequence {s}: a fully factorised q puts mass on "
+                "every pair of neighbouring states, so it needs startprob_ and transmat_ without "
+                "the zeros that rule out this sequence's paths; use method='structured' or 'exact'"
+            )
         if status[s] != MF_HMM_OK:
             _raise_status(status[s], s)
     out = {"bound": np.asarray(bound), "n_sweeps": np.asarray(n_sweeps)}
