@@ -11,6 +11,7 @@ import numpy as np
 __all__ = [
     "as_float_matrix",
     "check_sizes",
+    "sizes_from_biases",
     "check_binary",
     "check_missing",
     "check_random_state",
@@ -125,3 +126,14 @@ def check_sizes(sizes):
     if any(n < 1 for n in sizes):
         raise ValueError(f"every layer needs at least one unit, got sizes={sizes}")
     return sizes
+
+
+def sizes_from_biases(biases):
+    """The checked layer sizes of a net given as one 1-D bias vector per layer."""
+    sizes = []
+    for l, b in enumerate(biases):
+        b = np.asarray(b)
+        if b.ndim != 1:
+            raise ValueError(f"biases[{l}] must be 1-D, got shape {b.shape}")
+        sizes.append(b.shape[0])
+    return check_sizes(sizes)

@@ -22,6 +22,7 @@ from mfengine._validation import (
     check_random_state,
     check_sizes,
     effective_n_threads,
+    sizes_from_biases,
 )
 
 try:
@@ -209,13 +210,7 @@ class NLGBN:
                 f"vector per layer; got {len(weights)} weight matrices, {len(biases)} bias "
                 f"vectors and {len(variances)} variance vectors"
             )
-        sizes = []
-        for l, b in enumerate(biases):
-            b = np.asarray(b)
-            if b.ndim != 1:
-                raise ValueError(f"biases[{l}] must be 1-D, got shape {b.shape}")
-            sizes.append(b.shape[0])
-        sizes = cls._check_sizes(sizes)
+        sizes = sizes_from_biases(biases)
         W, B, V = [], [], []
         for l, w in enumerate(weights):
             w = np.array(w, dtype=np.float64, order="C")

@@ -14,6 +14,7 @@ from mfengine._validation import (
     check_missing,
     check_random_state,
     check_sizes,
+    sizes_from_biases,
 )
 
 __all__ = ["SigmoidBeliefNet", "MAX_ENUMERATED_HIDDEN"]
@@ -85,13 +86,7 @@ class SigmoidBeliefNet:
                 f"need one bias vector per layer and one weight matrix between layers; got "
                 f"{len(weights)} weight matrices and {len(biases)} bias vectors"
             )
-        sizes = []
-        for l, b in enumerate(biases):
-            b = np.asarray(b)
-            if b.ndim != 1:
-                raise ValueError(f"biases[{l}] must be 1-D, got shape {b.shape}")
-            sizes.append(b.shape[0])
-        cls._check_sizes(sizes)
+        sizes = sizes_from_biases(biases)
         W = []
         for l, w in enumerate(weights):
             w = np.array(w, dtype=np.float64, order="C")
