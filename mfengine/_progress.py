@@ -35,4 +35,5 @@ def progress_bar(total=None, desc=None, disable=False, **kwargs):
         from tqdm.auto import tqdm
     except ImportError:
         return _Silent()
+    kwargs.setdefault("delay", 2.0)  # short runs print nothing
     return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True, **kwargs)
