@@ -8,6 +8,7 @@ Environment switches read at build time:
   MFENGINE_DEBUG=1     turn Cython's bounds and initialisation checks back on, -O0 -g.
   MFENGINE_ONLY=a,b    build only the named extension modules (e.g. mfengine.sbn._sjj).
 """
+import glob
 import os
 import shutil
 import subprocess
@@ -80,22 +81,23 @@ directives = {
     "embedsignature": True,
 }
 
-# Every extension: (module name, Cython source, plain-C sources).  An entry whose .pyx is not
-# in the tree is skipped, so one model family can be added without touching the others.
+# Every extension: (module name, Cython source, plain-C sources as glob patterns).  An entry
+# whose .pyx is not in the tree is skipped, so one model family can be added without touching
+# the others; a family's C code may be split over files matching its pattern.
 EXTENSIONS = [
     ("mfengine._openmp", "mfengine/_openmp.pyx", ["csrc/mf_sbn.c", "csrc/mf_parallel.c"]),
     ("mfengine.sbn._gaussian", "mfengine/sbn/_gaussian.pyx", ["csrc/mf_sbn.c", "csrc/mf_parallel.c"]),
     ("mfengine.sbn._sjj", "mfengine/sbn/_sjj.pyx", []),
     ("mfengine.sbn._plefka", "mfengine/sbn/_plefka.pyx", []),
-    ("mfengine.nlgbn._estep", "mfengine/nlgbn/_estep.pyx", ["csrc/mf_nlgbn.c"]),
-    ("mfengine.hmm._chain", "mfengine/hmm/_chain.pyx", ["csrc/mf_hmm.c"]),
+    ("mfengine.nlgbn._estep", "mfengine/nlgbn/_estep.pyx", ["csrc/mf_nlgbn*.c"]),
+    ("mfengine.hmm._chain", "mfengine/hmm/_chain.pyx", ["csrc/mf_hmm*.c"]),
 ]
 
 
 def ext(name, pyx, csrc):
     return Extension(
         name,
-        sources=[pyx] + [c for c in csrc if os.path.exists(c)],
+        sources=[pyx] + sorted(f for pattern in csrc for f in glob.glob(pattern)),
         include_dirs=["csrc", np.get_include()],
         define_macros=macros,
         extra_compile_args=compile_args,
