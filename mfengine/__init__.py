@@ -1,12 +1,17 @@
 """mfengine: compiled mean-field inference and learning for belief networks.
 
+Every model family is a scikit-learn estimator with the same verbs: ``infer``,
+``score_samples``, ``score``, ``fit``, ``sample``, ``save`` (and ``mfengine.load``).
+
 >>> import mfengine as mf
 >>> net = mf.SigmoidBeliefNet([4, 12, 36, 100], random_state=0)
->>> V = net.sample(1000, random_state=1)
->>> r = mf.infer(net, V, tol=1e-6)
+>>> X = net.sample(1000, random_state=1)
+>>> r = mf.infer(net, X, tol=1e-6)
 >>> r.bound.shape
 (1000,)
 """
+import importlib
+
 __version__ = "0.1.0"
 
 try:
@@ -19,43 +24,50 @@ except ImportError as exc:  # pragma: no cover - exercised only on an unbuilt so
         "importing it from an unbuilt source tree."
     ) from exc
 
-from mfengine._config import show_config, get_config
-from mfengine.inference import InferenceResult, gradient, infer
-from mfengine.sbn import BeliefNet, BeliefNetBatch, SigmoidBeliefNet
+from mfengine._base import ConvergenceWarning, InferenceResult, load
+from mfengine._config import get_config, show_config
+from mfengine.inference import gradient, infer
+from mfengine.sbn import BeliefNet, BeliefNetBatch, BeliefNetResult, SigmoidBeliefNet
+
+# Names whose modules load on first use (they pull in more of scikit-learn, or matplotlib).
+_LAZY = {
+    "NLGBN": "mfengine.nlgbn",
+    "ContextHMM": "mfengine.hmm",
+    "GenerativeClassifier": "mfengine.classify",
+    "BernoulliMixture": "mfengine.baselines",
+    "MixtureClassifier": "mfengine.baselines",
+    "datasets": None,
+}
 
 __all__ = [
     "__version__",
     "SigmoidBeliefNet",
     "BeliefNet",
     "BeliefNetBatch",
+    "NLGBN",
+    "ContextHMM",
+    "GenerativeClassifier",
+    "BernoulliMixture",
+    "MixtureClassifier",
     "InferenceResult",
+    "BeliefNetResult",
+    "ConvergenceWarning",
     "infer",
     "gradient",
+    "load",
+    "datasets",
     "show_config",
     "get_config",
 ]
 
 
 def __getattr__(name):
-    # Modules with optional dependencies load on first use.
-    if name in ("GenerativeClassifier",):
-        from mfengine import classify
-
-        return getattr(classify, name)
-    if name in ("BernoulliMixture", "MixtureClassifier"):
-        from mfengine import baselines
-
-        return getattr(baselines, name)
-    if name == "NLGBN":
-        from mfengine.nlgbn import NLGBN
-
-        return NLGBN
-    if name == "ContextHMM":
-        from mfengine.hmm import ContextHMM
-
-        return ContextHMM
-    if name == "datasets":
-        import importlib
-
-        return importlib.import_module("mfengine.datasets")
+    if name in _LAZY:
+        if _LAZY[name] is None:
+            return importlib.import_module(f"mfengine.{name}")
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'mfengine' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

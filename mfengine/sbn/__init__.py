@@ -1,6 +1,7 @@
-"""Sigmoid belief networks: layered nets with the Gaussian-approximated mean-field bound, and
-belief nets over any DAG (sigmoid or noisy-OR units)."""
+"""Sigmoid and noisy-OR belief networks: layered nets with the Gaussian-approximated bound,
+DAG nets with the strict bound and the Plefka schemes."""
+from mfengine.sbn._result import BeliefNetResult
 from mfengine.sbn.dag import BeliefNet, BeliefNetBatch
 from mfengine.sbn.layered import SigmoidBeliefNet
 
-__all__ = ["SigmoidBeliefNet", "BeliefNet", "BeliefNetBatch"]
+__all__ = ["SigmoidBeliefNet", "BeliefNet", "BeliefNetBatch", "BeliefNetResult"]

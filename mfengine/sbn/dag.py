@@ -11,8 +11,12 @@ sampling and exact enumeration; ``mf.infer`` runs the mean-field methods on them
 import numbers
 
 import numpy as np
+from scipy.special import logsumexp
+from sklearn.base import BaseEstimator, DensityMixin
 
+from mfengine._base import PersistMixin
 from mfengine._validation import as_float_matrix, check_binary, check_missing, check_random_state
+from mfengine.sbn._solve import DAG_METHODS, check_solve_args, report, run_dag
 
 __all__ = ["BeliefNet", "BeliefNetBatch", "DagStructure", "ACTIVATIONS"]
 
@@ -29,14 +33,6 @@ def _log_probs(z, activation):
     # noisy-OR: f = 1 - e^{-z}; ln f = log(-expm1(-z)), ln(1 - f) = -z
     with np.errstate(divide="ignore"):
         return np.log(-np.expm1(-z)), -z
-
-
-def _logsumexp(a, axis):
-    amax = np.max(a, axis=axis, keepdims=True)
-    amax = np.where(np.isfinite(amax), amax, 0.0)
-    with np.errstate(divide="ignore"):
-        out = np.log(np.sum(np.exp(a - amax), axis=axis, keepdims=True)) + amax
-    return np.squeeze(out, axis=axis)
 
 
 class DagStructure:
@@ -83,120 +79,377 @@ class DagStructure:
         out[..., self._rows, self._cols] = w
         return out
 
+    def mask(self):
+        """The (n_units, n_units) boolean mask of the edges."""
+        m = np.zeros((self.n_units, self.n_units), dtype=bool)
+        m[self._rows, self._cols] = True
+        return m
+
     def same_as(self, other):
         return (self.n_units == other.n_units and self.nnz == other.nnz
                 and np.array_equal(self.par_idx, other.par_idx)
                 and np.array_equal(self.par_ptr, other.par_ptr))
 
 
-class _VisibleUnits:
-    """Unit counts from the ``visible`` mask (shared by BeliefNet and BeliefNetBatch)."""
+def _check_activation(activation):
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    return activation
+
+
+def _check_weights(W, h, activation, batch):
+    """W and h as float64 arrays: square, strictly lower triangular, finite; noisy-OR
+    parameters non-negative.  ``batch``: W is (n_nets, n, n) and h (n_nets, n)."""
+    name_W, name_h = ("W", "h")
+    W = np.asarray(W)
+    if W.dtype.kind not in "biuf":
+        raise TypeError(f"{name_W} must be numeric, got dtype {W.dtype}")
+    nd = 3 if batch else 2
+    if W.ndim != nd or W.shape[-1] != W.shape[-2] or W.shape[-1] < 1 or (batch and W.shape[0] < 1):
+        want = "(n_nets, n_units, n_units) with n_nets >= 1" if batch else "square (n_units, n_units)"
+        raise ValueError(f"{name_W} must be a {want} array, got shape {W.shape}")
+    W = np.ascontiguousarray(W, dtype=np.float64)
+    n = W.shape[-1]
+    if not np.all(np.isfinite(W)):
+        raise ValueError(f"{name_W} contains NaN or infinite values")
+    upper = np.triu(np.ones((n, n), dtype=bool))
+    bad = (W != 0.0) & upper
+    if np.any(bad):
+        idx = tuple(int(k) for k in np.argwhere(bad)[0])
+        raise ValueError(
+            f"{name_W} must be strictly lower triangular (units in topological order): "
+            f"{name_W}{list(idx)} = {W[idx]!r} is a weight from unit {idx[-1]} to unit {idx[-2]} "
+            "with j >= i")
+    h = np.asarray(h)
+    if h.dtype.kind not in "biuf":
+        raise TypeError(f"{name_h} must be numeric, got dtype {h.dtype}")
+    want = W.shape[:-1]
+    if h.shape != want:
+        raise ValueError(f"{name_h} must have shape {want}, got {h.shape}")
+    h = np.ascontiguousarray(h, dtype=np.float64)
+    if not np.all(np.isfinite(h)):
+        raise ValueError(f"{name_h} contains NaN or infinite values")
+    if activation == "noisy_or":
+        if np.any(W < 0):
+            raise ValueError(f"noisy-OR units need non-negative weights; {name_W} has negative entries")
+        if np.any(h < 0):
+            raise ValueError(f"noisy-OR units need non-negative biases; {name_h} has negative entries")
+    return W, h
+
+
+def _check_visible(visible, n):
+    """The boolean mask of the visible units, from a mask or increasing unit indices."""
+    vis = np.asarray(visible)
+    if vis.dtype == np.bool_:
+        if vis.shape != (n,):
+            raise ValueError(f"visible as a mask must have shape ({n},), got {vis.shape}")
+        mask = vis.copy()
+    else:
+        if vis.ndim != 1 or (vis.size and vis.dtype.kind not in "iu"):
+            raise TypeError("visible must be a boolean mask or a sequence of unit indices")
+        if vis.size and (vis.min() < 0 or vis.max() >= n):
+            raise ValueError(f"visible indices must lie in [0, {n}), got {vis.tolist()}")
+        if np.any(np.diff(vis) <= 0):
+            raise ValueError(
+                f"visible indices must be strictly increasing (column k of X is unit "
+                f"visible[k], in unit order), got {vis.tolist()}; reorder the columns of X "
+                "to match sorted indices")
+        mask = np.zeros(n, dtype=bool)
+        mask[vis.astype(np.intp)] = True
+    if not mask.any():
+        raise ValueError("visible selects no unit: at least one unit must be visible")
+    return mask
+
+
+class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
+    """What BeliefNet and BeliefNetBatch share: parameters checked before every use."""
+
+    _batch = False
+
+    def _params(self):
+        """Check (and on first use copy) the parameters; returns self."""
+        activation = _check_activation(self.activation)
+        if "W_" not in vars(self) or "h_" not in vars(self):
+            W, h = _check_weights(self.W, self.h, activation, self._batch)
+            self.W_, self.h_ = W, h
+            self.visible_ = _check_visible(self.visible, W.shape[-1])
+            self._structure = DagStructure(np.any(W != 0.0, axis=0) if self._batch else W != 0.0)
+        W, h = _check_weights(self.W_, self.h_, activation, self._batch)
+        self.W_, self.h_ = W, h
+        n = W.shape[-1]
+        vis = np.asarray(self.visible_)
+        if vis.dtype != np.bool_ or vis.shape != (n,) or not vis.any():
+            raise ValueError(f"visible_ must be a boolean mask of shape ({n},) with a visible unit")
+        self.visible_ = vis
+        s = getattr(self, "_structure", None)
+        if s is None or s.n_units != n:
+            # after load, or when W_ was replaced by another net's: the edges of W (the
+            # constructor's) when the sizes agree, else those of W_
+            W0 = np.asarray(self.W)
+            src = W0 if W0.shape == W.shape else W
+            self._structure = s = DagStructure(np.any(src != 0.0, axis=0) if self._batch else src != 0.0)
+        off = W != 0.0
+        if self._batch:
+            off = np.any(off, axis=0)
+        if np.any(off & ~s.mask()):
+            raise ValueError("W_ has nonzero weights off the net's edges (the nonzero pattern of "
+                             "W); build a new net to change the structure")
+        return self
+
+    def __sklearn_is_fitted__(self):
+        return "W_" in vars(self)
+
+    @property
+    def structure(self):
+        """The edges in the compressed form the kernels read (a ``DagStructure``)."""
+        return self._params()._structure
+
+    @property
+    def n_units(self):
+        """Number of units."""
+        return self._params().W_.shape[-1]
 
     @property
     def n_visible(self):
-        return int(self.visible.sum())
+        """Number of visible units."""
+        return int(self._params().visible_.sum())
 
     @property
     def n_hidden(self):
+        """Number of hidden units."""
         return self.n_units - self.n_visible
 
+    @property
+    def n_weights(self):
+        """Number of edges (weights that may be nonzero)."""
+        return self.structure.nnz
 
-class BeliefNet(_VisibleUnits):
+    def _check_kwargs(self, method, tol, max_iter, inner_tol, n_threads, progress):
+        method = self.method if method is None else method
+        if method not in DAG_METHODS:
+            raise ValueError(f"method must be one of {DAG_METHODS} for a {type(self).__name__}, "
+                             f"got {method!r}")
+        return (*check_solve_args(method, self.infer_tol if tol is None else tol,
+                                  self.infer_max_iter if max_iter is None else max_iter, inner_tol),
+                self.n_threads if n_threads is None else n_threads,
+                self.progress if progress is None else progress)
+
+    def infer(self, X, missing=None, *, method=None, tol=None, max_iter=None, n_threads=None,
+              init_mu=None, inner_tol=None, progress=None):
+        """Solve the mean-field problem of every pattern.
+
+        Parameters
+        ----------
+        X : array_like
+            Binary data: (n_patterns, n_visible) for a BeliefNet; (n_nets, n_visible) or
+            (n_nets, m, n_visible) for a BeliefNetBatch (one row, or m rows, per net).
+        missing : array_like of bool, optional
+            Missing visible entries (BeliefNet only), marginalised exactly.
+        method : {"sjj", "plefka11", "plefka12", "plefka22"}, optional
+            Default: the model's ``method``.  "sjj": the strict lower bound of Saul, Jaakkola
+            & Jordan, by coordinate ascent (every update raises it).  "plefka11/12/22":
+            -G of the Plefka schemes of Bhattacharyya & Keerthi, an approximation of ln P(v)
+            that is not a bound.
+        tol : float, optional
+            Stop an item when its objective changes by less than ``tol`` nats in a sweep.
+            Default: ``infer_tol``.
+        max_iter : int, optional
+            Most sweeps per item.  Default: ``infer_max_iter``.
+        n_threads : int, optional
+            OpenMP threads over items; answers do not depend on it.
+        init_mu : array_like of shape (n_items, n_hidden), optional
+            Starting means of the hidden units, in unit order.
+        inner_tol : float, optional
+            Tolerance of each 1-D solve ("sjj").
+        progress : bool, optional
+            Default: the model's ``progress``.
+
+        Returns
+        -------
+        result : BeliefNetResult
+            ``bound``, ``converged``, ``n_iter`` per item, ``mu`` and ``xi`` of shape
+            ``bound.shape + (n_units,)`` (``xi`` None for the Plefka methods).
+
+        Warns
+        -----
+        ConvergenceWarning
+            When some item's solve reached ``max_iter``.
+        RuntimeWarning
+            When a Plefka objective leaves the range of a log-probability.
+        """
+        method, tol, max_iter, inner_tol, n_threads, progress = self._check_kwargs(
+            method, tol, max_iter, inner_tol, n_threads, progress)
+        self._params()
+        r = run_dag(self, X, missing, method, tol, max_iter, inner_tol, n_threads, init_mu,
+                    progress)
+        return report(r, f"{type(self).__name__}.infer(method={method!r})")
+
+    def score_samples(self, X, missing=None):
+        """The objective of each pattern at its mean-field solution, in nats.
+
+        Parameters
+        ----------
+        X : array_like
+            Binary data (see ``infer``).
+        missing : array_like of bool, optional
+            Missing visible entries (BeliefNet only).
+
+        Returns
+        -------
+        bound : ndarray
+            A lower bound on ln P(x) ("sjj"), or -G (Plefka), per pattern.
+        """
+        return self.infer(X, missing).bound
+
+    def score(self, X, y=None, missing=None):
+        """The mean of ``score_samples(X)``, in nats per pattern.
+
+        Parameters
+        ----------
+        X : array_like
+            Binary data.
+        y : None
+            Ignored.
+        missing : array_like of bool, optional
+            Missing visible entries.
+
+        Returns
+        -------
+        score : float
+        """
+        b = self.score_samples(X, missing)
+        if b.size == 0:
+            raise ValueError("X has no patterns: the mean bound of no pattern is undefined")
+        return float(np.mean(b))
+
+
+class BeliefNet(_DagModel):
     """A belief network over a DAG with sigmoid or noisy-OR units.
 
     Parameters
     ----------
-    W : (n_units, n_units) array
+    W : array_like of shape (n_units, n_units)
         ``W[i, j]`` is the weight from unit j to unit i; nonzero only for j < i (units in
-        topological order).
-    h : (n_units,) array
+        topological order).  Its nonzero pattern is the set of edges, kept by learning.
+    h : array_like of shape (n_units,)
         Biases.
-    visible : (n_units,) boolean mask, or a sequence of visible unit indices
-    activation : {"sigmoid", "noisy_or"}
-        Noisy-OR units need non-negative weights and biases.
+    visible : array_like
+        A boolean mask of shape (n_units,), or strictly increasing indices of the visible
+        units (column k of the data is unit ``visible[k]``).
+    activation : {"sigmoid", "noisy_or"}, default="sigmoid"
+        Sigmoid units fire with probability 1/(1 + e^{-z}), noisy-OR units with 1 - e^{-z}
+        (non-negative weights and biases).
+    method : {"sjj", "plefka11", "plefka12", "plefka22"}, default="sjj"
+        The objective of ``infer``, ``score_samples`` and ``fit``.
+    learning_rate : float, optional
+        Step of ``fit`` (the gradient summed over a batch, divided by its size).  Default 0.1.
+    max_iter : int, default=10
+        Epochs of ``fit``.
+    batch_size : int, default=100
+        Patterns per update; each batch is solved in one parallel call.
+    tol : float, optional
+        Stop ``fit`` once an epoch's mean objective changes by less than ``tol``.  None: run
+        ``max_iter`` epochs.
+    warm_start : bool, default=False
+        False: ``fit`` starts from ``W`` and ``h``; True: from the current ``W_``, ``h_``.
+    infer_tol : float, default=1e-6
+        Tolerance of each pattern's mean-field solve (nats per sweep).
+    infer_max_iter : int, default=200
+        Most sweeps of one solve.
+    n_threads : int, optional
+        OpenMP threads over patterns.
+    random_state : None, int or numpy.random.Generator, default=None
+        Seed of the order in which ``fit`` visits patterns.
+    progress : bool, default=True
+        Show a progress bar on calls that run longer than two seconds.
+    callback : callable, optional
+        Called as ``callback(epoch, net, mean_objective)`` after each epoch of ``fit``.
 
     Attributes
     ----------
-    W, h : float64 arrays (copies)
-    visible : boolean mask
-    parents, children : list of int arrays
-        Each unit's parents and children (the nonzero weights), so that work per unit is
-        proportional to its number of nonzero weights.
-    structure : DagStructure
-        The same lists in the compressed form the compiled kernels read
-        (``structure.pack(W)`` gives the weights in its order).
+    W_ : ndarray of shape (n_units, n_units)
+        The current weights (a checked float64 copy of ``W``; learned by ``fit``).
+    h_ : ndarray of shape (n_units,)
+        The current biases.
+    visible_ : ndarray of bool of shape (n_units,)
+        The visible units.
+    history_ : ndarray of shape (n_iter_,)
+        After ``fit``: the mean objective per pattern in each epoch.
+    n_iter_ : int
+        Epochs run by the last ``fit``.
+
+    See Also
+    --------
+    BeliefNetBatch : Many nets with one structure, solved in one call.
+    SigmoidBeliefNet : Layered sigmoid nets with the Gaussian-approximated bound.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import mfengine as mf
+    >>> W = np.tril(np.random.default_rng(0).uniform(0, 1, (6, 6)), -1)
+    >>> net = mf.BeliefNet(W, np.full(6, 0.1), visible=[3, 4, 5], activation="noisy_or")
+    >>> X = net.sample(50, random_state=0)
+    >>> bool(np.all(net.score_samples(X) <= net.exact_log_likelihood(X) + 1e-9))
+    True
     """
 
-    def __init__(self, W, h, visible, activation="sigmoid"):
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-        W = np.array(W, dtype=np.float64)
-        if W.ndim != 2 or W.shape[0] != W.shape[1] or W.shape[0] < 1:
-            raise ValueError(f"W must be a square (n_units, n_units) array, got shape {W.shape}")
-        n = W.shape[0]
-        if not np.all(np.isfinite(W)):
-            raise ValueError("W contains NaN or infinite values")
-        if np.any(np.triu(W) != 0.0):
-            i, j = np.argwhere(np.triu(W) != 0.0)[0]
-            raise ValueError(
-                f"W must be strictly lower triangular (units in topological order): "
-                f"W[{i}, {j}] = {W[i, j]!r} is a weight from unit {j} to unit {i} with j >= i"
-            )
-        h = np.array(h, dtype=np.float64)
-        if h.shape != (n,):
-            raise ValueError(f"h must have shape ({n},), got {h.shape}")
-        if not np.all(np.isfinite(h)):
-            raise ValueError("h contains NaN or infinite values")
-        if activation == "noisy_or":
-            if np.any(W < 0):
-                raise ValueError("noisy-OR units need non-negative weights; W has negative entries")
-            if np.any(h < 0):
-                raise ValueError("noisy-OR units need non-negative biases; h has negative entries")
-        vis = np.asarray(visible)
-        if vis.dtype == np.bool_:
-            if vis.shape != (n,):
-                raise ValueError(f"visible as a mask must have shape ({n},), got {vis.shape}")
-            mask = vis.copy()
-        else:
-            if vis.ndim != 1 or (vis.size and vis.dtype.kind not in "iu"):
-                raise TypeError("visible must be a boolean mask or a sequence of unit indices")
-            if vis.size and (vis.min() < 0 or vis.max() >= n):
-                raise ValueError(f"visible indices must lie in [0, {n}), got {vis.tolist()}")
-            mask = np.zeros(n, dtype=bool)
-            mask[vis.astype(np.intp)] = True
-        if not mask.any():
-            raise ValueError("visible selects no unit: at least one unit must be visible")
+    def __init__(self, W, h, visible, activation="sigmoid", *, method="sjj", learning_rate=None,
+                 max_iter=10, batch_size=100, tol=None, warm_start=False, infer_tol=1e-6,
+                 infer_max_iter=200, n_threads=None, random_state=None, progress=True,
+                 callback=None):
         self.W = W
         self.h = h
-        self.visible = mask
+        self.visible = visible
         self.activation = activation
-        self.parents = [np.flatnonzero(W[i, :]) for i in range(n)]
-        self.children = [np.flatnonzero(W[:, j]) for j in range(n)]
-        self.structure = DagStructure(W != 0.0)
+        self.method = method
+        self.learning_rate = learning_rate
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.tol = tol
+        self.warm_start = warm_start
+        self.infer_tol = infer_tol
+        self.infer_max_iter = infer_max_iter
+        self.n_threads = n_threads
+        self.random_state = random_state
+        self.progress = progress
+        self.callback = callback
 
     @property
-    def n_units(self):
-        return self.W.shape[0]
+    def parents(self):
+        """Each unit's parents: a list of int arrays (the nonzero weights of its row)."""
+        s = self.structure
+        return [s.par_idx[s.par_ptr[i]:s.par_ptr[i + 1]] for i in range(s.n_units)]
 
     @property
-    def n_weights(self):
-        """Number of nonzero weights."""
-        return int(np.count_nonzero(self.W))
+    def children(self):
+        """Each unit's children: a list of int arrays."""
+        s = self.structure
+        return [s.ch_idx[s.ch_ptr[j]:s.ch_ptr[j + 1]] for j in range(s.n_units)]
 
     def __repr__(self):
-        return (f"BeliefNet(n_units={self.n_units}, n_visible={self.n_visible}, "
-                f"n_weights={self.n_weights}, activation={self.activation!r})")
+        try:
+            return (f"BeliefNet(n_units={self.n_units}, n_visible={self.n_visible}, "
+                    f"n_weights={self.n_weights}, activation={self.activation!r})")
+        except (ValueError, TypeError):
+            return super().__repr__()
 
-    def _set_params(self, W, h):
-        """New weights and biases on the same edges (learning); the edge set is kept, even
-        where a weight has become zero."""
-        self.W = np.ascontiguousarray(W, dtype=np.float64)
-        self.h = np.ascontiguousarray(h, dtype=np.float64)
+    def _as_batch(self):
+        """This net as a one-net BeliefNetBatch sharing its checked arrays and structure."""
+        self._params()
+        batch = BeliefNetBatch(self.W_[None], self.h_[None], self.visible_, self.activation)
+        batch.W_, batch.h_, batch.visible_ = self.W_[None], self.h_[None], self.visible_
+        batch._structure = self._structure
+        return batch
+
+    def _set_learned(self, W, h):
+        """New weights and biases on the same edges (learning)."""
+        self.W_ = np.ascontiguousarray(W, dtype=np.float64)
+        self.h_ = np.ascontiguousarray(h, dtype=np.float64)
 
     # ------------------------------------------------------------------ learning
-    def fit(self, V, method="sjj", epochs=10, learning_rate=0.1, batch_size=100, tol=1e-6,
-            max_sweeps=200, n_threads=None, random_state=None, progress=True, callback=None):
-        """Learn the weights and biases by gradient ascent on a mean-field objective.
+    def fit(self, X, y=None):
+        """Learn the weights and biases by gradient ascent on the mean-field objective.
 
         Each step solves the mean-field problem of ``batch_size`` patterns (in parallel,
         warm-started from their previous solutions) and follows the gradient of the objective
@@ -205,72 +458,121 @@ class BeliefNet(_VisibleUnits):
 
         Parameters
         ----------
-        V : (n, n_visible) binary array
-        method : {"sjj", "plefka11", "plefka12", "plefka22"}
-            The objective: the strict SJJ bound, or -G of a Plefka scheme.
-        epochs, learning_rate, batch_size : the schedule
-        tol, max_sweeps : stopping rule of each mean-field solve (see ``mfengine.infer``)
-        n_threads : OpenMP threads for each batch's solve
-        random_state : seed for the order of the patterns
-        progress : show a progress bar
-        callback : called as ``callback(epoch, net, mean_objective)`` after each epoch
+        X : array_like of shape (n_patterns, n_visible)
+            Binary training data.
+        y : None
+            Ignored.
 
         Returns
         -------
-        history : ndarray (epochs,), the mean objective per pattern in each epoch
+        self : BeliefNet
+            The fitted net; ``history_`` holds the mean objective of each epoch.
+
+        Warns
+        -----
+        ConvergenceWarning
+            When ``tol`` is given and not met within ``max_iter`` epochs, or when mean-field
+            solves did not converge.
+        RuntimeWarning
+            When the objective leaves the range of a log-probability (Plefka methods).
         """
         from mfengine.sbn.learning import fit_dag
 
-        return fit_dag(self, V, method=method, epochs=epochs, learning_rate=learning_rate,
-                       batch_size=batch_size, tol=tol, max_sweeps=max_sweeps,
-                       n_threads=n_threads, random_state=random_state, progress=progress,
-                       callback=callback)
+        return fit_dag(self, X)
 
     # ------------------------------------------------------------------ generative model
-    def sample(self, n, random_state=None, return_all=False):
-        """Draw ``n`` patterns by ancestral sampling: the (n, n_visible) visible vectors, or
-        with ``return_all=True`` the (n, n_units) states of every unit."""
-        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 0:
-            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+    def sample(self, n_samples=1, random_state=None, return_all=False):
+        """Draw patterns by ancestral sampling.
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+            Number of patterns.
+        random_state : None, int or numpy.random.Generator, default=None
+            Seed of the draw.
+        return_all : bool, default=False
+            Return the states of every unit instead of the visible ones.
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_visible), or (n_samples, n_units)
+        """
+        if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) or n_samples < 0:
+            raise ValueError(f"n_samples must be a non-negative integer, got {n_samples!r}")
         rng = check_random_state(random_state)
-        S = np.zeros((n, self.n_units))
-        for i in range(self.n_units):
-            z = self.h[i] + S[:, self.parents[i]] @ self.W[i, self.parents[i]]
-            p = np.exp(_log_probs(z, self.activation)[0])
-            S[:, i] = rng.random(n) < p
-        return S if return_all else S[:, self.visible]
+        self._params()
+        s = self._structure
+        W = s.pack(self.W_)
+        S = np.zeros((n_samples, s.n_units))
+        for i in range(s.n_units):
+            a, b = s.par_ptr[i], s.par_ptr[i + 1]
+            z = self.h_[i] + S[:, s.par_idx[a:b]] @ W[a:b]
+            S[:, i] = rng.random(n_samples) < np.exp(_log_probs(z, self.activation)[0])
+        return S if return_all else S[:, self.visible_]
 
     def log_joint(self, S):
-        """ln P(S) for complete configurations, an (n, n_units) array of 0/1."""
-        S = as_float_matrix(S, "S", n_cols=self.n_units)
+        """ln P(S) for complete configurations.
+
+        Parameters
+        ----------
+        S : array_like of shape (n, n_units)
+            Binary states of every unit.
+
+        Returns
+        -------
+        log_p : ndarray of shape (n,)
+        """
+        self._params()
+        S = as_float_matrix(S, "S", n_cols=self.W_.shape[0])
         check_binary(S, "S")
         return self._log_joint(S)
 
     def _log_joint(self, S):
-        z = S @ self.W.T + self.h
+        z = S @ self.W_.T + self.h_
         l1, l0 = _log_probs(z, self.activation)
         # 0 * (-inf) must count as 0 (a noisy-OR unit with z = 0 is off for sure)
         return np.sum(np.where(S > 0, l1, 0.0) + np.where(S > 0, 0.0, l0), axis=-1)
 
-    def _check_data(self, V, missing=None):
-        """V as C-contiguous float64 (n, n_visible), binary outside the missing entries, and
+    def _check_data(self, X, missing=None):
+        """X as C-contiguous float64 (n, n_visible), binary outside the missing entries, and
         the missing mask as bool (or None)."""
-        V = as_float_matrix(V, "V", n_cols=self.n_visible, allow_nan=missing is not None)
+        n_visible = int(self.visible_.sum())
+        V = as_float_matrix(X, "X", n_cols=n_visible, allow_nan=missing is not None)
         miss = check_missing(missing, V.shape)
         if miss is None:
-            check_binary(V, "V")
+            check_binary(V, "X")
             return V, None
         miss = miss.astype(bool)
         if np.any(~np.isfinite(V) & ~miss):
-            raise ValueError("V contains NaN or infinite values at entries not marked missing")
-        check_binary(V, "V", ignore=miss)
+            raise ValueError("X contains NaN or infinite values at entries not marked missing")
+        check_binary(V, "X", ignore=miss)
         return V, miss
 
-    def exact_log_likelihood(self, V, missing=None, max_hidden=MAX_ENUMERATED_HIDDEN):
-        """Exact ln P(v) per pattern, summing over every joint state of the hidden units
-        (and of missing visible ones).  A ValueError above ``max_hidden`` hidden units."""
-        V, miss = self._check_data(V, missing)
-        vis = np.flatnonzero(self.visible)
+    def exact_log_likelihood(self, X, missing=None, max_hidden=MAX_ENUMERATED_HIDDEN):
+        """Exact ln P(x) per pattern, summing over every joint state of the hidden units (and
+        of missing visible ones).
+
+        Parameters
+        ----------
+        X : array_like of shape (n_patterns, n_visible)
+            Binary data.
+        missing : array_like of bool, optional
+            Missing visible entries, summed out.
+        max_hidden : int, default=20
+            Refuse to enumerate more units than this.
+
+        Returns
+        -------
+        log_p : ndarray of shape (n_patterns,)
+
+        Raises
+        ------
+        ValueError
+            When more than ``max_hidden`` units would be summed over.
+        """
+        self._params()
+        V, miss = self._check_data(X, missing)
+        vis = np.flatnonzero(self.visible_)
         Vz = np.where(np.isfinite(V), V, 0.0)
         out = np.empty(V.shape[0])
         if miss is None:
@@ -280,7 +582,7 @@ class BeliefNet(_VisibleUnits):
             groups = [(keys[g], np.flatnonzero(inverse.ravel() == g)) for g in range(len(keys))]
         for mask, rows in groups:
             # a missing visible unit is summed over like a hidden one (it may have children)
-            summed = np.sort(np.concatenate([np.flatnonzero(~self.visible), vis[mask]]))
+            summed = np.sort(np.concatenate([np.flatnonzero(~self.visible_), vis[mask]]))
             if summed.size > max_hidden:
                 raise ValueError(
                     f"exact_log_likelihood enumerates 2**(hidden + missing) states; here that is "
@@ -292,147 +594,210 @@ class BeliefNet(_VisibleUnits):
     def _enumerate(self, v, clamped, summed):
         """ln sum over the states of ``summed`` of P(S), with units ``clamped`` set to v."""
         K = summed.size
+        n_units = self.W_.shape[0]
         states = ((np.arange(2**K)[:, None] >> np.arange(K)) & 1).astype(np.float64)
         out = np.empty(v.shape[0])
-        chunk = max(1, 2**21 // max(1, 2**K * self.n_units))
+        chunk = max(1, 2**21 // max(1, 2**K * n_units))
         for start in range(0, v.shape[0], chunk):
             vc = v[start : start + chunk]
-            S = np.empty((vc.shape[0], 2**K, self.n_units))
+            S = np.empty((vc.shape[0], 2**K, n_units))
             S[:, :, summed] = states[None, :, :]
             S[:, :, clamped] = vc[:, None, :]
-            out[start : start + chunk] = _logsumexp(self._log_joint(S), axis=1)
+            out[start : start + chunk] = logsumexp(self._log_joint(S), axis=1)
         return out
 
 
-def _check_batch_params(W, h, activation):
-    W = np.array(W, dtype=np.float64)
-    if W.ndim != 3 or W.shape[1] != W.shape[2] or W.shape[1] < 1:
-        raise ValueError(f"W must be an (n_nets, n_units, n_units) array, got shape {W.shape}")
-    n_nets, n = W.shape[0], W.shape[1]
-    if not np.all(np.isfinite(W)):
-        raise ValueError("W contains NaN or infinite values")
-    upper = np.triu(np.ones((n, n), dtype=bool))
-    if np.any(W[:, upper] != 0.0):
-        k, i, j = np.argwhere((W != 0.0) & upper)[0]
-        raise ValueError(f"W must be strictly lower triangular in each net: W[{k}, {i}, {j}] = "
-                         f"{W[k, i, j]!r} is a weight from unit {j} to unit {i} with j >= i")
-    h = np.array(h, dtype=np.float64)
-    if h.shape != (n_nets, n):
-        raise ValueError(f"h must have shape ({n_nets}, {n}), got {h.shape}")
-    if not np.all(np.isfinite(h)):
-        raise ValueError("h contains NaN or infinite values")
-    if activation == "noisy_or" and (np.any(W < 0) or np.any(h < 0)):
-        raise ValueError("noisy-OR units need non-negative weights and biases; "
-                         f"{'W' if np.any(W < 0) else 'h'} has negative entries")
-    return W, h
+class BeliefNetBatch(_DagModel):
+    """Many belief nets over one DAG, solved in one compiled, parallel call.
 
-
-class BeliefNetBatch(_VisibleUnits):
-    """Many belief nets over one DAG: the same edges, visible units and activation, each with
-    its own weights and biases.  ``mf.infer`` solves all of them in one compiled, parallel call.
+    The nets share their edges, visible units and activation; each has its own weights and
+    biases.
 
     Parameters
     ----------
-    W : (n_nets, n_units, n_units) array
+    W : array_like of shape (n_nets, n_units, n_units)
         ``W[k, i, j]`` is net k's weight from unit j to unit i (j < i).  The edge set is every
         (i, j) that is nonzero in at least one net.
-    h : (n_nets, n_units) array
-    visible : boolean mask or sequence of indices, shared by every net
-    activation : {"sigmoid", "noisy_or"}
+    h : array_like of shape (n_nets, n_units)
+        Biases.
+    visible : array_like
+        A boolean mask or strictly increasing indices, shared by every net.
+    activation : {"sigmoid", "noisy_or"}, default="sigmoid"
+        The units' activation.
+    method : {"sjj", "plefka11", "plefka12", "plefka22"}, default="sjj"
+        The objective of ``infer`` and ``score_samples``.
+    infer_tol : float, default=1e-6
+        Tolerance of each mean-field solve.
+    infer_max_iter : int, default=200
+        Most sweeps of one solve.
+    n_threads : int, optional
+        OpenMP threads over nets and patterns.
+    progress : bool, default=True
+        Show a progress bar on calls that run longer than two seconds.
 
-    Indexing gives one ``BeliefNet``; ``len`` is the number of nets.
+    Attributes
+    ----------
+    W_, h_ : ndarray
+        The checked float64 parameters.
+    visible_ : ndarray of bool of shape (n_units,)
+        The visible units.
+
+    See Also
+    --------
+    BeliefNet : One net.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import mfengine as mf
+    >>> W = np.tril(np.random.default_rng(0).uniform(0, 1, (100, 6, 6)), -1)
+    >>> batch = mf.BeliefNetBatch(W, np.full((100, 6), 0.1), [3, 4, 5], "noisy_or")
+    >>> batch.score_samples(np.zeros((100, 3))).shape
+    (100,)
     """
 
-    def __init__(self, W, h, visible, activation="sigmoid"):
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-        W, h = _check_batch_params(W, h, activation)
-        template = BeliefNet(np.zeros(W.shape[1:]), np.zeros(W.shape[1]), visible)
+    _batch = True
+
+    def __init__(self, W, h, visible, activation="sigmoid", *, method="sjj", infer_tol=1e-6,
+                 infer_max_iter=200, n_threads=None, progress=True):
         self.W = W
         self.h = h
-        self.visible = template.visible
+        self.visible = visible
         self.activation = activation
-        self.structure = DagStructure(np.any(W != 0.0, axis=0))
+        self.method = method
+        self.infer_tol = infer_tol
+        self.infer_max_iter = infer_max_iter
+        self.n_threads = n_threads
+        self.progress = progress
 
     @classmethod
-    def from_nets(cls, nets):
-        """A batch from a sequence of ``BeliefNet`` with the same visible units and activation."""
+    def from_nets(cls, nets, **params):
+        """A batch from ``BeliefNet`` objects with the same visible units and activation.
+
+        Parameters
+        ----------
+        nets : sequence of BeliefNet
+            The nets, non-empty.
+        **params
+            Constructor parameters of the batch.
+
+        Returns
+        -------
+        batch : BeliefNetBatch
+        """
         nets = list(nets)
         if not nets or not all(isinstance(n, BeliefNet) for n in nets):
             raise TypeError("from_nets needs a non-empty sequence of BeliefNet")
-        first = nets[0]
+        first = nets[0]._params()
         for k, net in enumerate(nets):
-            if net.n_units != first.n_units or not np.array_equal(net.visible, first.visible):
+            net._params()
+            if net.n_units != first.n_units or not np.array_equal(net.visible_, first.visible_):
                 raise ValueError(f"nets[{k}] has other units or visible units than nets[0]")
             if net.activation != first.activation:
                 raise ValueError(f"nets[{k}] has activation {net.activation!r}, nets[0] "
                                  f"{first.activation!r}")
-        return cls(np.stack([n.W for n in nets]), np.stack([n.h for n in nets]), first.visible,
-                   first.activation)
+        return cls(np.stack([n.W_ for n in nets]), np.stack([n.h_ for n in nets]), first.visible_,
+                   first.activation, **params)
 
     def __len__(self):
-        return self.W.shape[0]
+        return self._params().W_.shape[0]
 
     def __getitem__(self, k):
-        return BeliefNet(self.W[k], self.h[k], self.visible, self.activation)
+        self._params()
+        return BeliefNet(self.W_[k], self.h_[k], self.visible_, self.activation)
 
     @property
     def n_nets(self):
-        return self.W.shape[0]
-
-    @property
-    def n_units(self):
-        return self.W.shape[1]
+        """Number of nets."""
+        return self._params().W_.shape[0]
 
     def __repr__(self):
-        return (f"BeliefNetBatch(n_nets={self.n_nets}, n_units={self.n_units}, "
-                f"n_visible={self.n_visible}, activation={self.activation!r})")
+        try:
+            return (f"BeliefNetBatch(n_nets={self.n_nets}, n_units={self.n_units}, "
+                    f"n_visible={self.n_visible}, activation={self.activation!r})")
+        except (ValueError, TypeError):
+            return super().__repr__()
 
-    def _check_data(self, V):
-        """V as (n_nets, m, n_visible) float64 (a (n_nets, n_visible) array means m = 1)."""
-        V = np.asarray(V)
+    def _check_data(self, X):
+        """X as (n_nets, m, n_visible) float64 (an (n_nets, n_visible) array means m = 1)."""
+        V = np.asarray(X)
         if V.dtype.kind not in "biuf":
-            raise TypeError(f"V must be numeric, got dtype {V.dtype}")
+            raise TypeError(f"X must be numeric, got dtype {V.dtype}")
+        n_nets, n_visible = self.W_.shape[0], int(self.visible_.sum())
         squeeze = V.ndim == 2
         if squeeze:
             V = V[:, None, :]
-        if V.ndim != 3 or V.shape[0] != self.n_nets or V.shape[2] != self.n_visible:
-            raise ValueError(f"V must have shape ({self.n_nets}, {self.n_visible}) or "
-                             f"({self.n_nets}, m, {self.n_visible}), got {np.shape(V)}")
+        if V.ndim != 3 or V.shape[0] != n_nets or V.shape[2] != n_visible:
+            raise ValueError(f"X must have shape ({n_nets}, {n_visible}) or "
+                             f"({n_nets}, m, {n_visible}), got {np.shape(X)}")
         V = np.ascontiguousarray(V, dtype=np.float64)
         if not np.all(np.isfinite(V)):
-            raise ValueError("V contains NaN or infinite values")
-        check_binary(V, "V")
+            raise ValueError("X contains NaN or infinite values")
+        check_binary(V, "X")
         return V, squeeze
 
     def log_joint(self, S):
-        """ln P(S) per net for complete states S of shape (n_nets, ..., n_units)."""
+        """ln P(S) per net for complete states.
+
+        Parameters
+        ----------
+        S : array_like of shape (n_nets, ..., n_units)
+            Binary states.
+
+        Returns
+        -------
+        log_p : ndarray of shape (n_nets, ...)
+        """
+        self._params()
         S = np.asarray(S, dtype=np.float64)
-        z = np.einsum("k...j,kij->k...i", S, self.W) + self.h.reshape(
-            (self.n_nets,) + (1,) * (S.ndim - 2) + (self.n_units,))
+        if S.ndim < 2 or S.shape[0] != self.W_.shape[0] or S.shape[-1] != self.W_.shape[-1]:
+            raise ValueError(f"S must have shape ({self.W_.shape[0]}, ..., {self.W_.shape[-1]}), "
+                             f"got {S.shape}")
+        check_binary(S, "S")
+        return self._log_joint(S, self.W_, self.h_)
+
+    def _log_joint(self, S, W, h):
+        z = np.einsum("k...j,kij->k...i", S, W) + h.reshape(
+            (W.shape[0],) + (1,) * (S.ndim - 2) + (W.shape[-1],))
         l1, l0 = _log_probs(z, self.activation)
         return np.sum(np.where(S > 0, l1, 0.0) + np.where(S > 0, 0.0, l0), axis=-1)
 
-    def exact_log_likelihood(self, V, max_hidden=MAX_ENUMERATED_HIDDEN):
-        """Exact ln P(v) for every net and pattern by enumerating the hidden states: V of shape
-        (n_nets, n_visible) gives (n_nets,), (n_nets, m, n_visible) gives (n_nets, m)."""
-        V, squeeze = self._check_data(V)
+    def exact_log_likelihood(self, X, max_hidden=MAX_ENUMERATED_HIDDEN):
+        """Exact ln P(v) of every net and pattern, by enumerating the hidden states.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_nets, n_visible) or (n_nets, m, n_visible)
+            Binary data.
+        max_hidden : int, default=20
+            Refuse to enumerate more hidden units than this.
+
+        Returns
+        -------
+        log_p : ndarray of shape (n_nets,) or (n_nets, m)
+
+        Raises
+        ------
+        ValueError
+            Above ``max_hidden`` hidden units.
+        """
+        self._params()
+        V, squeeze = self._check_data(X)
         K = self.n_hidden
         if K > max_hidden:
             raise ValueError(f"exact_log_likelihood enumerates 2**n_hidden states; n_hidden = {K} "
                              f"is above max_hidden={max_hidden}")
-        hid = np.flatnonzero(~self.visible)
+        n_nets, n_units = self.W_.shape[0], self.W_.shape[-1]
+        hid = np.flatnonzero(~self.visible_)
         states = ((np.arange(2**K)[:, None] >> np.arange(K)) & 1).astype(np.float64)
         m = V.shape[1]
-        out = np.empty((self.n_nets, m))
-        chunk = max(1, 2**22 // max(1, m * 2**K * self.n_units))
-        for a in range(0, self.n_nets, chunk):
+        out = np.empty((n_nets, m))
+        chunk = max(1, 2**22 // max(1, m * 2**K * n_units))
+        for a in range(0, n_nets, chunk):
             sub = slice(a, a + chunk)
             k = V[sub].shape[0]
-            S = np.empty((k, m, 2**K, self.n_units))
+            S = np.empty((k, m, 2**K, n_units))
             S[:, :, :, hid] = states
-            S[:, :, :, self.visible] = V[sub][:, :, None, :]
-            part = BeliefNetBatch.__new__(BeliefNetBatch)
-            part.W, part.h, part.activation, part.visible = self.W[sub], self.h[sub], self.activation, self.visible
-            out[sub] = _logsumexp(part.log_joint(S), axis=2)
+            S[:, :, :, self.visible_] = V[sub][:, :, None, :]
+            out[sub] = logsumexp(self._log_joint(S, self.W_[sub], self.h_[sub]), axis=2)
         return out[:, 0] if squeeze else out

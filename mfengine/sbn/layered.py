@@ -7,7 +7,10 @@ probability ``sigmoid(biases[l+1][i] + weights[l][i] @ S^l)``; top-layer units w
 import numbers
 
 import numpy as np
+from scipy.special import logsumexp
+from sklearn.base import BaseEstimator, DensityMixin
 
+from mfengine._base import PersistMixin, warn_unconverged
 from mfengine._validation import (
     as_float_matrix,
     check_binary,
@@ -16,6 +19,15 @@ from mfengine._validation import (
     check_sizes,
     sizes_from_biases,
 )
+from mfengine.sbn._solve import (
+    DAG_METHODS,
+    METHODS,
+    check_solve_args,
+    inner_tol_for,
+    report,
+    run_dag,
+    run_gaussian,
+)
 
 __all__ = ["SigmoidBeliefNet", "MAX_ENUMERATED_HIDDEN"]
 
@@ -23,8 +35,9 @@ __all__ = ["SigmoidBeliefNet", "MAX_ENUMERATED_HIDDEN"]
 #: (2**20 joint hidden states).
 MAX_ENUMERATED_HIDDEN = 20
 
-# The paper's schedule (Saul & Jordan, section 3): 0.02 for four epochs, then 0.005 for four.
-PAPER_SCHEDULE = (0.02,) * 4 + (0.005,) * 4
+# The paper's schedule (Saul & Jordan, section 3): 0.02 for the first half of the epochs
+# (four of eight), then 0.005.
+PAPER_RATES = (0.02, 0.005)
 
 
 def _log_sigmoid(x):
@@ -37,48 +50,154 @@ def _entropy(p):
     return np.where((p <= 0.0) | (p >= 1.0), 0.0, h)
 
 
-class SigmoidBeliefNet:
-    """A layered sigmoid belief network.
+def _check_flag(value, name):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _check_int(value, name, low, high=2**31 - 1):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+    return int(value)
+
+
+def _check_tol(value, name, allow_none=False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not (isinstance(value, numbers.Real) and 0 < value < np.inf):
+        raise ValueError(f"{name} must be a positive finite number{' or None' if allow_none else ''}, "
+                         f"got {value!r}")
+    return float(value)
+
+
+def _check_callback(callback):
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable (epoch, model, mean_bound) or None, got {callback!r}")
+    return callback
+
+
+class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
+    """A layered sigmoid belief network, trained and queried by mean field.
 
     Parameters
     ----------
     sizes : sequence of int
         Units per layer, top layer first; the last entry is the number of visible units.
         At least two layers.
-    weight_scale : float, default 1.0
+    weight_scale : float, default=1.0
         Initial weights are drawn from N(0, weight_scale**2 / fan_in); biases start at zero.
-    random_state : None, int or numpy.random.Generator
-        Seed for the initial weights.
+    method : {"gaussian", "sjj", "plefka11", "plefka12", "plefka22"}, default="gaussian"
+        The mean-field objective of ``infer``, ``score_samples`` and ``fit``: Saul & Jordan's
+        Gaussian-approximated bound, the strict bound of Saul, Jaakkola & Jordan, or -G of a
+        Plefka scheme (Bhattacharyya & Keerthi).  The DAG methods run on ``to_dag()``.
+    learning_rate : float or sequence of float, optional
+        One rate for every epoch, or one per epoch (as many as ``max_iter``).  Default: with
+        "gaussian" the paper's schedule, 0.02 for the first half of the epochs and 0.005 for
+        the second (four and four with ``max_iter=8``); with the DAG methods 0.1.
+    max_iter : int, default=8
+        Epochs (passes over the data) of ``fit``.
+    batch_size : int, default=1
+        Patterns per parameter update; 1 is the paper's on-line rule.
+    tol : float, optional
+        Stop ``fit`` early once the mean bound of an epoch rises by less than ``tol`` nats
+        over the previous one.  None: run all ``max_iter`` epochs.
+    init_visible_biases : bool, default=True
+        With "gaussian", ``fit`` first sets the visible biases to the logits of the pixel means
+        (the paper's first pass through the data).
+    warm_start : bool, default=False
+        False: ``fit`` draws fresh parameters; True: it continues from the current ones.
+        With "gaussian", True also starts each pattern's solve from its previous solution.
+    infer_tol : float, default=1e-6
+        Stop a pattern's mean-field solve when its bound changes by less than this (nats)
+        in a sweep; also used by ``fit``.
+    infer_max_iter : int, default=200
+        Most sweeps of one pattern's solve.
+    n_threads : int, optional
+        OpenMP threads over patterns (default: OMP_NUM_THREADS or all cores); answers do not
+        depend on it.
+    random_state : None, int or numpy.random.Generator, default=None
+        Seed of the initial parameters and of the order in which ``fit`` visits patterns.
+    progress : bool, default=True
+        Show a progress bar on calls that run longer than two seconds.
+    callback : callable, optional
+        Called as ``callback(epoch, net, mean_bound)`` after each epoch of ``fit``.
 
     Attributes
     ----------
-    sizes : tuple of int
-    weights : list of ndarray
-        ``weights[l]`` has shape ``(sizes[l+1], sizes[l])``: from layer l to layer l+1.
-    biases : list of ndarray
-        ``biases[l]`` has shape ``(sizes[l],)``.
+    weights_ : list of ndarray
+        ``weights_[l]`` has shape ``(sizes[l+1], sizes[l])``: from layer l to layer l+1.
+        ``weights`` is the same list.
+    biases_ : list of ndarray
+        ``biases_[l]`` has shape ``(sizes[l],)``.  ``biases`` is the same list.
+    history_ : ndarray of shape (n_iter_,)
+        After ``fit``: the mean bound per pattern (nats) in each epoch, each pattern scored
+        at its mean-field solution just before its update (the quantity of the paper's
+        Fig. 2).
+    n_iter_ : int
+        Epochs run by the last ``fit``.
+
+    See Also
+    --------
+    BeliefNet : Sigmoid or noisy-OR belief nets over any DAG.
+    mfengine.infer : The same solve as ``infer``, on a model or on plain arrays.
+
+    Notes
+    -----
+    Parameters are drawn on first use (``fit``, or ``sample``/``infer`` before any fit) from
+    ``random_state``; ``from_params`` builds a net with given parameters.
+
+    Examples
+    --------
+    >>> import mfengine as mf
+    >>> net = mf.SigmoidBeliefNet([2, 4, 8], random_state=0)
+    >>> X = net.sample(100, random_state=1)
+    >>> net.score_samples(X).shape
+    (100,)
+    >>> bool(net.fit(X).history_.shape == (8,))
+    True
     """
 
-    def __init__(self, sizes, weight_scale=1.0, random_state=None):
-        sizes = self._check_sizes(sizes)
-        if not (isinstance(weight_scale, numbers.Real) and np.isfinite(weight_scale) and weight_scale >= 0):
-            raise ValueError(f"weight_scale must be a finite non-negative number, got {weight_scale!r}")
-        rng = check_random_state(random_state)
-        weights = [
-            rng.normal(0.0, weight_scale / np.sqrt(sizes[l]), size=(sizes[l + 1], sizes[l]))
-            for l in range(len(sizes) - 1)
-        ]
-        biases = [np.zeros(n) for n in sizes]
-        self._set(weights, biases)
+    def __init__(self, sizes, *, weight_scale=1.0, method="gaussian", learning_rate=None,
+                 max_iter=8, batch_size=1, tol=None, init_visible_biases=True, warm_start=False,
+                 infer_tol=1e-6, infer_max_iter=200, n_threads=None, random_state=None,
+                 progress=True, callback=None):
+        self.sizes = sizes
+        self.weight_scale = weight_scale
+        self.method = method
+        self.learning_rate = learning_rate
+        self.max_iter = max_iter
+        self.batch_size = batch_size
+        self.tol = tol
+        self.init_visible_biases = init_visible_biases
+        self.warm_start = warm_start
+        self.infer_tol = infer_tol
+        self.infer_max_iter = infer_max_iter
+        self.n_threads = n_threads
+        self.random_state = random_state
+        self.progress = progress
+        self.callback = callback
 
     # ------------------------------------------------------------------ construction
-    _check_sizes = staticmethod(check_sizes)
-
     @classmethod
-    def from_params(cls, weights, biases):
-        """Build a network from ``weights`` (list of (sizes[l+1], sizes[l]) arrays) and
-        ``biases`` (list of (sizes[l],) arrays).  The arrays are copied."""
-        net = cls.__new__(cls)
+    def from_params(cls, weights, biases, **params):
+        """A network with the given parameters.
+
+        Parameters
+        ----------
+        weights : sequence of array_like
+            ``weights[l]`` of shape (sizes[l+1], sizes[l]).
+        biases : sequence of array_like
+            ``biases[l]`` of shape (sizes[l],); the layer sizes come from them.
+        **params
+            Constructor parameters (``warm_start`` defaults to True here, so that ``fit``
+            continues from these parameters).
+
+        Returns
+        -------
+        net : SigmoidBeliefNet
+            A net holding copies of the arrays.
+        """
         weights = list(weights)
         biases = list(biases)
         if len(biases) != len(weights) + 1 or len(weights) < 1:
@@ -87,101 +206,148 @@ class SigmoidBeliefNet:
                 f"{len(weights)} weight matrices and {len(biases)} bias vectors"
             )
         sizes = sizes_from_biases(biases)
-        W = []
-        for l, w in enumerate(weights):
-            w = np.array(w, dtype=np.float64, order="C")
-            if w.shape != (sizes[l + 1], sizes[l]):
-                raise ValueError(
-                    f"weights[{l}] must have shape {(sizes[l + 1], sizes[l])} to match biases, got {w.shape}"
-                )
-            if not np.all(np.isfinite(w)):
-                raise ValueError(f"weights[{l}] contains NaN or infinite values")
-            W.append(w)
-        B = []
-        for l, b in enumerate(biases):
-            b = np.array(b, dtype=np.float64)
-            if not np.all(np.isfinite(b)):
-                raise ValueError(f"biases[{l}] contains NaN or infinite values")
-            B.append(b)
-        net._set(W, B)
+        params.setdefault("warm_start", True)
+        net = cls(list(sizes), **params)
+        net.weights_ = [np.array(w, dtype=np.float64, order="C") if np.asarray(w).dtype.kind in "biuf"
+                        else np.asarray(w) for w in weights]
+        net.biases_ = [np.array(b, dtype=np.float64) if np.asarray(b).dtype.kind in "biuf"
+                       else np.asarray(b) for b in biases]
+        net._check_params()
         return net
 
-    def _set(self, weights, biases):
-        self.weights = weights
-        self.biases = biases
+    def _init_params(self):
+        sizes = check_sizes(self.sizes)
+        scale = self.weight_scale
+        if isinstance(scale, (bool, np.bool_)) or not (isinstance(scale, numbers.Real) and 0 <= scale < np.inf):
+            raise ValueError(f"weight_scale must be a finite non-negative number, got {scale!r}")
+        rng = check_random_state(self.random_state)
+        self.weights_ = [
+            rng.normal(0.0, scale / np.sqrt(sizes[l]), size=(sizes[l + 1], sizes[l]))
+            for l in range(len(sizes) - 1)
+        ]
+        self.biases_ = [np.zeros(n) for n in sizes]
+
+    def _params(self):
+        """The checked parameters, drawn first if the net has none yet."""
+        if "weights_" not in vars(self) or "biases_" not in vars(self):
+            self._init_params()
+        self._check_params()
+        return self
+
+    def __sklearn_is_fitted__(self):
+        return "weights_" in vars(self)
+
+    @property
+    def weights(self):
+        """The weight matrices (the list ``weights_``; drawn first if the net has none yet)."""
+        return self._params().weights_
+
+    @property
+    def biases(self):
+        """The bias vectors (the list ``biases_``; drawn first if the net has none yet)."""
+        return self._params().biases_
 
     def copy(self):
-        """A deep copy of the network."""
-        return type(self).from_params(self.weights, self.biases)
+        """A deep copy of the network (parameters and hyperparameters).
+
+        Returns
+        -------
+        net : SigmoidBeliefNet
+        """
+        self._params()
+        return type(self).from_params(self.weights_, self.biases_, **self.get_params())
 
     def to_dag(self):
-        """The same network as a ``BeliefNet`` over a DAG: units numbered layer by layer, top
-        first; the bottom layer visible; sigmoid units."""
+        """The same network as a ``BeliefNet`` over a DAG.
+
+        Units are numbered layer by layer, top first; the bottom layer is visible; sigmoid
+        units.  The hyperparameters the two classes share (method when it is a DAG method,
+        learning rate, batch size, tolerances, threads, seed) carry over, so that both train
+        alike.
+
+        Returns
+        -------
+        dag : BeliefNet
+        """
         from mfengine.sbn.dag import BeliefNet
 
-        sizes = self.sizes
+        self._params()
+        sizes = self._sizes()
         off = np.concatenate([[0], np.cumsum(sizes)])
         W = np.zeros((off[-1], off[-1]))
-        for l, w in enumerate(self.weights):
+        for l, w in enumerate(self.weights_):
             W[off[l + 1] : off[l + 2], off[l] : off[l + 1]] = w
         visible = np.zeros(off[-1], dtype=bool)
         visible[off[-2] :] = True
-        return BeliefNet(W, np.concatenate(self.biases), visible, activation="sigmoid")
+        shared = {k: v for k, v in self.get_params().items()
+                  if k in ("learning_rate", "max_iter", "batch_size", "tol", "infer_tol",
+                           "infer_max_iter", "n_threads", "random_state", "progress")}
+        if self.method in DAG_METHODS:
+            shared["method"] = self.method
+        return BeliefNet(W, np.concatenate(self.biases_), visible, activation="sigmoid",
+                         warm_start=True, **shared)
 
-    @property
-    def sizes(self):
-        return tuple(b.shape[0] for b in self.biases)
+    def _sizes(self):
+        return tuple(b.shape[0] for b in self.biases_)
 
     @property
     def n_visible(self):
-        return self.biases[-1].shape[0]
+        """Number of visible units (the last layer)."""
+        return self._params().biases_[-1].shape[0]
 
     @property
     def n_hidden(self):
-        return sum(b.shape[0] for b in self.biases[:-1])
+        """Number of hidden units (every layer but the last)."""
+        return sum(b.shape[0] for b in self._params().biases_[:-1])
 
     @property
     def n_weights(self):
-        return sum(w.size for w in self.weights)
-
-    def __repr__(self):
-        return f"SigmoidBeliefNet(sizes={list(self.sizes)})"
+        """Number of weights."""
+        return sum(w.size for w in self._params().weights_)
 
     # ------------------------------------------------------------------ checks
     def _check_params(self):
-        """Re-validate parameters that users may have edited in place.
+        """Re-validate parameters that users may have edited or replaced.
 
         Parameters replaced by arrays of another numeric dtype (or by lists) are converted to
         float64 arrays in place, so the kernels (and ``fit``'s in-place updates) see float64."""
-        if len(self.biases) != len(self.weights) + 1 or len(self.weights) < 1:
+        for name in ("weights_", "biases_"):
+            if not isinstance(getattr(self, name), list):
+                setattr(self, name, list(getattr(self, name)))
+        if len(self.biases_) != len(self.weights_) + 1 or len(self.weights_) < 1:
             raise ValueError(
                 f"need one bias vector per layer and one weight matrix between layers; got "
-                f"{len(self.weights)} weight matrices and {len(self.biases)} bias vectors"
+                f"{len(self.weights_)} weight matrices (weights_) and {len(self.biases_)} bias "
+                "vectors (biases_)"
             )
-        for name, arrays, ndim in (("biases", self.biases, 1), ("weights", self.weights, 2)):
+        for name, arrays, ndim in (("biases_", self.biases_, 1), ("weights_", self.weights_, 2)):
             for l, a in enumerate(arrays):
                 arr = np.asarray(a)
                 if arr.dtype.kind not in "biuf":
                     raise TypeError(f"{name}[{l}] must be numeric, got dtype {arr.dtype}")
                 if arr.ndim != ndim:
                     raise ValueError(f"{name}[{l}] must be {ndim}-D, got shape {arr.shape}")
-                if arr.dtype != np.float64:
-                    arrays[l] = arr.astype(np.float64)
-        sizes = self.sizes
-        for l, w in enumerate(self.weights):
+                if arr.dtype != np.float64 or not arr.flags.c_contiguous:
+                    arrays[l] = np.ascontiguousarray(arr, dtype=np.float64)
+        sizes = sizes_from_biases(self.biases_)
+        want = check_sizes(self.sizes)
+        if want != sizes:
+            raise ValueError(f"the parameters have layer sizes {list(sizes)} but sizes={self.sizes!r}; "
+                             "refit with warm_start=False or build the net with from_params")
+        for l, w in enumerate(self.weights_):
             if w.shape != (sizes[l + 1], sizes[l]):
-                raise ValueError(f"weights[{l}] has shape {w.shape}, expected {(sizes[l + 1], sizes[l])}")
+                raise ValueError(f"weights_[{l}] has shape {w.shape}, expected {(sizes[l + 1], sizes[l])}")
             if not np.all(np.isfinite(w)):
-                raise ValueError(f"weights[{l}] contains NaN or infinite values")
-        for l, b in enumerate(self.biases):
+                raise ValueError(f"weights_[{l}] contains NaN or infinite values")
+        for l, b in enumerate(self.biases_):
             if not np.all(np.isfinite(b)):
-                raise ValueError(f"biases[{l}] contains NaN or infinite values")
+                raise ValueError(f"biases_[{l}] contains NaN or infinite values")
 
     def _check_solution(self, mu, xi, n, name):
-        """mu and xi (one (n, sizes[l]) array per layer, as in an InferenceResult) as float64
+        """mu and xi (one (n, sizes[l]) array per layer, as in an inference result) as float64
         arrays, refusing wrong shapes and values outside [0, 1].  The visible entry of mu is
         not checked and comes back as None (the callers replace it by the data)."""
-        sizes = self.sizes
+        sizes = self._sizes()
         out = []
         for label, arrays, top in (("mu", mu, len(sizes) - 1), ("xi", xi, len(sizes))):
             arrays = list(arrays)
@@ -201,8 +367,8 @@ class SigmoidBeliefNet:
             out.append(conv)
         return out
 
-    def _check_data(self, V, missing=None, name="V"):
-        V = as_float_matrix(V, name, n_cols=self.n_visible, allow_nan=missing is not None)
+    def _check_data(self, V, missing=None, name="X"):
+        V = as_float_matrix(V, name, n_cols=self.biases_[-1].shape[0], allow_nan=missing is not None)
         miss = check_missing(missing, V.shape)
         if miss is not None:
             bad = ~np.isfinite(V) & ~miss.astype(bool)
@@ -213,50 +379,199 @@ class SigmoidBeliefNet:
             check_binary(V, name)
         return V, miss
 
-    # ------------------------------------------------------------------ generative model
-    def sample(self, n, random_state=None, return_all=False):
-        """Draw ``n`` patterns by ancestral sampling.
+    # ------------------------------------------------------------------ inference
+    def infer(self, X, missing=None, *, method=None, tol=None, max_iter=None, n_threads=None,
+              init_mu=None, inner_tol=None, progress=None):
+        """Solve the mean-field equations for every pattern of ``X``.
 
-        Returns the (n, n_visible) visible vectors, or with ``return_all=True`` a list with one
-        (n, sizes[l]) array per layer.
+        Parameters
+        ----------
+        X : array_like of shape (n_patterns, n_visible)
+            Binary data.  float32, integer or boolean input is converted to float64; entries
+            must be 0 or 1 except where ``missing`` is True (there they may be anything, NaN
+            too).
+        missing : array_like of bool, shape (n_patterns, n_visible) or (n_visible,), optional
+            True marks a missing visible entry; it is marginalised exactly (its terms leave
+            the bound).  Only with "gaussian".
+        method : str, optional
+            Default: the net's ``method``.  "gaussian": Saul & Jordan's Gaussian-approximated
+            bound (eq. 24), solved by cyclic stepwise ascent in which every update raises the
+            bound.  "sjj": the strict lower bound of Saul, Jaakkola & Jordan.  "plefka11",
+            "plefka12", "plefka22": -G of the Plefka schemes (not bounds).
+        tol : float, optional
+            Stop a pattern when its bound changes by less than ``tol`` nats in a sweep.
+            Default: ``infer_tol``.
+        max_iter : int, optional
+            Most sweeps per pattern.  Default: ``infer_max_iter``.
+        n_threads : int, optional
+            Default: the net's ``n_threads``.
+        init_mu : array_like of shape (n_patterns, n_hidden), optional
+            Starting hidden means, layers concatenated top first (a warm start); default 0.5.
+        inner_tol : float, optional
+            Tolerance of each unit's 1-D solve (on |dL/dmu| and on the xi residual).
+            Default: ``0.1 * sqrt(tol)`` clipped to [1e-13, 1e-3], with the shortcuts that
+            skip updates whose gain is negligible; given explicitly, every 1-D solve runs
+            until |dL/dmu| <= inner_tol.
+        progress : bool, optional
+            Default: the net's ``progress``.
+
+        Returns
+        -------
+        result : BeliefNetResult
+            ``bound``, ``converged``, ``n_iter`` per pattern, and ``mu``, ``xi``: one
+            (n_patterns, sizes[l]) array per layer.
+
+        Warns
+        -----
+        ConvergenceWarning
+            When some pattern's solve reached ``max_iter`` sweeps.
         """
-        if not isinstance(n, numbers.Integral) or n < 0:
-            raise ValueError(f"n must be a non-negative integer, got {n!r}")
+        result = self._infer(X, missing, method, tol, max_iter, n_threads, init_mu, inner_tol,
+                             progress)
+        return report(result, f"SigmoidBeliefNet.infer(method={result.method!r})")
+
+    def _infer(self, X, missing=None, method=None, tol=None, max_iter=None, n_threads=None,
+               init_mu=None, inner_tol=None, progress=None):
+        method, tol, max_iter, inner_tol = check_solve_args(
+            self.method if method is None else method, self.infer_tol if tol is None else tol,
+            self.infer_max_iter if max_iter is None else max_iter, inner_tol)
+        progress = self.progress if progress is None else progress
+        n_threads = self.n_threads if n_threads is None else n_threads
+        self._params()
+        if method == "gaussian":
+            V, miss = self._check_data(X, missing)
+            return run_gaussian(self, V, miss, init_mu, tol, max_iter, inner_tol, n_threads,
+                                progress)
+        r = run_dag(self.to_dag(), X, missing, method, tol, max_iter, inner_tol, n_threads,
+                    init_mu, progress)
+        splits = np.cumsum(self._sizes())[:-1]
+        r.mu = [np.ascontiguousarray(a) for a in np.split(r.mu, splits, axis=1)]
+        if r.xi is not None:
+            r.xi = [np.ascontiguousarray(a) for a in np.split(r.xi, splits, axis=1)]
+        return r
+
+    def score_samples(self, X, missing=None):
+        """The bound on ln P(x) of each pattern at its mean-field solution, in nats.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_patterns, n_visible)
+            Binary data.
+        missing : array_like of bool, optional
+            Missing entries, marginalised (see ``infer``).
+
+        Returns
+        -------
+        bound : ndarray of shape (n_patterns,)
+        """
+        return self.infer(X, missing).bound
+
+    def score(self, X, y=None, missing=None):
+        """The mean of ``score_samples(X)``: the average bound per pattern, in nats.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_patterns, n_visible)
+            Binary data.
+        y : None
+            Ignored.
+        missing : array_like of bool, optional
+            Missing entries, marginalised.
+
+        Returns
+        -------
+        score : float
+        """
+        b = self.score_samples(X, missing)
+        if b.size == 0:
+            raise ValueError("X has no patterns: the mean bound of no pattern is undefined")
+        return float(np.mean(b))
+
+    # ------------------------------------------------------------------ generative model
+    def sample(self, n_samples=1, random_state=None, return_all=False):
+        """Draw patterns by ancestral sampling.
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+            Number of patterns.
+        random_state : None, int or numpy.random.Generator, default=None
+            Seed of the draw.
+        return_all : bool, default=False
+            Also return the hidden layers.
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_visible), or list of ndarray
+            The visible vectors, or with ``return_all=True`` one (n_samples, sizes[l]) array
+            per layer.
+        """
+        if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) or n_samples < 0:
+            raise ValueError(f"n_samples must be a non-negative integer, got {n_samples!r}")
         rng = check_random_state(random_state)
-        self._check_params()
+        self._params()
         layers = []
-        p = np.broadcast_to(1.0 / (1.0 + np.exp(-self.biases[0])), (n, self.sizes[0]))
+        p = np.broadcast_to(_sigmoid(self.biases_[0]), (n_samples, self.biases_[0].shape[0]))
         S = (rng.random(p.shape) < p).astype(np.float64)
         layers.append(S)
-        for w, b in zip(self.weights, self.biases[1:]):
-            p = 1.0 / (1.0 + np.exp(-(S @ w.T + b)))
-            S = (rng.random(p.shape) < p).astype(np.float64)
+        for w, b in zip(self.weights_, self.biases_[1:]):
+            S = (rng.random((n_samples, b.shape[0])) < _sigmoid(S @ w.T + b)).astype(np.float64)
             layers.append(S)
         return layers if return_all else layers[-1]
 
     def log_joint(self, layers):
-        """ln P(S) for complete configurations given as one (n, sizes[l]) array per layer."""
-        if len(layers) != len(self.sizes):
-            raise ValueError(f"layers must hold one array per layer ({len(self.sizes)}), got {len(layers)}")
+        """ln P(S) for complete configurations.
+
+        Parameters
+        ----------
+        layers : sequence of ndarray
+            One (n, sizes[l]) binary array per layer.
+
+        Returns
+        -------
+        log_p : ndarray of shape (n,)
+        """
+        self._params()
+        sizes = self._sizes()
+        if len(layers) != len(sizes):
+            raise ValueError(f"layers must hold one array per layer ({len(sizes)}), got {len(layers)}")
+        layers = [as_float_matrix(S, f"layers[{l}]", n_cols=sizes[l]) for l, S in enumerate(layers)]
+        for l, S in enumerate(layers):
+            check_binary(S, f"layers[{l}]")
         return self._log_joint_top(layers)
 
     def _log_joint_top(self, layers):
         """ln P of the top ``len(layers)`` layers' states (the layers below summed out)."""
-        z = np.broadcast_to(self.biases[0], layers[0].shape)
+        z = np.broadcast_to(self.biases_[0], layers[0].shape)
         total = np.sum(layers[0] * z - np.logaddexp(0.0, z), axis=1)
         for l in range(len(layers) - 1):
-            z = layers[l] @ self.weights[l].T + self.biases[l + 1]
+            z = layers[l] @ self.weights_[l].T + self.biases_[l + 1]
             total += np.sum(layers[l + 1] * z - np.logaddexp(0.0, z), axis=1)
         return total
 
-    def exact_log_likelihood(self, V, missing=None, max_hidden=MAX_ENUMERATED_HIDDEN):
-        """Exact ln P(v) per pattern by enumerating every joint hidden state.
+    def exact_log_likelihood(self, X, missing=None, max_hidden=MAX_ENUMERATED_HIDDEN):
+        """Exact ln P(x) per pattern by enumerating every joint hidden state.
 
-        Missing visible units (``missing`` True) are summed out exactly.  The cost is
-        2**n_hidden hidden states; above ``max_hidden`` hidden units a ValueError is raised.
+        Parameters
+        ----------
+        X : array_like of shape (n_patterns, n_visible)
+            Binary data.
+        missing : array_like of bool, optional
+            Missing visible entries, summed out exactly.
+        max_hidden : int, default=20
+            Refuse nets with more hidden units (the cost is 2**n_hidden states).
+
+        Returns
+        -------
+        log_p : ndarray of shape (n_patterns,)
+
+        Raises
+        ------
+        ValueError
+            Above ``max_hidden`` hidden units.
         """
-        self._check_params()
-        V, miss = self._check_data(V, missing)
+        self._params()
+        V, miss = self._check_data(X, missing)
         H = self.n_hidden
         if H > max_hidden:
             raise ValueError(
@@ -265,13 +580,13 @@ class SigmoidBeliefNet:
             )
         obs = None if miss is None else 1.0 - miss
         Vz = np.where(np.isfinite(V), V, 0.0)
-        sizes = self.sizes
+        sizes = self._sizes()
         nh_last = sizes[-2]
         n_upper = H - nh_last
         # log prior of every state of the last hidden layer, summing out the layers above
         last_states = ((np.arange(2**nh_last)[:, None] >> np.arange(nh_last)) & 1).astype(np.float64)
         if n_upper == 0:
-            z = self.biases[0]
+            z = self.biases_[0]
             log_prior_last = last_states @ z - np.sum(np.logaddexp(0.0, z))
         else:
             log_prior_last = np.full(2**nh_last, -np.inf)
@@ -286,11 +601,11 @@ class SigmoidBeliefNet:
                     off += n
                 lp_upper = self._log_joint_top(layers)
                 # ln P(last layer = k | layer above = u) for every (k, u) pair
-                zl = layers[-1] @ self.weights[-2].T + self.biases[-2]  # (chunk, nh_last)
+                zl = layers[-1] @ self.weights_[-2].T + self.biases_[-2]  # (chunk, nh_last)
                 lp = last_states @ zl.T - np.sum(np.logaddexp(0.0, zl), axis=1)[None, :]
                 lp = lp + lp_upper[None, :]  # (2**nh_last, chunk)
-                log_prior_last = np.logaddexp(log_prior_last, _logsumexp(lp, axis=1))
-        zv = last_states @ self.weights[-1].T + self.biases[-1]  # (2^nl, n_vis)
+                log_prior_last = np.logaddexp(log_prior_last, logsumexp(lp, axis=1))
+        zv = last_states @ self.weights_[-1].T + self.biases_[-1]  # (2^nl, n_vis)
         ls1, ls0 = _log_sigmoid(zv), _log_sigmoid(-zv)
         out = np.empty(V.shape[0])
         step = max(1, 2**22 // max(1, 2**nh_last))
@@ -301,31 +616,45 @@ class SigmoidBeliefNet:
             else:
                 o = obs[start : start + step]
                 ll = (v * o) @ ls1.T + ((1.0 - v) * o) @ ls0.T
-            out[start : start + step] = _logsumexp(ll + log_prior_last[None, :], axis=1)
+            out[start : start + step] = logsumexp(ll + log_prior_last[None, :], axis=1)
         return out
 
     # ------------------------------------------------------------------ the bound
-    def evaluate_bound(self, V, mu, xi, missing=None):
-        """The Gaussian-approximated bound L(mu, xi) per pattern (Saul & Jordan eq. 24), in nats.
+    def evaluate_bound(self, X, mu, xi, missing=None):
+        """The Gaussian-approximated bound L(mu, xi) per pattern (Saul & Jordan eq. 24).
 
-        ``mu`` and ``xi`` are lists with one (n, sizes[l]) array per layer (as in an
-        ``InferenceResult``); the visible entry of ``mu`` is ignored and replaced by ``V``.
-        A plain NumPy evaluation, used for checks and by the training loop's diagnostics.
+        A plain NumPy evaluation, used for checks.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_patterns, n_visible)
+            Binary data.
+        mu, xi : sequence of ndarray
+            One (n_patterns, sizes[l]) array per layer (as in an inference result); the
+            visible entry of ``mu`` is ignored and replaced by ``X``.
+        missing : array_like of bool, optional
+            Missing entries, left out of the bound.
+
+        Returns
+        -------
+        bound : ndarray of shape (n_patterns,)
+            In nats.
         """
-        self._check_params()
-        V, miss = self._check_data(V, missing)
+        self._params()
+        V, miss = self._check_data(X, missing)
+        sizes = self._sizes()
         mu, xi = self._check_solution(mu, xi, V.shape[0], "")
         mu = mu[:-1] + [np.where(np.isfinite(V), V, 0.0)]
         total = np.zeros(V.shape[0])
-        for l in range(len(self.sizes)):
+        for l in range(len(sizes)):
             if l == 0:
-                m = np.broadcast_to(self.biases[0], mu[0].shape)
+                m = np.broadcast_to(self.biases_[0], mu[0].shape)
                 s = np.zeros_like(m)
             else:
-                m = mu[l - 1] @ self.weights[l - 1].T + self.biases[l]
-                s = (mu[l - 1] * (1.0 - mu[l - 1])) @ (self.weights[l - 1] ** 2).T
+                m = mu[l - 1] @ self.weights_[l - 1].T + self.biases_[l]
+                s = (mu[l - 1] * (1.0 - mu[l - 1])) @ (self.weights_[l - 1] ** 2).T
             term = mu[l] * m - 0.5 * xi[l] ** 2 * s - np.logaddexp(0.0, m + (0.5 - xi[l]) * s)
-            if l == len(self.sizes) - 1:
+            if l == len(sizes) - 1:
                 if miss is not None:
                     term = term * (1.0 - miss)
             else:
@@ -333,224 +662,215 @@ class SigmoidBeliefNet:
             total += term.sum(axis=1)
         return total
 
-    def gradient(self, V, result=None, missing=None, **infer_kwargs):
-        """Gradient of the summed bound with respect to the weights and biases.
+    def gradient(self, X, result=None, missing=None, **infer_kwargs):
+        """Gradient of the summed Gaussian-approximated bound in the weights and biases.
 
-        At the mean-field solution ``result`` (computed with ``mfengine.infer`` when not given)
-        this is Saul & Jordan eqs. 10-11, written without assuming xi sits exactly at its fixed
-        point:  dL/dh_i = mu_i - sig_i,
+        At the mean-field solution ``result`` this is Saul & Jordan eqs. 10-11, written
+        without assuming xi sits exactly at its fixed point: dL/dh_i = mu_i - sig_i,
         dL/dJ_ij = (mu_i - sig_i) mu_j - J_ij mu_j (1 - mu_j) (xi_i^2 + (1 - 2 xi_i) sig_i),
-        with sig_i = sigmoid(m_i + (1/2 - xi_i) s_i)  (= xi_i at the fixed point).
+        with sig_i = sigmoid(m_i + (1/2 - xi_i) s_i) (= xi_i at the fixed point).
 
-        Returns ``(grad_weights, grad_biases)``: lists shaped like ``weights`` and ``biases``,
-        summed over patterns.
+        Parameters
+        ----------
+        X : array_like of shape (n_patterns, n_visible)
+            Binary data.
+        result : BeliefNetResult, optional
+            A "gaussian" solution for ``X``; computed with ``infer`` when not given.
+        missing : array_like of bool, optional
+            Missing entries.
+        **infer_kwargs
+            Passed to ``infer`` when ``result`` is not given.
+
+        Returns
+        -------
+        grad_weights, grad_biases : list of ndarray
+            Shaped like ``weights_`` and ``biases_``, summed over patterns.
         """
-        from mfengine.inference import infer
-
-        self._check_params()
-        V, miss = self._check_data(V, missing)
+        self._params()
+        V, miss = self._check_data(X, missing)
         if result is None:
-            result = infer(self, V, missing=missing, **infer_kwargs)
+            infer_kwargs.setdefault("method", "gaussian")
+            result = self.infer(V, missing=missing, **infer_kwargs)
         mu, xi = self._check_solution(result.mu, result.xi, V.shape[0], "result.")
         return self._gradient_from_solution(V, miss, mu, xi)
 
     def _gradient_from_solution(self, V, miss, mu, xi):
+        sizes = self._sizes()
         mu = list(mu[:-1]) + [np.where(np.isfinite(V), V, 0.0)]
         gW, gb = [], []
-        for l in range(len(self.sizes)):
+        for l in range(len(sizes)):
             if l == 0:
-                m = np.broadcast_to(self.biases[0], mu[0].shape)
+                m = np.broadcast_to(self.biases_[0], mu[0].shape)
                 s = 0.0
             else:
                 var = mu[l - 1] * (1.0 - mu[l - 1])
-                m = mu[l - 1] @ self.weights[l - 1].T + self.biases[l]
-                s = var @ (self.weights[l - 1] ** 2).T
-            sig = 1.0 / (1.0 + np.exp(-(m + (0.5 - xi[l]) * s)))
+                m = mu[l - 1] @ self.weights_[l - 1].T + self.biases_[l]
+                s = var @ (self.weights_[l - 1] ** 2).T
+            sig = _sigmoid(m + (0.5 - xi[l]) * s)
             delta = mu[l] - sig
-            if l == len(self.sizes) - 1 and miss is not None:
+            if l == len(sizes) - 1 and miss is not None:
                 obs = 1.0 - miss
                 delta = delta * obs
             gb.append(delta.sum(axis=0))
             if l > 0:
                 q = xi[l] ** 2 + (1.0 - 2.0 * xi[l]) * sig
-                if l == len(self.sizes) - 1 and miss is not None:
+                if l == len(sizes) - 1 and miss is not None:
                     q = q * obs
-                gW.append(delta.T @ mu[l - 1] - self.weights[l - 1] * (q.T @ var))
+                gW.append(delta.T @ mu[l - 1] - self.weights_[l - 1] * (q.T @ var))
         return gW, gb
 
     # ------------------------------------------------------------------ learning
-    def _fit_dag(self, *args):
-        return _fit_dag_impl(self, *args)
+    def fit(self, X, y=None, missing=None):
+        """Learn the weights and biases by gradient ascent on the mean-field objective.
 
-    def fit(
-        self,
-        V,
-        epochs=None,
-        learning_rate=None,
-        batch_size=1,
-        method="gaussian",
-        init_visible_biases=True,
-        warm_start=False,
-        missing=None,
-        tol=1e-4,
-        max_sweeps=100,
-        n_threads=None,
-        random_state=None,
-        progress=True,
-        callback=None,
-    ):
-        """Learn the weights and biases by gradient ascent on the mean-field bound.
-
-        Each step solves the mean-field equations for a batch of patterns, then moves the
-        parameters along the exact gradient of the bound at those solutions (as ``gradient``
-        computes it), scaled by ``learning_rate / batch_size``.  ``batch_size=1`` is the paper's
-        on-line rule.  Each epoch runs compiled, without the GIL.
+        Each step solves the mean-field equations for ``batch_size`` patterns, then moves the
+        parameters along the exact gradient of the objective at those solutions, scaled by
+        ``learning_rate / batch_size``.  With "gaussian" each epoch runs compiled, without the
+        GIL; the DAG methods train ``to_dag()`` (see ``BeliefNet.fit``) and copy the result
+        back.
 
         Parameters
         ----------
-        V : (n, n_visible) binary array
-        epochs : int, optional
-            Passes over the data.  Default: the length of ``learning_rate`` if it is a sequence,
-            else 8.
-        learning_rate : float or sequence of float, optional
-            One rate for every epoch, or one per epoch.  Default: the paper's schedule,
-            0.02 for four epochs then 0.005 for four.
-        batch_size : int, default 1
-        method : {"gaussian", "sjj", "plefka11", "plefka12", "plefka22"}
-            The objective.  The DAG methods train the net as a ``BeliefNet`` (see
-            ``BeliefNet.fit``: batches solved in parallel, ``learning_rate`` a single number,
-            default 0.1, ``epochs`` default 10; ``init_visible_biases`` and ``warm_start`` do
-            not apply, each pattern always restarts from its previous solution).
-        init_visible_biases : bool, default True
-            First set the visible biases to the logits of the pixel means (the paper's first
-            pass through the data).
-        warm_start : bool, default False
-            Start each pattern's mean-field solve from its solution in the previous epoch.
-        missing : boolean mask, optional
-            Missing visible entries, left out of the bound.
-        tol, max_sweeps : stopping rule of each pattern's mean-field solve (see ``mfengine.infer``).
-        n_threads : accepted for symmetry with ``infer``; an epoch runs on one thread (its
-            updates are sequential).  Train several networks at once from Python threads: the
-            compiled epoch releases the GIL.
-        random_state : seed for the order in which patterns are visited.
-        progress : bool, default True
-            Show a progress bar (needs tqdm).
-        callback : callable, optional
-            Called as ``callback(epoch, net, mean_bound)`` after each epoch.
+        X : array_like of shape (n_patterns, n_visible)
+            Binary training data.
+        y : None
+            Ignored.
+        missing : array_like of bool, optional
+            Missing visible entries, left out of the bound ("gaussian" only).
 
         Returns
         -------
-        history : ndarray of shape (epochs,)
-            The mean bound per pattern (nats) over each epoch, each pattern scored at its
-            mean-field solution just before its update (the quantity of the paper's Fig. 2).
+        self : SigmoidBeliefNet
+            The fitted net; ``history_`` holds the mean bound of each epoch.
+
+        Warns
+        -----
+        ConvergenceWarning
+            When ``tol`` is given and the last epoch still gained more than ``tol``.
         """
-        from mfengine._progress import progress_bar
-        from mfengine.inference import _inner_tol
-        from mfengine.sbn import _gaussian
-
-        from mfengine.inference import DAG_METHODS
-
-        if method in DAG_METHODS:
-            return self._fit_dag(V, method, epochs, learning_rate, batch_size, missing, tol,
-                                 max_sweeps, n_threads, random_state, progress, callback)
-        if method != "gaussian":
-            raise ValueError(f"method must be one of {('gaussian',) + DAG_METHODS}, got {method!r}")
+        method = self.method
+        if not isinstance(method, str) or method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        warm = _check_flag(self.warm_start, "warm_start")
+        _check_callback(self.callback)
+        if not warm or "weights_" not in vars(self):
+            self._init_params()
         self._check_params()
-        V, miss = self._check_data(V, missing)
+        if method in DAG_METHODS:
+            return self._fit_dag(X, missing)
+        V, miss = self._check_data(X, missing)
         n = V.shape[0]
         if n == 0:
-            raise ValueError("V has no patterns")
-        rates = _schedule(epochs, learning_rate)
-        if not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        if not (isinstance(tol, numbers.Real) and tol > 0):
-            raise ValueError(f"tol must be a positive number, got {tol!r}")
-        if not isinstance(max_sweeps, numbers.Integral) or max_sweeps < 1:
-            raise ValueError(f"max_sweeps must be a positive integer, got {max_sweeps!r}")
-        rng = check_random_state(random_state)
-        if init_visible_biases:
+            raise ValueError("X has no patterns")
+        rates = _schedule(self.max_iter, self.learning_rate, PAPER_RATES)
+        batch_size = _check_int(self.batch_size, "batch_size", 1)
+        tol = _check_tol(self.tol, "tol", allow_none=True)
+        itol = _check_tol(self.infer_tol, "infer_tol")
+        imax = _check_int(self.infer_max_iter, "infer_max_iter", 1)
+        progress = _check_flag(self.progress, "progress")
+        rng = check_random_state(self.random_state)
+        from mfengine._progress import progress_bar
+        from mfengine.sbn import _gaussian
+
+        if _check_flag(self.init_visible_biases, "init_visible_biases"):
             if miss is None:
                 p = V.mean(axis=0)
             else:
                 obs = 1.0 - miss
                 p = (np.where(obs > 0, V, 0.0)).sum(axis=0) / np.maximum(obs.sum(axis=0), 1.0)
             p = np.clip(p, 1.0 / (n + 2), 1.0 - 1.0 / (n + 2))
-            self.biases[-1] = np.log(p) - np.log1p(-p)
+            self.biases_[-1] = np.log(p) - np.log1p(-p)
         Vk = np.where(np.isfinite(V), V, 0.0) if miss is not None else V
-        n_units = sum(self.sizes)
-        state = np.full((n, n_units), 0.5)
-        history = np.empty(len(rates))
+        state = np.full((n, sum(self._sizes())), 0.5)
+        history = []
         batches_per_epoch = (n + batch_size - 1) // batch_size
         bar = progress_bar(total=len(rates) * batches_per_epoch, desc="fit", disable=not progress,
                            unit="batch")
         try:
             for epoch, lr in enumerate(rates):
-                if not warm_start:
+                self._check_params()   # a callback may have replaced a parameter
+                if not warm:
                     state[:, : self.n_hidden] = 0.5
                 order = rng.permutation(n).astype(np.intp)
-                total = _gaussian.fit_epoch(self, Vk, miss, order, float(lr), int(batch_size),
-                                            float(tol), _inner_tol(tol), int(max_sweeps), state,
-                                            bar.update)
-                history[epoch] = total / n
-                bar.set_postfix(bound=f"{history[epoch]:.3f}")
-                if callback is not None:
-                    callback(epoch, self, history[epoch])
+                total = _gaussian.fit_epoch(self, Vk, miss, order, float(lr), batch_size, itol,
+                                            inner_tol_for(itol), imax, state, bar.update)
+                history.append(total / n)
+                bar.set_postfix(bound=f"{history[-1]:.3f}")
+                if self.callback is not None:
+                    self.callback(epoch, self, history[-1])
+                if _stop(history, tol):
+                    break
         finally:
             bar.close()
-        return history
+        self._check_params()
+        return self._finish_fit(history, tol, len(rates))
+
+    def _finish_fit(self, history, tol, budget):
+        self.history_ = np.asarray(history, dtype=np.float64)
+        self.n_iter_ = len(history)
+        if tol is not None and not _stop(history, tol):
+            warn_unconverged([False], f"{type(self).__name__}.fit",
+                             f"the mean bound still rose by more than tol={tol} in the last of "
+                             f"{budget} epochs; raise max_iter or loosen tol")
+        return self
+
+    def _fit_dag(self, X, missing):
+        if missing is not None:
+            raise ValueError(f"missing is not supported by fit with method={self.method!r}")
+        dag = self.to_dag()
+        sizes = self._sizes()
+        off = np.concatenate([[0], np.cumsum(sizes)])
+
+        def copy_back(d):
+            W, h = d.W_, d.h_
+            self.weights_ = [np.ascontiguousarray(W[off[l + 1]:off[l + 2], off[l]:off[l + 1]])
+                             for l in range(len(sizes) - 1)]
+            self.biases_ = [h[off[l]:off[l + 1]].copy() for l in range(len(sizes))]
+
+        user_callback = self.callback
+
+        def cb(epoch, d, value):
+            copy_back(d)
+            if user_callback is not None:
+                user_callback(epoch, self, value)
+
+        dag.set_params(callback=cb)
+        dag.fit(X)
+        copy_back(dag)
+        self.history_ = dag.history_
+        self.n_iter_ = dag.n_iter_
+        return self
 
 
-def _fit_dag_impl(self, V, method, epochs, learning_rate, batch_size, missing, tol, max_sweeps,
-                  n_threads, random_state, progress, callback):
-    if missing is not None:
-        raise ValueError(f"missing is not supported by fit with method={method!r}")
-    if learning_rate is not None and not isinstance(learning_rate, numbers.Real):
-        raise ValueError(f"method={method!r} takes one learning_rate, got {learning_rate!r}")
-    self._check_params()
-    dag = self.to_dag()
-    sizes = self.sizes
-    off = np.concatenate([[0], np.cumsum(sizes)])
-
-    def copy_back(d):
-        for l in range(len(self.weights)):
-            self.weights[l][...] = d.W[off[l + 1]:off[l + 2], off[l]:off[l + 1]]
-        for l in range(len(self.biases)):
-            self.biases[l][...] = d.h[off[l]:off[l + 1]]
-
-    def cb(epoch, d, value):
-        copy_back(d)
-        if callback is not None:
-            callback(epoch, self, value)
-
-    history = dag.fit(V, method=method, epochs=10 if epochs is None else epochs,
-                      learning_rate=0.1 if learning_rate is None else learning_rate,
-                      batch_size=batch_size, tol=tol, max_sweeps=max_sweeps,
-                      n_threads=n_threads, random_state=random_state, progress=progress,
-                      callback=cb)
-    copy_back(dag)
-    return history
+def _sigmoid(x):
+    return np.exp(-np.logaddexp(0.0, -x))
 
 
-def _schedule(epochs, learning_rate):
+def _stop(history, tol):
+    """Whether the last epoch gained less than ``tol`` over the one before."""
+    return tol is not None and len(history) >= 2 and abs(history[-1] - history[-2]) < tol
+
+
+def _schedule(max_iter, learning_rate, default):
+    """One learning rate per epoch: ``learning_rate`` repeated, or the given sequence, or
+    ``default`` (a rate, or a pair (first half, second half))."""
+    max_iter = _check_int(max_iter, "max_iter", 1, 10**9)
     if learning_rate is None:
-        rates = list(PAPER_SCHEDULE) if epochs is None else [PAPER_SCHEDULE[0]] * int(epochs)
-    elif isinstance(learning_rate, numbers.Real):
-        rates = [float(learning_rate)] * (8 if epochs is None else int(epochs))
+        if isinstance(default, tuple):
+            half = (max_iter + 1) // 2
+            rates = [default[0]] * half + [default[1]] * (max_iter - half)
+        else:
+            rates = [default] * max_iter
+    elif isinstance(learning_rate, numbers.Real) and not isinstance(learning_rate, (bool, np.bool_)):
+        rates = [float(learning_rate)] * max_iter
+    elif isinstance(learning_rate, (str, bytes)) or not hasattr(learning_rate, "__len__"):
+        raise TypeError(f"learning_rate must be a number or a sequence of numbers, got {learning_rate!r}")
     else:
+        if not all(isinstance(r, numbers.Real) and not isinstance(r, (bool, np.bool_)) for r in learning_rate):
+            raise TypeError(f"learning_rate must be a number or a sequence of numbers, got {learning_rate!r}")
         rates = [float(r) for r in learning_rate]
-        if epochs is not None and int(epochs) != len(rates):
-            raise ValueError(
-                f"epochs={epochs} does not match the {len(rates)} per-epoch learning rates given"
-            )
-    if epochs is not None and (not isinstance(epochs, numbers.Integral) or epochs < 1):
-        raise ValueError(f"epochs must be a positive integer, got {epochs!r}")
-    if any(not np.isfinite(r) or r < 0 for r in rates):
-        raise ValueError(f"learning rates must be finite and non-negative, got {rates}")
+        if len(rates) != max_iter:
+            raise ValueError(f"learning_rate holds {len(rates)} per-epoch rates but max_iter={max_iter}")
+    if any(not (0 <= r < np.inf) for r in rates):
+        raise ValueError(f"learning_rate must be finite and non-negative, got {learning_rate!r}")
     return rates
-
-
-def _logsumexp(a, axis):
-    amax = np.max(a, axis=axis, keepdims=True)
-    amax = np.where(np.isfinite(amax), amax, 0.0)
-    out = np.log(np.sum(np.exp(a - amax), axis=axis, keepdims=True)) + amax
-    return np.squeeze(out, axis=axis)

@@ -1,19 +1,20 @@
 """Learning DAG belief nets by gradient ascent on a mean-field objective ("sjj", "plefka11",
-"plefka12", "plefka22"), for ``BeliefNet.fit`` and ``SigmoidBeliefNet.fit(method=...)``.
+"plefka12", "plefka22"), for ``BeliefNet.fit`` and ``SigmoidBeliefNet.fit``.
 
 Each step solves the mean-field problem for a batch of patterns in one compiled, parallel
 call (warm-started from each pattern's previous solution), then moves the weights and biases
 along the gradient of the objective summed over the batch, divided by the batch size.  At a
 solution the mean-field variables are stationary, so the partial derivatives in the
 parameters are the total ones.  Noisy-OR parameters are kept feasible by projection (weights
->= 0, biases >= ``min_bias``).
+>= 0, biases >= ``MIN_NOISY_OR_BIAS``).
 """
-import numbers
 import warnings
 
 import numpy as np
 
+from mfengine._base import warn_unconverged
 from mfengine._validation import check_random_state, effective_n_threads
+from mfengine.sbn._solve import DAG_METHODS, check_solve_args, dag_items, solve_items
 
 __all__ = ["fit_dag", "objective_gradient"]
 
@@ -22,94 +23,94 @@ __all__ = ["fit_dag", "objective_gradient"]
 MIN_NOISY_OR_BIAS = 1e-3
 
 
-def objective_gradient(batch, w, clamp, net_of, method, mu, xi):
+def objective_gradient(batch, w, h, clamp, net_of, method, mu, xi):
     """Gradient of the objective (the bound, or -G) in (w, h), per item."""
-    s = batch.structure
+    s = batch._structure
     if method == "sjj":
         from mfengine.sbn import sjj
 
-        return sjj.gradient(s, w, batch.h, net_of, clamp, mu, xi, activation=batch.activation)
+        return sjj.gradient(s, w, h, net_of, clamp, mu, xi, activation=batch.activation)
     from mfengine.sbn import plefka
 
-    gw, gh = plefka.gradient(s, w, batch.h, net_of, clamp, mu, int(method[-2:]), batch.activation)
+    gw, gh = plefka.gradient(s, w, h, net_of, clamp, mu, int(method[-2:]), batch.activation)
     return -gw, -gh
 
 
-def fit_dag(net, V, method="sjj", epochs=10, learning_rate=0.1, batch_size=100, tol=1e-6,
-            max_sweeps=200, n_threads=None, random_state=None, progress=True, callback=None):
-    """Train ``net`` (a BeliefNet, changed in place) on binary ``V``; returns the history.
-
-    Returns
-    -------
-    history : ndarray (epochs,)
-        The mean objective per pattern over each epoch, each pattern scored at its
-        mean-field solution just before the update that used it.
-    """
+def fit_dag(net, X):
+    """Train ``net`` (a BeliefNet, changed in place; its hyperparameters say how) on binary
+    ``X``; sets ``W_``, ``h_``, ``history_`` (the mean objective per pattern in each epoch,
+    each pattern scored at its mean-field solution just before the update that used it) and
+    ``n_iter_``, and returns ``net``."""
     from mfengine._progress import progress_bar
-    from mfengine.inference import DAG_METHODS, dag_items, solve_items
-    from mfengine.sbn.dag import BeliefNetBatch
+    from mfengine.sbn.layered import _check_callback, _check_flag, _check_int, _check_tol, _schedule, _stop
 
+    method = net.method
     if method not in DAG_METHODS:
         raise ValueError(f"method must be one of {DAG_METHODS}, got {method!r}")
-    if isinstance(epochs, bool) or not isinstance(epochs, numbers.Integral) or epochs < 1:
-        raise ValueError(f"epochs must be a positive integer, got {epochs!r}")
-    if not (isinstance(learning_rate, numbers.Real) and np.isfinite(learning_rate) and learning_rate > 0):
-        raise ValueError(f"learning_rate must be a positive number, got {learning_rate!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    batch, clamp, _, _, _ = dag_items(net, V)
+    _, itol, imax, _ = check_solve_args(method, net.infer_tol, net.infer_max_iter, None)
+    rates = _schedule(net.max_iter, net.learning_rate, 0.1)
+    batch_size = _check_int(net.batch_size, "batch_size", 1)
+    tol = _check_tol(net.tol, "tol", allow_none=True)
+    progress = _check_flag(net.progress, "progress")
+    callback = _check_callback(net.callback)
+    if not _check_flag(net.warm_start, "warm_start"):
+        for k in ("W_", "h_", "visible_"):
+            vars(net).pop(k, None)
+    net._params()
+    batch, clamp, _, _ = dag_items(net, X)
     n = clamp.shape[0]
     if n == 0:
-        raise ValueError("V has no patterns")
-    rng = check_random_state(random_state)
+        raise ValueError("X has no patterns")
+    rng = check_random_state(net.random_state)
     noisy = net.activation == "noisy_or"
+    s = batch._structure
+    w = s.pack(batch.W_)            # (1, nnz): one net
+    h = batch.h_.copy()             # (1, n_units)
     if noisy and method == "sjj":
-        batch.h = np.maximum(batch.h, MIN_NOISY_OR_BIAS)
-    s = batch.structure
-    w = s.pack(batch.W)            # (1, nnz): one net
-    n_threads = effective_n_threads(n_threads)
+        np.maximum(h, MIN_NOISY_OR_BIAS, out=h)
+    n_threads = effective_n_threads(net.n_threads)
     mu_state = np.full(clamp.shape, 0.5)
     xi_state = None
-    history = np.empty(epochs)
+    history = []
+    converged = []
     n_batches = (n + batch_size - 1) // batch_size
-    bar = progress_bar(total=epochs * n_batches, desc=f"fit ({method})", disable=not progress,
+    bar = progress_bar(total=len(rates) * n_batches, desc=f"fit ({method})", disable=not progress,
                        unit="batch")
     warned = False
     try:
-        for epoch in range(epochs):
+        for epoch, lr in enumerate(rates):
             order = rng.permutation(n)
             total = 0.0
             for a in range(0, n, batch_size):
                 idx = order[a:a + batch_size]
-                one = BeliefNetBatch.__new__(BeliefNetBatch)
-                one.W, one.h, one.visible, one.activation, one.structure = (
-                    None, batch.h, batch.visible, batch.activation, s)
                 nt = max(1, min(n_threads, idx.size // 16))
                 net_of = np.zeros(idx.size, dtype=np.intp)
                 init_xi = None if xi_state is None else xi_state[idx]
-                bound, mu, xi, _, _ = _solve(one, w, clamp[idx], net_of, method, tol, max_sweeps,
-                                             nt, mu_state[idx], init_xi)
+                batch.h_ = h
+                bound, mu, xi, _, conv = solve_items(batch, clamp[idx], net_of, method, itol, imax,
+                                                     nt, mu_state[idx], None, init_xi, w=w)
+                converged.append(np.asarray(conv, dtype=bool))
                 mu_state[idx] = mu
                 if xi is not None:
                     if xi_state is None:
                         xi_state = np.full((n, xi.shape[1]), -1.0 if noisy else 0.5)
                     xi_state[idx] = xi
                 total += bound.sum()
-                gw, gh = objective_gradient(one, w, clamp[idx], net_of, method, mu, xi)
-                step = learning_rate / idx.size
+                gw, gh = objective_gradient(batch, w, h, clamp[idx], net_of, method, mu, xi)
+                step = lr / idx.size
                 w[0] += step * gw.sum(axis=0)
-                batch.h[0] += step * gh.sum(axis=0)
+                h[0] += step * gh.sum(axis=0)
                 if noisy:
                     np.maximum(w, 0.0, out=w)
-                    np.maximum(batch.h, MIN_NOISY_OR_BIAS, out=batch.h)
+                    np.maximum(h, MIN_NOISY_OR_BIAS, out=h)
                 bar.update(1)
-            history[epoch] = total / n
-            bar.set_postfix(objective=f"{history[epoch]:.4f}")
-            if not (history[epoch] <= 0.0) and not warned:
+            history.append(total / n)
+            bar.set_postfix(objective=f"{history[-1]:.4f}")
+            if not (history[-1] <= 0.0) and not warned:
                 # ln P(v) <= 0 for binary data: an objective above 0 (or NaN) means the
                 # approximation has broken down, and its gradient no longer means anything
                 warnings.warn(
-                    f"fit(method={method!r}): the mean objective is {history[epoch]:.4g} nats per "
+                    f"fit(method={method!r}): the mean objective is {history[-1]:.4g} nats per "
                     f"pattern in epoch {epoch}, above 0, which no log-probability of binary data "
                     "can be; the approximation has broken down (the Plefka objectives are not "
                     "bounds and can grow without limit with the weights). Lower the learning "
@@ -117,26 +118,21 @@ def fit_dag(net, V, method="sjj", epochs=10, learning_rate=0.1, batch_size=100, 
                     RuntimeWarning, stacklevel=3)
                 warned = True
             if callback is not None:
-                net._set_params(s.unpack(w[0]), batch.h[0])
-                callback(epoch, net, history[epoch])
+                net._set_learned(s.unpack(w[0]), h[0].copy())
+                callback(epoch, net, history[-1])
+            if _stop(history, tol):
+                break
     finally:
         bar.close()
-    net._set_params(s.unpack(w[0]), batch.h[0].copy())
-    return history
-
-
-def _solve(one, w, clamp, net_of, method, tol, max_sweeps, n_threads, init_mu, init_xi):
-    s = one.structure
-    if method == "sjj":
-        from mfengine.inference import _inner_tol
-        from mfengine.sbn import sjj
-
-        return sjj.solve(s, w, one.h, net_of, clamp, tol=tol, inner_tol=_inner_tol(tol),
-                         max_sweeps=max_sweeps, n_threads=n_threads, init_mu=init_mu,
-                         init_xi=init_xi, activation=one.activation)
-    from mfengine.sbn import plefka
-
-    G, u, n_iter, conv = plefka.solve(s, w, one.h, net_of, clamp, int(method[-2:]),
-                                      one.activation, tol=tol, max_iter=max_sweeps,
-                                      n_threads=n_threads, init_u=init_mu)
-    return -G, u, None, n_iter, conv
+    net._set_learned(s.unpack(w[0]), h[0].copy())
+    net._params()
+    warn_unconverged(np.concatenate(converged), f"BeliefNet.fit(method={method!r}): the "
+                     "mean-field solves", "raise infer_max_iter or loosen infer_tol",
+                     stacklevel=3)
+    net.history_ = np.asarray(history, dtype=np.float64)
+    net.n_iter_ = len(history)
+    if tol is not None and not _stop(history, tol):
+        warn_unconverged([False], "BeliefNet.fit",
+                         f"the mean objective still changed by more than tol={tol} in the last "
+                         f"of {len(rates)} epochs; raise max_iter or loosen tol", stacklevel=3)
+    return net

@@ -1,0 +1,65 @@
+"""The answer of ``infer`` for the belief nets (layered and DAG, every method)."""
+from dataclasses import dataclass
+
+import numpy as np
+
+from mfengine._base import InferenceResult
+
+__all__ = ["BeliefNetResult"]
+
+
+@dataclass(repr=False)
+class BeliefNetResult(InferenceResult):
+    """The mean-field solution of a belief net for a batch of patterns.
+
+    Attributes
+    ----------
+    bound : ndarray of shape (n_patterns,)
+        The objective at the solution, per pattern, in nats: a lower bound on ln P(v) for
+        "gaussian" (up to its Gaussian approximation) and "sjj"; for the Plefka methods the
+        approximation -G of ln P(v), which may lie on either side of it.  For a
+        ``BeliefNetBatch`` the shape is (n_nets,) or (n_nets, m), following ``X``.
+    converged : ndarray of bool, shaped like ``bound``
+        Whether the objective changed by less than ``tol`` in the last sweep.
+    n_iter : ndarray of int, shaped like ``bound``
+        Sweeps (or fixed-point iterations) taken per pattern.
+    method : str
+        "gaussian", "sjj", "plefka11", "plefka12" or "plefka22".
+    tol : float
+        The tolerance of the solve.
+    mu : list of ndarray, or ndarray
+        Layered nets: one (n_patterns, sizes[l]) array per layer, visible layer included
+        (visible ``mu`` is the data; with "gaussian", at a missing visible entry it is the
+        approximate predictive probability of a 1).  DAG nets: one (n_patterns, n_units)
+        array (batches: (n_nets, [m,] n_units)).
+    xi : list of ndarray, ndarray, or None
+        Each unit's variational parameter ("gaussian" and "sjj"), laid out like ``mu``; None
+        for the Plefka methods, which have none.
+
+    See Also
+    --------
+    mfengine.InferenceResult : The base every family's result shares.
+    """
+
+    mu: object = None
+    xi: object = None
+
+
+def concatenate_results(parts, method, tol):
+    """One ``BeliefNetResult`` from results of consecutive chunks of patterns."""
+    def cat(xs):
+        if xs[0] is None:
+            return None
+        if isinstance(xs[0], list):
+            return [np.concatenate([x[l] for x in xs]) for l in range(len(xs[0]))]
+        return np.concatenate(xs)
+
+    return BeliefNetResult(
+        bound=np.concatenate([r.bound for r in parts]),
+        converged=np.concatenate([r.converged for r in parts]),
+        n_iter=np.concatenate([r.n_iter for r in parts]),
+        method=method,
+        tol=tol,
+        mu=cat([r.mu for r in parts]),
+        xi=cat([r.xi for r in parts]),
+    )

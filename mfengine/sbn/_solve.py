@@ -1,0 +1,209 @@
+"""Running the belief-net kernels: argument checks, chunking for the progress bar, and the
+items the DAG kernels solve.  Used by the models' ``infer``, ``fit`` and ``gradient``."""
+import numbers
+import warnings
+
+import numpy as np
+
+from mfengine._base import warn_unconverged
+from mfengine._validation import effective_n_threads
+from mfengine.sbn._result import BeliefNetResult, concatenate_results
+
+__all__ = ["METHODS", "DAG_METHODS", "inner_tol_for", "check_solve_args", "run_gaussian",
+           "dag_items", "solve_items", "run_dag", "report"]
+
+METHODS = ("gaussian", "sjj", "plefka11", "plefka12", "plefka22")
+#: Methods for belief nets over any DAG (a layered net is converted with ``to_dag``).
+DAG_METHODS = ("sjj", "plefka11", "plefka12", "plefka22")
+
+PROGRESS_CHUNK = 4096  # patterns per kernel call when a progress bar is shown
+MAX_ITER_LIMIT = 2**31 - 1  # the kernels count sweeps in C ints
+
+
+def inner_tol_for(tol):
+    """Each unit's 1-D solve stops when |dL/dmu| (and the xi residual) falls below this.
+
+    The bound's error from stopping there is about inner_tol**2 / 8 per unit, so the square
+    root keeps it well under the outer tolerance."""
+    return float(min(1e-3, max(1e-13, 0.1 * np.sqrt(tol))))
+
+
+def check_solve_args(method, tol, max_iter, inner_tol):
+    """Validate one solve's method and stopping rule; returns them as Python scalars."""
+    if not isinstance(method, str) or method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if isinstance(tol, bool) or not (isinstance(tol, numbers.Real) and 0 < tol < np.inf):
+        raise ValueError(f"tol must be a positive finite number, got {tol!r}")
+    if (isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral)
+            or not 1 <= max_iter <= MAX_ITER_LIMIT):
+        raise ValueError(f"max_iter must be an integer in [1, {MAX_ITER_LIMIT}], got {max_iter!r}")
+    if inner_tol is not None and (isinstance(inner_tol, bool) or not (
+            isinstance(inner_tol, numbers.Real) and 0 < inner_tol < np.inf)):
+        raise ValueError(f"inner_tol must be a positive finite number, got {inner_tol!r}")
+    return method, float(tol), int(max_iter), None if inner_tol is None else float(inner_tol)
+
+
+def _threads(n_threads, n):
+    # At least 16 patterns per thread: waking threads for a tiny batch costs more than it
+    # saves.  The answer does not depend on it.
+    return max(1, min(effective_n_threads(n_threads), n // 16))
+
+
+def _chunks(n, progress, desc):
+    """Slices of at most PROGRESS_CHUNK patterns with a bar, or one slice without."""
+    from mfengine._progress import progress_bar
+
+    if not progress or n <= PROGRESS_CHUNK:
+        return [slice(0, n)], None
+    return ([slice(a, a + PROGRESS_CHUNK) for a in range(0, n, PROGRESS_CHUNK)],
+            progress_bar(total=n, desc=desc, unit="pattern"))
+
+
+def _run_chunked(n, progress, desc, solve_chunk, method, tol):
+    slices, bar = _chunks(n, progress, desc)
+    parts = []
+    try:
+        for sl in slices:
+            parts.append(solve_chunk(sl))
+            if bar is not None:
+                bar.update(min(sl.stop, n) - sl.start)
+    finally:
+        if bar is not None:
+            bar.close()
+    return parts[0] if len(parts) == 1 else concatenate_results(parts, method, tol)
+
+
+def _from_kernel(r, method, tol):
+    """The compiled Gaussian kernel's answer as a BeliefNetResult."""
+    if isinstance(r, BeliefNetResult):
+        return r
+    return BeliefNetResult(bound=r.bound, converged=r.converged, n_iter=r.n_iter,
+                           method=method, tol=tol, mu=r.mu, xi=r.xi)
+
+
+def run_gaussian(net, V, miss, init_mu, tol, max_iter, inner_tol, n_threads, progress):
+    """Saul & Jordan's Gaussian-approximated mean field on checked data (see ``infer``)."""
+    from mfengine.sbn import _gaussian
+
+    gain_rule = inner_tol is None
+    gtol = inner_tol_for(tol) if inner_tol is None else inner_tol
+    n = V.shape[0]
+    if init_mu is not None:
+        init_mu = np.asarray(init_mu, dtype=np.float64)
+        if init_mu.shape != (n, net.n_hidden):
+            raise ValueError(f"init_mu must have shape {(n, net.n_hidden)} (hidden layers "
+                             f"concatenated), got {init_mu.shape}")
+    nt = _threads(n_threads, n)
+
+    def chunk(sl):
+        r = _gaussian.run(net, V[sl], None if miss is None else miss[sl],
+                          None if init_mu is None else init_mu[sl], tol, gtol, max_iter, nt,
+                          gain_rule)
+        return _from_kernel(r, "gaussian", tol)
+
+    return _run_chunked(n, progress, "infer", chunk, "gaussian", tol)
+
+
+def dag_items(model, V, missing=None):
+    """The items the DAG kernels solve: ``(batch, clamp, net_of, shape)``.
+
+    ``model`` is a checked BeliefNet or BeliefNetBatch.  ``batch`` is a BeliefNetBatch;
+    ``clamp`` (n_items, n_units) holds each clamped unit's value and NaN at free ones (hidden,
+    or visible and missing); ``net_of`` the net of each item; ``shape`` the leading shape of
+    the result.
+    """
+    from mfengine.sbn.dag import BeliefNetBatch
+
+    model._params()
+    if isinstance(model, BeliefNetBatch):
+        if missing is not None:
+            raise ValueError("missing is not supported for a BeliefNetBatch; solve nets one by one")
+        V3, squeeze = model._check_data(V)
+        k, m = V3.shape[:2]
+        clamp = np.full((k * m, model.n_units), np.nan)
+        clamp[:, model.visible_] = V3.reshape(k * m, -1)
+        shape = (k,) if squeeze else (k, m)
+        return model, clamp, np.repeat(np.arange(k, dtype=np.intp), m), shape
+    V, miss = model._check_data(V, missing)
+    if miss is not None:
+        V = np.where(miss, np.nan, V)
+    batch = model._as_batch()
+    clamp = np.full((V.shape[0], model.n_units), np.nan)
+    clamp[:, model.visible_] = V
+    return batch, clamp, np.zeros(V.shape[0], dtype=np.intp), (V.shape[0],)
+
+
+def solve_items(batch, clamp, net_of, method, tol, max_iter, n_threads, init_mu=None,
+                inner_tol=None, init_xi=None, w=None):
+    """Run a DAG method's kernel on prepared items; returns (bound, mu, xi, n_iter, converged).
+
+    ``w`` are the packed weights (default: packed from ``batch``)."""
+    s = batch._structure
+    if w is None:
+        w = s.pack(batch.W_)
+    if method == "sjj":
+        from mfengine.sbn import sjj
+
+        gtol = inner_tol_for(tol) if inner_tol is None else float(inner_tol)
+        return sjj.solve(s, w, batch.h_, net_of, clamp, tol=tol, inner_tol=gtol,
+                         max_sweeps=max_iter, n_threads=n_threads, init_mu=init_mu,
+                         init_xi=init_xi, activation=batch.activation)
+    from mfengine.sbn import plefka
+
+    G, u, n_iter, conv = plefka.solve(s, w, batch.h_, net_of, clamp, int(method[-2:]),
+                                      batch.activation, tol=tol, max_iter=max_iter,
+                                      n_threads=n_threads, init_u=init_mu)
+    return -G, u, None, n_iter, conv
+
+
+def run_dag(model, V, missing, method, tol, max_iter, inner_tol, n_threads, init_mu, progress):
+    """A DAG method on a checked BeliefNet or BeliefNetBatch; returns a BeliefNetResult with
+    ``mu``/``xi`` of shape ``shape + (n_units,)``."""
+    batch, clamp, net_of, shape = dag_items(model, V, missing)
+    n = clamp.shape[0]
+    mu0 = None
+    if init_mu is not None:
+        hid = ~batch.visible_
+        init_mu = np.asarray(init_mu, dtype=np.float64)
+        if init_mu.shape != (n, int(hid.sum())):
+            raise ValueError(f"init_mu must have shape {(n, int(hid.sum()))} (the hidden units in "
+                             f"order), got {init_mu.shape}")
+        if not np.all((init_mu >= 0.0) & (init_mu <= 1.0)):
+            raise ValueError("init_mu must lie in [0, 1] (and contain no NaN)")
+        mu0 = np.full(clamp.shape, 0.5)
+        mu0[:, hid] = init_mu
+    nt = _threads(n_threads, n)
+    w = batch._structure.pack(batch.W_)
+
+    def chunk(sl):
+        bound, mu, xi, n_iter, conv = solve_items(
+            batch, clamp[sl], net_of[sl], method, tol, max_iter, nt,
+            None if mu0 is None else mu0[sl], inner_tol, w=w)
+        return BeliefNetResult(bound=bound, converged=conv, n_iter=n_iter, method=method,
+                               tol=tol, mu=mu, xi=xi)
+
+    r = _run_chunked(n, progress, f"infer ({method})", chunk, method, tol)
+    r.bound = r.bound.reshape(shape)
+    r.converged = r.converged.reshape(shape)
+    r.n_iter = r.n_iter.reshape(shape)
+    r.mu = r.mu.reshape(shape + (-1,))
+    r.xi = None if r.xi is None else r.xi.reshape(shape + (-1,))
+    return r
+
+
+def report(result, what, stacklevel=4):
+    """Warn about unconverged patterns and about a Plefka objective outside the range of a
+    log-probability (ln P(v) <= 0 for binary data); returns ``result``."""
+    warn_unconverged(result.converged, what,
+                     "raise max_iter (or infer_max_iter) or loosen tol; for the Plefka methods "
+                     "try method='sjj', whose coordinate ascent always converges",
+                     stacklevel=stacklevel)
+    if result.method.startswith("plefka"):
+        bad = int(np.count_nonzero(~(np.asarray(result.bound) <= 0.0)))
+        if bad:
+            warnings.warn(
+                f"{what}: -G is above 0 (or not finite) for {bad} of {np.size(result.bound)} "
+                "patterns, outside the range of a log-probability of binary data: the Plefka "
+                "expansion has broken down for these weights; use method='sjj', a true lower "
+                "bound.", RuntimeWarning, stacklevel=stacklevel)
+    return result
