@@ -140,14 +140,14 @@ def blas_threads(n):
 def run_mf(case, threads, tol=TOL):
     r = mf.infer(case.net, case.V, tol=tol, n_threads=threads)
     return Outcome("mfengine", threads, r.bound, r.converged, r.mu[:-1],
-                   f"{r.n_sweeps.mean():.1f}/{r.n_sweeps.max()} sweeps")
+                   f"{r.n_iter.mean():.1f}/{r.n_iter.max()} sweeps")
 
 
 def run_numpy(case, tol=TOL):
     with blas_threads(1):
         r = numpy_impl.infer(case.net, case.V, tol=tol)
     return Outcome("NumPy", 1, r.bound, r.converged, r.mu[:-1],
-                   f"{r.n_sweeps.mean():.1f}/{r.n_sweeps.max()} sweeps")
+                   f"{r.n_iter.mean():.1f}/{r.n_iter.max()} sweeps")
 
 
 def run_torch(case, threads, tol=TOL):

@@ -34,7 +34,7 @@ def measure(width, n, repeats=2, tol=1e-6, threads=1):
         r = mf.infer(net, V, tol=tol, n_threads=threads)
         best = min(best, time.perf_counter() - t0)
         best_cpu = min(best_cpu, time.thread_time() - c0)
-    sweeps = int(r.n_sweeps.sum())
+    sweeps = int(r.n_iter.sum())
     return net.n_weights, n, sweeps, best, best / sweeps, best_cpu / sweeps, float(r.converged.mean())
 
 

@@ -58,7 +58,7 @@ def test_mf_dag(benchmark, dag_case, method, threads):
     r = benchmark.pedantic(mf.infer, args=(case.model, case.V),
                            kwargs={"method": method, "tol": dc.TOL, "n_threads": threads},
                            rounds=rounds, iterations=1)
-    sweeps = np.asarray(r.n_sweeps)
+    sweeps = np.asarray(r.n_iter)
     _record(benchmark, case.n_items, threads, mean_bound=float(np.mean(r.bound)),
             mean_sweeps=float(sweeps.mean()), max_sweeps=int(sweeps.max()))
     assert np.all(r.converged), f"{np.size(r.converged) - np.sum(r.converged)} items did not converge"
