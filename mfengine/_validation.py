@@ -87,10 +87,16 @@ def check_random_state(seed):
     raise TypeError(f"random_state must be None, an int or a numpy Generator, got {type(seed).__name__}")
 
 
+#: Most units in one layer (or net): sizes and offsets then stay far from ptrdiff_t's range.
+MAX_UNITS = 2**31 - 1
+
+
 def effective_n_threads(n_threads):
     """Number of OpenMP threads to use: ``n_threads`` if given, else OMP_NUM_THREADS, else all cores.
 
-    A negative value counts back from the number of cores (-1: all of them).
+    A negative value counts back from the number of cores (-1: all of them).  The answer is
+    clamped to [1, 4 * cores]: more threads than that only add overhead, and a huge request
+    must not reach OpenMP.
     """
     from mfengine._openmp import openmp_enabled, max_threads
 
@@ -105,7 +111,7 @@ def effective_n_threads(n_threads):
             n = max(1, (os.cpu_count() or 1) + 1 + n)
     if not openmp_enabled():
         return 1
-    return max(1, n)
+    return max(1, min(n, 4 * (os.cpu_count() or 1)))
 
 
 def check_sizes(sizes):
@@ -117,8 +123,10 @@ def check_sizes(sizes):
     for n in sizes:
         if isinstance(n, bool) or not isinstance(n, numbers.Real):
             raise TypeError(f"sizes must be a sequence of layer sizes (integers), got {sizes!r}")
-        if n != int(n):
+        if not np.isfinite(n) or n != int(n):
             raise ValueError(f"sizes must hold whole numbers of units, got {sizes!r}")
+        if not 0 < n <= MAX_UNITS:
+            raise ValueError(f"every layer needs between 1 and {MAX_UNITS} units, got sizes={sizes!r}")
         checked.append(int(n))
     sizes = tuple(checked)
     if len(sizes) < 2:
