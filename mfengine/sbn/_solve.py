@@ -112,10 +112,8 @@ def dag_items(model, V, missing=None):
     or visible and missing); ``net_of`` the net of each item; ``shape`` the leading shape of
     the result.
     """
-    from mfengine.sbn.dag import BeliefNetBatch
-
     model._params()
-    if isinstance(model, BeliefNetBatch):
+    if model._batch:
         if missing is not None:
             raise ValueError("missing is not supported for a BeliefNetBatch; solve nets one by one")
         V3, squeeze = model._check_data(V)

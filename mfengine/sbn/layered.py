@@ -19,6 +19,7 @@ from mfengine._validation import (
     check_sizes,
     sizes_from_biases,
 )
+from mfengine.sbn._hyper import check_callback, check_flag, check_int, check_tol, schedule, stop
 from mfengine.sbn._solve import (
     DAG_METHODS,
     METHODS,
@@ -48,33 +49,6 @@ def _entropy(p):
     with np.errstate(divide="ignore", invalid="ignore"):
         h = -p * np.log(p) - (1.0 - p) * np.log1p(-p)
     return np.where((p <= 0.0) | (p >= 1.0), 0.0, h)
-
-
-def _check_flag(value, name):
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
-
-
-def _check_int(value, name, low, high=2**31 - 1):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
-    return int(value)
-
-
-def _check_tol(value, name, allow_none=False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, (bool, np.bool_)) or not (isinstance(value, numbers.Real) and 0 < value < np.inf):
-        raise ValueError(f"{name} must be a positive finite number{' or None' if allow_none else ''}, "
-                         f"got {value!r}")
-    return float(value)
-
-
-def _check_callback(callback):
-    if callback is not None and not callable(callback):
-        raise TypeError(f"callback must be callable (epoch, model, mean_bound) or None, got {callback!r}")
-    return callback
 
 
 class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
@@ -751,8 +725,8 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         method = self.method
         if not isinstance(method, str) or method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-        warm = _check_flag(self.warm_start, "warm_start")
-        _check_callback(self.callback)
+        warm = check_flag(self.warm_start, "warm_start")
+        check_callback(self.callback)
         if not warm or "weights_" not in vars(self):
             self._init_params()
         self._check_params()
@@ -762,17 +736,17 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         n = V.shape[0]
         if n == 0:
             raise ValueError("X has no patterns")
-        rates = _schedule(self.max_iter, self.learning_rate, PAPER_RATES)
-        batch_size = _check_int(self.batch_size, "batch_size", 1)
-        tol = _check_tol(self.tol, "tol", allow_none=True)
-        itol = _check_tol(self.infer_tol, "infer_tol")
-        imax = _check_int(self.infer_max_iter, "infer_max_iter", 1)
-        progress = _check_flag(self.progress, "progress")
+        rates = schedule(self.max_iter, self.learning_rate, PAPER_RATES)
+        batch_size = check_int(self.batch_size, "batch_size", 1)
+        tol = check_tol(self.tol, "tol", allow_none=True)
+        itol = check_tol(self.infer_tol, "infer_tol")
+        imax = check_int(self.infer_max_iter, "infer_max_iter", 1)
+        progress = check_flag(self.progress, "progress")
         rng = check_random_state(self.random_state)
         from mfengine._progress import progress_bar
         from mfengine.sbn import _gaussian
 
-        if _check_flag(self.init_visible_biases, "init_visible_biases"):
+        if check_flag(self.init_visible_biases, "init_visible_biases"):
             if miss is None:
                 p = V.mean(axis=0)
             else:
@@ -798,7 +772,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                 bar.set_postfix(bound=f"{history[-1]:.3f}")
                 if self.callback is not None:
                     self.callback(epoch, self, history[-1])
-                if _stop(history, tol):
+                if stop(history, tol):
                     break
         finally:
             bar.close()
@@ -808,7 +782,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
     def _finish_fit(self, history, tol, budget):
         self.history_ = np.asarray(history, dtype=np.float64)
         self.n_iter_ = len(history)
-        if tol is not None and not _stop(history, tol):
+        if tol is not None and not stop(history, tol):
             warn_unconverged([False], f"{type(self).__name__}.fit",
                              f"the mean bound still rose by more than tol={tol} in the last of "
                              f"{budget} epochs; raise max_iter or loosen tol")
@@ -846,31 +820,3 @@ def _sigmoid(x):
     return np.exp(-np.logaddexp(0.0, -x))
 
 
-def _stop(history, tol):
-    """Whether the last epoch gained less than ``tol`` over the one before."""
-    return tol is not None and len(history) >= 2 and abs(history[-1] - history[-2]) < tol
-
-
-def _schedule(max_iter, learning_rate, default):
-    """One learning rate per epoch: ``learning_rate`` repeated, or the given sequence, or
-    ``default`` (a rate, or a pair (first half, second half))."""
-    max_iter = _check_int(max_iter, "max_iter", 1, 10**9)
-    if learning_rate is None:
-        if isinstance(default, tuple):
-            half = (max_iter + 1) // 2
-            rates = [default[0]] * half + [default[1]] * (max_iter - half)
-        else:
-            rates = [default] * max_iter
-    elif isinstance(learning_rate, numbers.Real) and not isinstance(learning_rate, (bool, np.bool_)):
-        rates = [float(learning_rate)] * max_iter
-    elif isinstance(learning_rate, (str, bytes)) or not hasattr(learning_rate, "__len__"):
-        raise TypeError(f"learning_rate must be a number or a sequence of numbers, got {learning_rate!r}")
-    else:
-        if not all(isinstance(r, numbers.Real) and not isinstance(r, (bool, np.bool_)) for r in learning_rate):
-            raise TypeError(f"learning_rate must be a number or a sequence of numbers, got {learning_rate!r}")
-        rates = [float(r) for r in learning_rate]
-        if len(rates) != max_iter:
-            raise ValueError(f"learning_rate holds {len(rates)} per-epoch rates but max_iter={max_iter}")
-    if any(not (0 <= r < np.inf) for r in rates):
-        raise ValueError(f"learning_rate must be finite and non-negative, got {learning_rate!r}")
-    return rates

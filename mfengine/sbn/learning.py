@@ -14,6 +14,7 @@ import numpy as np
 
 from mfengine._base import warn_unconverged
 from mfengine._validation import check_random_state, effective_n_threads
+from mfengine.sbn._hyper import check_callback, check_flag, check_int, check_tol, schedule, stop
 from mfengine.sbn._solve import DAG_METHODS, check_solve_args, dag_items, solve_items
 
 __all__ = ["fit_dag", "objective_gradient"]
@@ -42,18 +43,17 @@ def fit_dag(net, X):
     each pattern scored at its mean-field solution just before the update that used it) and
     ``n_iter_``, and returns ``net``."""
     from mfengine._progress import progress_bar
-    from mfengine.sbn.layered import _check_callback, _check_flag, _check_int, _check_tol, _schedule, _stop
 
     method = net.method
     if method not in DAG_METHODS:
         raise ValueError(f"method must be one of {DAG_METHODS}, got {method!r}")
     _, itol, imax, _ = check_solve_args(method, net.infer_tol, net.infer_max_iter, None)
-    rates = _schedule(net.max_iter, net.learning_rate, 0.1)
-    batch_size = _check_int(net.batch_size, "batch_size", 1)
-    tol = _check_tol(net.tol, "tol", allow_none=True)
-    progress = _check_flag(net.progress, "progress")
-    callback = _check_callback(net.callback)
-    if not _check_flag(net.warm_start, "warm_start"):
+    rates = schedule(net.max_iter, net.learning_rate, 0.1)
+    batch_size = check_int(net.batch_size, "batch_size", 1)
+    tol = check_tol(net.tol, "tol", allow_none=True)
+    progress = check_flag(net.progress, "progress")
+    callback = check_callback(net.callback)
+    if not check_flag(net.warm_start, "warm_start"):
         for k in ("W_", "h_", "visible_"):
             vars(net).pop(k, None)
     net._params()
@@ -120,7 +120,7 @@ def fit_dag(net, X):
             if callback is not None:
                 net._set_learned(s.unpack(w[0]), h[0].copy())
                 callback(epoch, net, history[-1])
-            if _stop(history, tol):
+            if stop(history, tol):
                 break
     finally:
         bar.close()
@@ -131,7 +131,7 @@ def fit_dag(net, X):
                      stacklevel=3)
     net.history_ = np.asarray(history, dtype=np.float64)
     net.n_iter_ = len(history)
-    if tol is not None and not _stop(history, tol):
+    if tol is not None and not stop(history, tol):
         warn_unconverged([False], "BeliefNet.fit",
                          f"the mean objective still changed by more than tol={tol} in the last "
                          f"of {len(rates)} epochs; raise max_iter or loosen tol", stacklevel=3)
