@@ -6,10 +6,21 @@ Environment switches read at build time:
                        carrying a second AVX2+FMA body chosen at run time (GCC target_clones).
   MFENGINE_NO_OPENMP=1 build without OpenMP (everything runs single-threaded).
   MFENGINE_DEBUG=1     turn Cython's bounds and initialisation checks back on, -O0 -g.
-  MFENGINE_ONLY=a,b    build only the named extension modules (e.g. mfengine.sbn._sjj).
+  MFENGINE_ONLY=a,b    development only: build just the named extension modules (e.g.
+                       mfengine.sbn._sjj) in place (`python setup.py build_ext --inplace`, or an
+                       editable install); the others are neither checked nor built.  A build
+                       into a wheel refuses it, so a release always carries every kernel.
+
+A build never leaves a kernel out quietly: every extension of the table below must have its
+.pyx and at least one file for each of its C patterns (else the build stops before anything
+is compiled, naming what is missing), a compile error stops it, and after compiling it checks
+that every module was written.  The public C header csrc/mfengine_solver.h and the headers it
+includes (and csrc/mf_status.h) are copied into the package as mfengine/include/, which
+``mfengine.get_include()`` returns, so C and Cython callers build against the installation.
 """
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,6 +31,7 @@ import numpy as np
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 
 def _flag(name):
@@ -81,9 +93,9 @@ directives = {
     "embedsignature": True,
 }
 
-# Every extension: (module name, Cython source, plain-C sources as glob patterns).  An entry
-# whose .pyx is not in the tree is skipped, so one model family can be added without touching
-# the others; a family's C code may be split over files matching its pattern.
+# Every extension: (module name, Cython source, plain-C sources as glob patterns).  Every entry
+# is built (MFENGINE_ONLY narrows that for development); a family's C code may be split over
+# files matching its pattern, and each pattern must match at least one file.
 EXTENSIONS = [
     ("mfengine._openmp", "mfengine/_openmp.pyx", ["csrc/mf_sbn.c", "csrc/mf_parallel.c"]),
     ("mfengine.sbn._gaussian", "mfengine/sbn/_gaussian.pyx", ["csrc/mf_sbn.c", "csrc/mf_parallel.c"]),
@@ -94,10 +106,29 @@ EXTENSIONS = [
 ]
 
 
+class BuildError(RuntimeError):
+    """The source tree cannot give a complete build of mfengine."""
+
+
 def ext(name, pyx, csrc):
+    """The Extension for one table entry; raises BuildError when one of its sources is missing."""
+    missing = [] if os.path.isfile(pyx) else [pyx]
+    c_files = set()
+    for pattern in csrc:
+        found = glob.glob(pattern)
+        if not found:
+            missing.append(pattern)
+        c_files.update(found)
+    if missing:
+        raise BuildError(
+            f"mfengine: cannot build {name}: {', '.join(missing)} not found. Every extension of "
+            "setup.py's EXTENSIONS table is part of the package; an sdist must ship every .pyx "
+            "and csrc/ file (MANIFEST.in). For development, MFENGINE_ONLY=<module> builds "
+            "only the named modules in place."
+        )
     return Extension(
         name,
-        sources=[pyx] + sorted(f for pattern in csrc for f in glob.glob(pattern)),
+        sources=[pyx] + sorted(c_files),
         include_dirs=["csrc", np.get_include()],
         define_macros=macros,
         extra_compile_args=compile_args,
@@ -105,20 +136,86 @@ def ext(name, pyx, csrc):
     )
 
 
-# MFENGINE_ONLY=name[,name...] builds just those extensions (for working on one kernel).
+# MFENGINE_ONLY=name[,name...] builds just those extensions (in place, for working on one kernel).
 ONLY = [n.strip() for n in os.environ.get("MFENGINE_ONLY", "").split(",") if n.strip()]
-extensions = [
-    ext(name, pyx, csrc)
-    for name, pyx, csrc in EXTENSIONS
-    if os.path.exists(pyx) and (not ONLY or name in ONLY)
-]
+_unknown = sorted(set(ONLY) - {name for name, _, _ in EXTENSIONS})
+if _unknown:
+    raise BuildError(
+        f"mfengine: MFENGINE_ONLY names unknown extension(s) {', '.join(_unknown)}; "
+        f"known: {', '.join(name for name, _, _ in EXTENSIONS)}"
+    )
+extensions = [ext(name, pyx, csrc) for name, pyx, csrc in EXTENSIONS if not ONLY or name in ONLY]
+
+# The C API's headers, installed as mfengine/include/: mfengine_solver.h, mf_status.h, and every
+# header they include with #include "..." (followed transitively), so the copy is self-contained.
+PUBLIC_HEADERS = ["csrc/mfengine_solver.h", "csrc/mf_status.h"]
+_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+
+
+def public_headers():
+    """Paths of the public headers and of the local headers they include."""
+    todo, seen = list(PUBLIC_HEADERS), []
+    while todo:
+        path = os.path.normpath(todo.pop())
+        if path in seen:
+            continue
+        if not os.path.isfile(path):
+            raise BuildError(f"mfengine: the public header {path} is missing from the source tree")
+        seen.append(path)
+        with open(path) as fh:
+            todo += [os.path.join(os.path.dirname(path), inc) for inc in _INCLUDE_RE.findall(fh.read())]
+    return sorted(seen)
+
+
+def copy_headers(package_dir):
+    """Write the public headers into <package_dir>/include; returns the paths written."""
+    dest = os.path.join(package_dir, "include")
+    os.makedirs(dest, exist_ok=True)
+    written = []
+    for path in public_headers():
+        target = os.path.join(dest, os.path.basename(path))
+        shutil.copyfile(path, target)
+        written.append(target)
+    return written
+
+
+class BuildPy(build_py):
+    """Adds the public C headers to the built package as mfengine/include/."""
+
+    def run(self):
+        if getattr(self, "editable_mode", False):
+            # an editable install imports the source tree: the headers go beside its modules
+            copy_headers("mfengine")
+            return super().run()
+        super().run()
+        copy_headers(os.path.join(self.build_lib, "mfengine"))
+
+    def get_outputs(self, include_bytecode=True):
+        outputs = super().get_outputs(include_bytecode)
+        if getattr(self, "editable_mode", False):
+            return outputs
+        dest = os.path.join(self.build_lib, "mfengine", "include")
+        return outputs + [os.path.join(dest, os.path.basename(p)) for p in public_headers()]
 
 
 class BuildExt(build_ext):
-    """Records the build's facts in mfengine/_build_config.py for show_config()."""
+    """Cythonizes and compiles every extension, checks each was written, and records the
+    build's facts in mfengine/_build_config.py for show_config()."""
 
     def run(self):
+        in_place = self.inplace or getattr(self, "editable_mode", False)
+        if ONLY and not in_place:
+            raise BuildError(
+                "mfengine: MFENGINE_ONLY builds part of the package and is for in-place "
+                "development builds only (python setup.py build_ext --inplace, or pip install "
+                "-e); unset it to build a wheel or install"
+            )
         super().run()
+        absent = [e.name for e in self.extensions if not os.path.isfile(self.get_ext_fullpath(e.name))]
+        if absent:
+            raise BuildError(f"mfengine: the build did not produce {', '.join(absent)}")
+        if in_place:
+            copy_headers("mfengine")
         info = {
             "openmp": OPENMP,
             "native": NATIVE,
@@ -134,20 +231,29 @@ class BuildExt(build_ext):
             '"""Facts about this build of mfengine, written by setup.py (do not edit)."""\n'
             f"BUILD_INFO = {info!r}\n"
         )
-        targets = [os.path.join(self.build_lib, "mfengine", "_build_config.py")]
-        if self.inplace:
-            targets = [os.path.join("mfengine", "_build_config.py")]
-        for path in targets:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w") as fh:
-                fh.write(text)
+        package_dir = "mfengine" if in_place else os.path.join(self.build_lib, "mfengine")
+        os.makedirs(package_dir, exist_ok=True)
+        with open(os.path.join(package_dir, "_build_config.py"), "w") as fh:
+            fh.write(text)
+
+    def build_extensions(self):
+        # Cythonized here rather than when setup.py is read, so that making an sdist or the
+        # package metadata does not run Cython (the sdist ships the .pyx, not generated C).
+        # The Extension objects stay setuptools' own (build_ext has already prepared them);
+        # each takes the C sources that cythonize made of its .pyx.
+        done = cythonize(
+            self.extensions,
+            compiler_directives=directives,
+            include_path=["mfengine"],
+            quiet=not self.verbose,
+        )
+        sources = {e.name: e.sources for e in done}
+        for e in self.extensions:
+            e.sources = sources[e.name]
+        super().build_extensions()
 
 
 setup(
-    ext_modules=cythonize(
-        extensions,
-        compiler_directives=directives,
-        include_path=["mfengine"],
-    ),
-    cmdclass={"build_ext": BuildExt},
+    ext_modules=extensions,
+    cmdclass={"build_py": BuildPy, "build_ext": BuildExt},
 )

@@ -1,11 +1,73 @@
-"""Build and run-time facts: ``mfengine.show_config()``."""
+"""Build and run-time facts: ``mfengine.show_config()``, and ``mfengine.get_include()``."""
+import os
 import sys
 
-__all__ = ["get_config", "show_config"]
+__all__ = ["get_config", "get_include", "show_config"]
+
+
+def get_include():
+    """Return the directory that holds mfengine's C headers.
+
+    The build copies ``mfengine_solver.h`` (the C API of the mean-field solvers) and the
+    headers it includes (``mf_status.h``, the status codes) into the installed package, so
+    C and Cython callers compile against the installation rather than a source checkout.
+
+    Returns
+    -------
+    str
+        Absolute path of the ``include`` directory inside the installed package: pass it to
+        the compiler with ``-I``, or add it to an ``Extension``'s ``include_dirs``.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the headers are not there (an unbuilt source tree: build it with ``pip install .``,
+        or ``python setup.py build_ext --inplace`` for development).
+
+    See Also
+    --------
+    show_config : Print how this installation was built.
+
+    Examples
+    --------
+    >>> import os
+    >>> import mfengine
+    >>> os.path.isfile(os.path.join(mfengine.get_include(), "mfengine_solver.h"))
+    True
+    """
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "include")
+    if not os.path.isfile(os.path.join(path, "mfengine_solver.h")):
+        raise FileNotFoundError(
+            f"mfengine's C headers are not in {path}: build the package (pip install ., or "
+            "python setup.py build_ext --inplace in a source checkout) to install them"
+        )
+    return path
 
 
 def get_config():
-    """A dict of build facts: version, OpenMP, default threads, dispatch, compile flags."""
+    """Return the facts of this build and installation.
+
+    Returns
+    -------
+    dict
+        Keys ``version``, ``python``, ``numpy`` (the versions in use), ``openmp`` (whether the
+        kernels were compiled with OpenMP), ``default_n_threads`` (the thread count used when
+        ``n_threads=None``), ``runtime_dispatch`` (whether the hot loops choose an AVX2+FMA
+        body at run time), ``native``, ``compile_args``, ``define_macros``, ``compiler``,
+        ``cython`` (how the extensions were compiled; None when unknown) and ``include``
+        (the directory of the C headers, see :func:`get_include`; None when absent).
+
+    See Also
+    --------
+    show_config : Print the same facts.
+
+    Examples
+    --------
+    >>> import mfengine
+    >>> cfg = mfengine.get_config()
+    >>> cfg["version"] == mfengine.__version__
+    True
+    """
     import numpy as np
 
     from mfengine import __version__, _openmp
@@ -15,6 +77,10 @@ def get_config():
         from mfengine._build_config import BUILD_INFO
     except ImportError:
         BUILD_INFO = {}
+    try:
+        include = get_include()
+    except FileNotFoundError:
+        include = None
     return {
         "version": __version__,
         "python": sys.version.split()[0],
@@ -27,11 +93,31 @@ def get_config():
         "define_macros": BUILD_INFO.get("define_macros"),
         "compiler": BUILD_INFO.get("compiler"),
         "cython": BUILD_INFO.get("cython"),
+        "include": include,
     }
 
 
 def show_config(file=None):
-    """Print the version, whether OpenMP is on, the default thread count and the compile flags."""
+    """Print the version, whether OpenMP is on, the default thread count and the compile flags.
+
+    Parameters
+    ----------
+    file : file-like, optional
+        Where to write; standard output when None.
+
+    See Also
+    --------
+    get_config : The same facts as a dict.
+
+    Examples
+    --------
+    >>> import io
+    >>> import mfengine
+    >>> buf = io.StringIO()
+    >>> mfengine.show_config(file=buf)
+    >>> buf.getvalue().startswith("mfengine")
+    True
+    """
     cfg = get_config()
     out = file or sys.stdout
     print("mfengine", cfg["version"], file=out)
@@ -43,3 +129,4 @@ def show_config(file=None):
     print(f"  {'-march=native':<18} {'yes' if cfg['native'] else 'no'}", file=out)
     print(f"  {'compile flags':<18} {' '.join(cfg['compile_args'] or [])}", file=out)
     print(f"  {'macros':<18} {' '.join(cfg['define_macros'] or [])}", file=out)
+    print(f"  {'C headers':<18} {cfg['include'] or 'not installed'}", file=out)
