@@ -21,7 +21,7 @@ def random_dag(n, activation, seed, density=0.6, scale=1.5, n_visible=3):
 def brute_force_log_p(net, v, missing=None):
     """ln P(v) by an explicit loop over every joint state of all units."""
     total = 0.0
-    vis = np.flatnonzero(net.visible)
+    vis = np.flatnonzero(net.visible_)
     for bits in itertools.product([0.0, 1.0], repeat=net.n_units):
         S = np.array(bits)
         keep = [missing is not None and missing[k] or S[i] == v[k] for k, i in enumerate(vis)]
@@ -29,7 +29,7 @@ def brute_force_log_p(net, v, missing=None):
             continue
         p = 1.0
         for i in range(net.n_units):
-            z = net.h[i] + net.W[i] @ S
+            z = net.h_[i] + net.W_[i] @ S
             f = 1 / (1 + np.exp(-z)) if net.activation == "sigmoid" else 1 - np.exp(-z)
             p *= f if S[i] else 1 - f
         total += p
@@ -73,27 +73,45 @@ def test_layered_net_as_dag_has_the_same_likelihood():
 
 
 def test_noisy_or_refuses_negative_parameters_and_bad_input():
+    """Parameters are checked at first use (here ``sample``), not in the constructor."""
     W = np.zeros((3, 3))
     W[2, 0] = -0.5
     with pytest.raises(ValueError, match="non-negative weights"):
-        mf.BeliefNet(W, np.zeros(3), [2], activation="noisy_or")
+        mf.BeliefNet(W, np.zeros(3), [2], activation="noisy_or").sample(1)
     with pytest.raises(ValueError, match="non-negative biases"):
-        mf.BeliefNet(np.zeros((3, 3)), [0.0, -1.0, 0.0], [2], activation="noisy_or")
+        mf.BeliefNet(np.zeros((3, 3)), [0.0, -1.0, 0.0], [2], activation="noisy_or").sample(1)
     U = np.zeros((3, 3))
     U[0, 2] = 1.0
     with pytest.raises(ValueError, match="lower triangular"):
-        mf.BeliefNet(U, np.zeros(3), [2])
+        mf.BeliefNet(U, np.zeros(3), [2]).sample(1)
     with pytest.raises(ValueError, match="activation"):
-        mf.BeliefNet(np.zeros((3, 3)), np.zeros(3), [2], activation="tanh")
+        mf.BeliefNet(np.zeros((3, 3)), np.zeros(3), [2], activation="tanh").sample(1)
     with pytest.raises(ValueError, match="no unit"):
-        mf.BeliefNet(np.zeros((3, 3)), np.zeros(3), np.zeros(3, dtype=bool))
+        mf.BeliefNet(np.zeros((3, 3)), np.zeros(3), np.zeros(3, dtype=bool)).sample(1)
     net = mf.BeliefNet(np.zeros((3, 3)), np.zeros(3), [2])
     with pytest.raises(ValueError, match="binary"):
         net.exact_log_likelihood([[0.5]])
     with pytest.raises(ValueError, match="max_hidden"):
         random_dag(25, "sigmoid", 0).exact_log_likelihood(np.zeros((1, 3)))
-    with pytest.raises(ValueError, match="layered sigmoid nets"):
-        mf.infer(net, np.zeros((1, 1)))   # the default method, "gaussian", needs a layered net
+    # "gaussian" needs a layered net: a BeliefNet refuses it, naming the method argument
+    with pytest.raises(ValueError, match=r"method must be one of .* for a BeliefNet, got 'gaussian'"):
+        mf.infer(net, np.zeros((1, 1)), method="gaussian")
+    with pytest.raises(ValueError, match=r"method must be one of .* for a BeliefNet, got 'gaussian'"):
+        mf.BeliefNet(np.zeros((3, 3)), np.zeros(3), [2], method="gaussian").infer(np.zeros((1, 1)))
+
+
+def test_visible_indices_must_be_increasing():
+    """Column k of X is unit visible[k]: unsorted or repeated indices are refused (they used
+    to be sorted silently, so column k of X was not unit visible[k])."""
+    W = np.zeros((9, 9))
+    with pytest.raises(ValueError, match="strictly increasing"):
+        mf.BeliefNet(W, np.zeros(9), visible=[8, 6, 7]).sample(1)
+    with pytest.raises(ValueError, match="strictly increasing"):
+        mf.BeliefNet(W, np.zeros(9), visible=[6, 6, 7]).infer(np.zeros((1, 3)))
+    net = mf.BeliefNet(W, np.zeros(9), visible=[6, 7, 8])
+    np.testing.assert_array_equal(net.sample(1).shape, (1, 3))
+    np.testing.assert_array_equal(np.flatnonzero(net.visible_), [6, 7, 8])
+    assert net.visible == [6, 7, 8]  # the constructor's value is kept unchanged
 
 
 def test_noisy_or_unit_with_zero_input_is_off():

@@ -64,8 +64,8 @@ def test_partial_derivative_at_fixed_mu_xi(sizes, with_missing, at):
         rng = np.random.default_rng(3)
         mu = [rng.uniform(0.05, 0.95, (len(V), n)) for n in sizes]
         xi = [rng.uniform(0.05, 0.95, (len(V), n)) for n in sizes]
-        r = mf.InferenceResult(bound=np.zeros(len(V)), mu=mu, xi=xi, n_sweeps=np.zeros(len(V), int),
-                               converged=np.ones(len(V), bool))
+        r = mf.BeliefNetResult(bound=np.zeros(len(V)), converged=np.ones(len(V), bool),
+                               n_iter=np.zeros(len(V), int), method="gaussian", mu=mu, xi=xi)
     analytic = net.gradient(V, result=r, missing=missing)
     F = lambda n2: n2.evaluate_bound(V, r.mu, r.xi, missing=missing).sum()
     numeric = numerical_gradient(net, F, h=1e-5)
@@ -83,7 +83,7 @@ def test_total_derivative_of_converged_bound(sizes, with_missing):
     net = random_net(sizes, 1.0, seed=10 + len(sizes))
     V = net.sample(5, random_state=4)
     missing = make_missing(V, 5) if with_missing else None
-    tight = dict(missing=missing, tol=1e-13, inner_tol=1e-11, max_sweeps=2000)
+    tight = dict(missing=missing, tol=1e-13, inner_tol=1e-11, max_iter=2000)
     r = mf.infer(net, V, **tight)
     assert r.converged.all()
     analytic = net.gradient(V, result=r, missing=missing)

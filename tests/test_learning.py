@@ -1,11 +1,17 @@
 """SigmoidBeliefNet.fit: gradient ascent on the mean-field bound raises it, and a net trained on
 data from a known small net generalises (exact held-out log-likelihood)."""
+import copy
+
 import numpy as np
 import pytest
+from sklearn.base import clone
 
 import mfengine as mf
 
 SIZES = [2, 4, 8]
+# the per-pattern solve of the training runs below (fit's former defaults tol=1e-4,
+# max_sweeps=100, now the constructor's infer_tol and infer_max_iter)
+SOLVE = dict(infer_tol=1e-4, infer_max_iter=100)
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +47,18 @@ def check_history_rises(history):
 )
 def test_fit_raises_the_bound_and_generalises(data, batch_size, warm_start, epochs, learning_rate):
     teacher, V, Vt = data
-    net = mf.SigmoidBeliefNet(SIZES, random_state=3)
-    untrained = net.copy()
-    before = mf.infer(net, V, tol=1e-6).bound.mean()
-    history = net.fit(V, epochs=epochs, learning_rate=learning_rate, batch_size=batch_size,
-                      warm_start=warm_start, progress=False, random_state=0)
+    params = dict(learning_rate=learning_rate, batch_size=batch_size, warm_start=warm_start,
+                  progress=False, random_state=3, **SOLVE)
+    if epochs is not None:
+        params["max_iter"] = epochs
+    net = mf.SigmoidBeliefNet(SIZES, **params)
+    before = mf.infer(net, V, tol=1e-6).bound.mean()   # draws the parameters from random_state
+    untrained = copy.deepcopy(net)
+    assert net.fit(V) is net
+    history = net.history_
+    # with warm_start=False fit redraws the same parameters from random_state=3
     assert history.shape == ((8,) if epochs is None else (epochs,))  # None: the paper's schedule
+    assert net.n_iter_ == len(history)
     check_history_rises(history)
     after = mf.infer(net, V, tol=1e-6).bound.mean()
     assert after > before
@@ -66,11 +78,14 @@ def test_fit_raises_the_bound_and_generalises(data, batch_size, warm_start, epoc
 
 
 def test_warm_start_changes_the_path_not_the_quality(data):
+    """warm_start=True on a net without parameters starts from the same draw as a fresh fit,
+    and then also starts each pattern's solve from its previous solution."""
     _, V, _ = data
-    a = mf.SigmoidBeliefNet(SIZES, random_state=3)
-    b = a.copy()
-    ha = a.fit(V[:500], epochs=4, learning_rate=0.05, progress=False, random_state=0)
-    hb = b.fit(V[:500], epochs=4, learning_rate=0.05, warm_start=True, progress=False, random_state=0)
+    a = mf.SigmoidBeliefNet(SIZES, max_iter=4, learning_rate=0.05, progress=False,
+                            random_state=3, **SOLVE)
+    b = clone(a).set_params(warm_start=True)
+    ha = a.fit(V[:500]).history_
+    hb = b.fit(V[:500]).history_
     # the first epoch starts every pattern at 0.5 either way
     assert ha[0] == pytest.approx(hb[0], abs=1e-9)
     # later epochs start from different points (so the option does something) ...
@@ -80,11 +95,16 @@ def test_warm_start_changes_the_path_not_the_quality(data):
 
 
 def test_fit_is_reproducible_and_depends_on_the_order(data):
+    """The same start (parameters drawn from seed 3); the order of the patterns from
+    random_state (from_params nets continue from their parameters: warm_start=True)."""
     _, V, _ = data
+    start = mf.SigmoidBeliefNet(SIZES, random_state=3)
     runs = []
     for seed in (0, 0, 1):
-        net = mf.SigmoidBeliefNet(SIZES, random_state=3)
-        h = net.fit(V[:300], epochs=2, learning_rate=0.05, progress=False, random_state=seed)
+        net = mf.SigmoidBeliefNet.from_params(start.weights, start.biases, max_iter=2,
+                                              learning_rate=0.05, progress=False,
+                                              random_state=seed, **SOLVE)
+        h = net.fit(V[:300]).history_
         runs.append((h, net))
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     for x, y in zip(runs[0][1].weights, runs[1][1].weights):
@@ -99,11 +119,13 @@ def test_zero_learning_rate_sets_only_visible_biases(data):
     _, V, _ = data
     V = V[:200].copy()
     V[:, 0] = 1.0  # a pixel that is always on: its mean is clipped to 1 - 1/(n+2)
-    net = mf.SigmoidBeliefNet(SIZES, random_state=3)
-    orig = net.copy()
     seen = []
-    h = net.fit(V, epochs=2, learning_rate=0.0, progress=False, tol=1e-10,
-                callback=lambda epoch, n, b: seen.append((epoch, n, b)))
+    net = mf.SigmoidBeliefNet(SIZES, max_iter=2, learning_rate=0.0, progress=False,
+                              infer_tol=1e-10, infer_max_iter=100, random_state=3,
+                              callback=lambda epoch, n, b: seen.append((epoch, n, b)))
+    assert net.sample(0).shape == (0, 8)   # draws the parameters, which fit redraws alike
+    orig = copy.deepcopy(net)
+    h = net.fit(V).history_
     for x, y in zip(net.weights, orig.weights):
         np.testing.assert_array_equal(x, y)
     for x, y in zip(net.biases[:-1], orig.biases[:-1]):
@@ -111,7 +133,7 @@ def test_zero_learning_rate_sets_only_visible_biases(data):
     n = len(V)
     p = np.clip(V.mean(axis=0), 1 / (n + 2), 1 - 1 / (n + 2))
     np.testing.assert_allclose(net.biases[-1], np.log(p / (1 - p)), rtol=1e-12)
-    expected = mf.infer(net, V, tol=1e-10).bound.mean()
+    expected = mf.infer(net, V, tol=1e-10, max_iter=200).bound.mean()
     np.testing.assert_allclose(h, [expected, expected], atol=1e-8)
     assert [e for e, _, _ in seen] == [0, 1]
     assert all(m is net for _, m, _ in seen)
@@ -126,9 +148,9 @@ def test_fit_with_missing_entries(data):
     missing = np.random.default_rng(5).random(V.shape) < 0.25
     results = []
     for fill in (np.nan, 0.0, 1.0):
-        net = mf.SigmoidBeliefNet(SIZES, random_state=3)
-        h = net.fit(np.where(missing, fill, V), missing=missing, epochs=6, learning_rate=0.05,
-                    progress=False, random_state=0)
+        net = mf.SigmoidBeliefNet(SIZES, max_iter=6, learning_rate=0.05, progress=False,
+                                  random_state=3, **SOLVE)
+        h = net.fit(np.where(missing, fill, V), missing=missing).history_
         results.append((h, net))
     for h, net in results[1:]:
         np.testing.assert_array_equal(h, results[0][0])
@@ -138,8 +160,8 @@ def test_fit_with_missing_entries(data):
     assert h[-1] > h[0]
     # visible biases were initialised from the observed entries only (a zero learning rate
     # isolates that step)
-    net = mf.SigmoidBeliefNet(SIZES, random_state=3)
-    net.fit(np.where(missing, np.nan, V), missing=missing, epochs=1, learning_rate=0.0, progress=False)
+    net = mf.SigmoidBeliefNet(SIZES, max_iter=1, learning_rate=0.0, progress=False, **SOLVE)
+    net.fit(np.where(missing, np.nan, V), missing=missing)
     obs = ~missing
     n = len(V)
     p = np.clip((V * obs).sum(0) / obs.sum(0), 1 / (n + 2), 1 - 1 / (n + 2))
@@ -148,18 +170,21 @@ def test_fit_with_missing_entries(data):
 
 def test_fit_argument_errors(data):
     _, V, _ = data
-    net = mf.SigmoidBeliefNet(SIZES, random_state=3)
+
+    def net(**params):
+        return mf.SigmoidBeliefNet(SIZES, random_state=3, progress=False, **params)
+
     with pytest.raises(ValueError, match="batch_size"):
-        net.fit(V, batch_size=0, progress=False)
-    with pytest.raises(ValueError, match="epochs"):
-        net.fit(V, epochs=0, progress=False)
-    with pytest.raises(ValueError, match="learning rate"):
-        net.fit(V, learning_rate=-0.1, epochs=1, progress=False)
-    with pytest.raises(ValueError, match="epochs"):
-        net.fit(V, epochs=3, learning_rate=[0.1, 0.1], progress=False)
+        net(batch_size=0).fit(V)
+    with pytest.raises(ValueError, match="max_iter"):
+        net(max_iter=0).fit(V)
+    with pytest.raises(ValueError, match="learning_rate"):
+        net(learning_rate=-0.1, max_iter=1).fit(V)
+    with pytest.raises(ValueError, match="max_iter"):
+        net(max_iter=3, learning_rate=[0.1, 0.1]).fit(V)
     with pytest.raises(ValueError, match="method"):
-        net.fit(V, method="newton", progress=False)
-    with pytest.raises(ValueError, match="V"):
-        net.fit(V[:, :5], progress=False)
+        net(method="newton").fit(V)
+    with pytest.raises(ValueError, match="X"):
+        net().fit(V[:, :5])
     with pytest.raises(ValueError, match="patterns"):
-        net.fit(V[:0], progress=False)
+        net().fit(V[:0])
