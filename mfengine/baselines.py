@@ -299,7 +299,7 @@ class BernoulliMixture(PersistMixin, DensityMixin, BaseEstimator):
 
     See Also
     --------
-    MixtureClassifier : one mixture per class.
+    MixtureClassifier : One mixture per class.
 
     Examples
     --------
@@ -341,7 +341,7 @@ class BernoulliMixture(PersistMixin, DensityMixin, BaseEstimator):
 
         Returns
         -------
-        self : BernoulliMixture
+        BernoulliMixture
             The fitted mixture.
 
         Raises
@@ -380,8 +380,8 @@ class BernoulliMixture(PersistMixin, DensityMixin, BaseEstimator):
 
         Returns
         -------
-        log_prob : ndarray of shape (n_samples,)
-            ln P(x) per pattern.
+        ndarray of shape (n_samples,)
+            The log-likelihood ln P(x) of each pattern, in nats.
 
         Raises
         ------
@@ -410,7 +410,7 @@ class BernoulliMixture(PersistMixin, DensityMixin, BaseEstimator):
 
         Returns
         -------
-        score : float
+        float
             The mean of ``score_samples(X, missing)``.
         """
         return float(np.mean(self.score_samples(X, missing=missing)))
@@ -427,7 +427,7 @@ class BernoulliMixture(PersistMixin, DensityMixin, BaseEstimator):
 
         Returns
         -------
-        X : ndarray of shape (n_samples, n_features)
+        ndarray of shape (n_samples, n_features)
             The patterns, as float64 0/1.
         """
         check_is_fitted(self)
@@ -479,8 +479,8 @@ class MixtureClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
 
     See Also
     --------
-    BernoulliMixture : the per-class density model.
-    mfengine.classify.GenerativeClassifier : the same with a sigmoid belief net per class.
+    BernoulliMixture : The per-class density model.
+    mfengine.classify.GenerativeClassifier : The same scheme with a sigmoid belief net per class.
 
     Examples
     --------
@@ -514,7 +514,7 @@ class MixtureClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        self : MixtureClassifier
+        MixtureClassifier
             The fitted classifier.
 
         Raises
@@ -550,6 +550,15 @@ class MixtureClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
 
     @property
     def mixtures_(self):
+        """One fitted ``BernoulliMixture`` per class, in the order of ``classes_``.
+
+        Built on each access; the mixtures share memory with ``means_`` and ``weights_``.
+
+        Returns
+        -------
+        list of BernoulliMixture
+            The class mixtures.
+        """
         check_is_fitted(self)
         out = []
         for c in range(len(self.classes_)):
@@ -574,8 +583,8 @@ class MixtureClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        log_likelihood : ndarray of shape (n_samples, n_classes)
-            ln P(x | class) under each class's mixture, in nats.
+        ndarray of shape (n_samples, n_classes)
+            The log-likelihood ln P(x | class) under each class's mixture, in nats.
         """
         check_is_fitted(self)
         X, obs = _validate_binary(self, X, reset=False, missing=missing)
@@ -615,8 +624,8 @@ class MixtureClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        log_proba : ndarray of shape (n_samples, n_classes)
-            ln P(class | x), columns in the order of ``classes_``.
+        ndarray of shape (n_samples, n_classes)
+            The log-probabilities ln P(class | x), columns in the order of ``classes_``.
         """
         return _normalise_log(self._joint(X, missing))
 
@@ -632,7 +641,7 @@ class MixtureClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        proba : ndarray of shape (n_samples, n_classes)
+        ndarray of shape (n_samples, n_classes)
             P(class | x); rows sum to 1.
         """
         return np.exp(self.predict_log_proba(X, missing=missing))
@@ -649,7 +658,7 @@ class MixtureClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        labels : ndarray of shape (n_samples,)
+        ndarray of shape (n_samples,)
             Labels from ``classes_``.
         """
         joint = self._joint(X, missing)
@@ -671,7 +680,7 @@ class MixtureClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        accuracy : float
+        float
             The (weighted) fraction of patterns labelled correctly.
         """
         return _accuracy(self, X, y, sample_weight, missing)

@@ -60,8 +60,36 @@ def _pct(err):
 def run_demo(out="demo_output", seed=0, quick=False, progress=True):
     """Run the demo: train, compare, print tables and write three PNGs into ``out``.
 
-    Returns a dict with the test errors, the missing-pixel errors and the figure paths.
     Every number printed is computed in this run, except the rows labelled as the paper's.
+
+    Parameters
+    ----------
+    out : str or path-like, default="demo_output"
+        Directory for the figures (created if needed).
+    seed : int, default=0
+        Seed of the training runs and of the missing-pixel masks; the train/test split is
+        fixed.
+    quick : bool, default=False
+        A much smaller, faster configuration (for tests).
+    progress : bool, default=True
+        Show progress bars on long fits.
+
+    Returns
+    -------
+    dict
+        The test errors (``error_mean_field``, ``error_knn``, ``error_mixture``,
+        ``error_mixture_40``), the choices made by cross-validation (``k_best``, ``K_best``,
+        ``alpha_best``), the missing-pixel results (``missing_fractions``,
+        ``missing_errors``), the figure paths (``figures``) and the run time (``seconds``).
+
+    Raises
+    ------
+    ImportError
+        If scikit-learn or matplotlib is missing.
+
+    See Also
+    --------
+    main : The console command that calls it.
     """
     from mfengine import __version__
     from mfengine.baselines import MixtureClassifier
@@ -251,7 +279,30 @@ def _build_parser():
 
 
 def main(argv=None):
-    """Entry point of the ``mfengine`` command; returns the exit status."""
+    """Entry point of the ``mfengine`` command.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit status: 0 on success, 1 without a command, 2 when the demo lacks a
+        dependency.
+
+    See Also
+    --------
+    run_demo : What ``mfengine demo`` runs.
+
+    Examples
+    --------
+    >>> from mfengine.cli import main
+    >>> main(["config"])  # doctest: +ELLIPSIS
+    mfengine ...
+    0
+    """
     parser = _build_parser()
     args = parser.parse_args(argv)
     if args.command == "config":

@@ -32,23 +32,45 @@ def _require_sklearn():
 
 
 def load_binary_digits(threshold=8, test_size=0.3, random_state=0):
-    """scikit-learn's 8x8 handwritten digits, thresholded to {0, 1}, with a fixed split.
+    """Load scikit-learn's 8x8 handwritten digits, thresholded to {0, 1}, with a fixed split.
 
     Parameters
     ----------
-    threshold : int, default 8
+    threshold : int, default=8
         A pixel (grey level 0-16) becomes 1 when it is ``>= threshold``.
-    test_size : float in (0, 1), default 0.3
+    test_size : float, default=0.3
         Fraction of the 1797 images held out for testing; the split is stratified by digit.
-    random_state : int, default 0
+    random_state : int, default=0
         Seed of the split (the same seed always gives the same split).
 
     Returns
     -------
-    X_train, X_test : ndarray of float64, shapes (n_train, 64) and (n_test, 64)
-        Binary images, row-major 8x8.
-    y_train, y_test : ndarray of int64
-        Digit labels 0-9.
+    X_train : ndarray of shape (n_train, 64)
+        Binary training images (float64 0/1), row-major 8x8.
+    X_test : ndarray of shape (n_test, 64)
+        Binary test images.
+    y_train : ndarray of shape (n_train,)
+        Digit labels 0-9 (int64) of the training images.
+    y_test : ndarray of shape (n_test,)
+        Digit labels of the test images.
+
+    Raises
+    ------
+    ValueError
+        If ``threshold`` or ``test_size`` is out of range.
+    ImportError
+        If scikit-learn is not installed.
+
+    See Also
+    --------
+    make_bars : A synthetic binary data set.
+
+    Examples
+    --------
+    >>> from mfengine.datasets import load_binary_digits
+    >>> X_train, X_test, y_train, y_test = load_binary_digits()
+    >>> X_train.shape, X_test.shape
+    ((1257, 64), (540, 64))
     """
     _require_sklearn()
     from sklearn.datasets import load_digits
@@ -73,11 +95,41 @@ def load_binary_digits(threshold=8, test_size=0.3, random_state=0):
 
 
 def make_bars(n, size=4, p_bar=0.5, random_state=None):
-    """Binary bars (Bhattacharyya & Keerthi, section 6): ``size`` x ``size`` images whose bars
-    are all vertical or all horizontal with probability 1/2 each, every bar on independently
-    with probability ``p_bar``.
+    """Draw binary bars (Bhattacharyya & Keerthi, section 6).
 
-    Returns an (n, size * size) float64 array of 0/1, row-major images.  No scikit-learn needed.
+    ``size`` x ``size`` images whose bars are all vertical or all horizontal with probability
+    1/2 each, every bar on independently with probability ``p_bar``.
+
+    Parameters
+    ----------
+    n : int
+        Number of images.
+    size : int, default=4
+        Height and width of an image.
+    p_bar : float, default=0.5
+        Probability that a bar is on.
+    random_state : None, int or numpy.random.Generator, default=None
+        Seed of the draw.
+
+    Returns
+    -------
+    ndarray of shape (n, size * size)
+        Row-major images, float64 0/1.
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range.
+
+    See Also
+    --------
+    make_continuous_bars : The continuous version.
+
+    Examples
+    --------
+    >>> from mfengine.datasets import make_bars
+    >>> make_bars(2, size=3, random_state=0).shape
+    (2, 9)
     """
     from mfengine._validation import check_random_state
 
@@ -102,7 +154,7 @@ def _check_n(n):
 
 
 def make_continuous_bars(n, noisy=False, random_state=None):
-    """Continuous bars (Frey & Hinton 1999, section 3.1; Hinton & Ghahramani 1997).
+    """Draw continuous bars (Frey & Hinton 1999, section 3.1; Hinton & Ghahramani 1997).
 
     Each 6x6 image has bars of one orientation, vertical or horizontal with probability 1/2;
     each of its six bars is on with probability 0.3, with an intensity drawn uniformly from
@@ -112,13 +164,30 @@ def make_continuous_bars(n, noisy=False, random_state=None):
     ----------
     n : int
         Number of images.
-    noisy : bool, default False
-    random_state : None, int or numpy.random.Generator
+    noisy : bool, default=False
+        Add unit-variance Gaussian noise to every pixel.
+    random_state : None, int or numpy.random.Generator, default=None
+        Seed of the draw.
 
     Returns
     -------
-    ndarray of float64, shape (n, 36)
-        Row-major images.
+    ndarray of shape (n, 36)
+        Row-major images (float64).
+
+    Raises
+    ------
+    ValueError
+        If ``n`` is not a non-negative integer.
+
+    See Also
+    --------
+    make_bars : The binary version.
+
+    Examples
+    --------
+    >>> from mfengine.datasets import make_continuous_bars
+    >>> make_continuous_bars(5, random_state=0).shape
+    (5, 36)
     """
     from mfengine._validation import check_random_state
 
@@ -136,7 +205,7 @@ def make_continuous_bars(n, noisy=False, random_state=None):
 
 
 def make_stereo(n, noisy=False, random_state=None, n_dots=4, n_pixels=12, blur=1.0, shift=1.0):
-    """Continuous stereo disparity (Frey & Hinton 1999, section 3.2; after Becker & Hinton 1992).
+    """Draw continuous stereo pairs (Frey & Hinton 1999, sec. 3.2; after Becker & Hinton 1992).
 
     ``n_dots`` Gaussian dots (profile ``b exp(-(x - c)^2 / (2 blur^2))``) are placed with centres
     c uniform on [0, n_pixels] and brightness b uniform on [0, 5]; the second image is the first
@@ -150,16 +219,39 @@ def make_stereo(n, noisy=False, random_state=None, n_dots=4, n_pixels=12, blur=1
     ----------
     n : int
         Number of image pairs.
-    noisy : bool, default False
-    random_state : None, int or numpy.random.Generator
-    n_dots, n_pixels : int
-    blur, shift : float
-        Standard deviation of a dot and the disparity, in pixels.
+    noisy : bool, default=False
+        Add unit-variance Gaussian noise to every pixel.
+    random_state : None, int or numpy.random.Generator, default=None
+        Seed of the draw.
+    n_dots : int, default=4
+        Dots per image.
+    n_pixels : int, default=12
+        Pixels per image.
+    blur : float, default=1.0
+        Standard deviation of a dot, in pixels.
+    shift : float, default=1.0
+        The disparity, in pixels.
 
     Returns
     -------
-    ndarray of float64, shape (n, 2 * n_pixels)
-        The left image in the first ``n_pixels`` columns, the right image in the rest.
+    ndarray of shape (n, 2 * n_pixels)
+        The left image in the first ``n_pixels`` columns, the right image in the rest
+        (float64).
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range.
+
+    See Also
+    --------
+    make_continuous_bars : The other data set of the paper.
+
+    Examples
+    --------
+    >>> from mfengine.datasets import make_stereo
+    >>> make_stereo(3, random_state=0).shape
+    (3, 24)
     """
     from scipy.special import ndtr
 

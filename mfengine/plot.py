@@ -64,8 +64,9 @@ def plot_bound_history(histories, path, labels=None, n_visible=None, title=None)
 
     Parameters
     ----------
-    histories : dict {label: sequence}, 2-D array (n_curves, epochs) or list of sequences
-        Mean bound per pattern (nats) after each epoch, e.g. ``GenerativeClassifier.history_``.
+    histories : dict, ndarray of shape (n_curves, n_epochs) or list of sequences
+        Mean bound per pattern (nats) after each epoch, e.g. ``GenerativeClassifier.history_``;
+        a dict maps a curve's label to its sequence.
     path : str or path-like
         Output image file (PNG by extension); parent directories are created.
     labels : sequence of str, optional
@@ -74,10 +75,33 @@ def plot_bound_history(histories, path, labels=None, n_visible=None, title=None)
         When given, the bound is divided by ``n_visible * ln 2`` as in the paper (bits per
         pixel); otherwise it is plotted in nats per pattern.
     title : str, optional
+        Figure title (default: "Mean-field bound during training").
 
     Returns
     -------
-    path : str
+    str
+        The path written.
+
+    Raises
+    ------
+    ValueError
+        If a history is empty or not 1-D, the labels do not match, or ``n_visible`` is not a
+        positive integer.
+    ImportError
+        If matplotlib is not installed.
+
+    See Also
+    --------
+    plot_samples : The paper's Fig. 3.
+    plot_missing_curve : The paper's Fig. 4.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, os
+    >>> from mfengine.plot import plot_bound_history
+    >>> path = os.path.join(tempfile.mkdtemp(), "bound.png")
+    >>> plot_bound_history({"0": [-30.0, -25.0, -24.0]}, path) == path
+    True
     """
     items = _as_series(histories, labels)
     if n_visible is not None and (not isinstance(n_visible, (int, np.integer)) or n_visible < 1):
@@ -108,22 +132,48 @@ def plot_samples(nets, path, n_per_class=8, labels=None, image_shape=(8, 8), ran
 
     Parameters
     ----------
-    nets : sequence of SigmoidBeliefNet (anything with ``sample(n, random_state=...)``)
+    nets : sequence of SigmoidBeliefNet
+        The models to sample from: anything with ``sample(n, random_state=...)`` that
+        returns an (n, n_pixels) array, e.g. ``GenerativeClassifier.nets_``.
     path : str or path-like
         Output image file.
-    n_per_class : int, default 8
+    n_per_class : int, default=8
         Samples drawn from each net.
     labels : sequence, optional
         Row labels (e.g. ``GenerativeClassifier.classes_``).
-    image_shape : (int, int), default (8, 8)
+    image_shape : tuple of int, default=(8, 8)
         Height and width to reshape each visible vector into.
     random_state : int, optional
         Seed for sampling (each net gets its own stream derived from it).
     title : str, optional
+        Figure title (default: "Samples from each class's generative model").
 
     Returns
     -------
-    path : str
+    str
+        The path written.
+
+    Raises
+    ------
+    ValueError
+        If ``nets`` is empty, ``n_per_class`` is not a positive integer, the labels do not
+        match, or the samples do not have ``image_shape`` pixels.
+    ImportError
+        If matplotlib is not installed.
+
+    See Also
+    --------
+    plot_bound_history : The paper's Fig. 2.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from mfengine.baselines import BernoulliMixture
+    >>> from mfengine.plot import plot_samples
+    >>> net = BernoulliMixture(n_components=1).fit([[0, 1, 1, 0], [1, 0, 0, 1]])
+    >>> path = os.path.join(tempfile.mkdtemp(), "samples.png")
+    >>> plot_samples([net], path, n_per_class=3, image_shape=(2, 2)) == path
+    True
     """
     nets = list(nets)
     if not nets:
@@ -173,15 +223,36 @@ def plot_missing_curve(fractions, errors_by_method, path, title=None):
     ----------
     fractions : sequence of float
         Fractions of pixels marked missing (x axis).
-    errors_by_method : dict {method name: sequence of float}
-        Error rates as fractions in [0, 1], one per entry of ``fractions``; plotted in percent.
+    errors_by_method : dict
+        Maps a method's name to its error rates as fractions in [0, 1], one per entry of ``fractions``; plotted in percent.
     path : str or path-like
         Output image file.
     title : str, optional
+        Figure title (default: "Classification error with missing pixels").
 
     Returns
     -------
-    path : str
+    str
+        The path written.
+
+    Raises
+    ------
+    ValueError
+        If ``fractions`` is empty or an error sequence does not match it.
+    ImportError
+        If matplotlib is not installed.
+
+    See Also
+    --------
+    plot_bound_history : The paper's Fig. 2.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> from mfengine.plot import plot_missing_curve
+    >>> path = os.path.join(tempfile.mkdtemp(), "missing.png")
+    >>> plot_missing_curve([0.0, 0.5], {"mean field": [0.05, 0.12]}, path) == path
+    True
     """
     f = np.asarray(fractions, dtype=float)
     if f.ndim != 1 or f.size == 0:
