@@ -59,12 +59,12 @@ def np_moments(kind, mu, s, order):
 
 def numpy_estep(net, X, tol=1e-6, max_sweeps=1000, max_newton=50):
     """The kernel's algorithm in NumPy, vectorised over patterns.  Returns the bound (n,)."""
-    sizes = net.sizes
+    sizes = [b.shape[0] for b in net.biases_]
     L = len(sizes)
     offs = np.concatenate([[0], np.cumsum(sizes)])
     H = offs[L - 1]
-    kinds = [k for names in net.units for k in names]
-    prec = [1.0 / v for v in net.variances]
+    kinds = [k for names in net.units_ for k in names]
+    prec = [1.0 / v for v in net.variances_]
     mu0, s0 = net._initial_state(X.shape[0])
     mu = [mu0[:, offs[l]:offs[l + 1]].copy() for l in range(L - 1)] + [X]
     s = [s0[:, offs[l]:offs[l + 1]].copy() for l in range(L - 1)]
@@ -72,17 +72,17 @@ def numpy_estep(net, X, tol=1e-6, max_sweeps=1000, max_newton=50):
     for l in range(L - 1):
         for k in range(sizes[l]):
             M[l][:, k] = np_moments(kinds[offs[l] + k], mu[l][:, k], s[l][:, k], 0)[0]
-    nin = [np.broadcast_to(net.biases[0], mu[0].shape).copy()] + [
-        net.biases[l] + M[l - 1] @ net.weights[l - 1].T for l in range(1, L)
+    nin = [np.broadcast_to(net.biases_[0], mu[0].shape).copy()] + [
+        net.biases_[l] + M[l - 1] @ net.weights_[l - 1].T for l in range(1, L)
     ]
-    acoef = [0.5 * ((net.weights[l] ** 2) * prec[l + 1][:, None]).sum(axis=0) for l in range(L - 1)]
+    acoef = [0.5 * ((net.weights_[l] ** 2) * prec[l + 1][:, None]).sum(axis=0) for l in range(L - 1)]
     active = np.ones(X.shape[0], dtype=bool)
     utol = tol / (10 * H)
     for sweep in range(max_sweeps):
         gain = np.zeros(X.shape[0])
         layers = range(L - 1) if sweep % 2 == 0 else range(L - 2, -1, -1)
         for l in layers:
-            W = net.weights[l]
+            W = net.weights_[l]
             for k in range(sizes[l]):
                 kind = kinds[offs[l] + k]
                 a = acoef[l][k]
@@ -162,14 +162,14 @@ def main():
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()}")
     Xtr = mf.datasets.make_continuous_bars(1000, noisy=True, random_state=0)
-    net = mf.NLGBN([1, 16, 36], units=["binary", "rectified", "linear"], random_state=7)
-    net.fit(Xtr, n_iter=args.train_iter, progress=False)
+    net = mf.NLGBN([1, 16, 36], units=["binary", "rectified", "linear"], max_iter=args.train_iter,
+                   random_state=7, progress=False).fit(Xtr)
     X = mf.datasets.make_continuous_bars(args.n, noisy=True, random_state=1)
     rows = []
     for threads in (1, 2):
         t, r = best_time(lambda: net.infer(X, tol=args.tol, n_threads=threads), args.repeats)
         rows.append((f"mfengine, {threads} thread{'s' if threads > 1 else ''}", t, r.bound.mean(),
-                     r.n_sweeps.mean()))
+                     r.n_iter.mean()))
     t, F = best_time(lambda: numpy_estep(net, X, tol=args.tol), 1)
     rows.append(("NumPy (same algorithm)", t, F.mean(), float("nan")))
     print(f"bars network 1-16-36 (binary-rectified-linear), {args.n} noisy bar patterns, "

@@ -162,9 +162,14 @@ static void sigmoidal_moments(double mu, double s, int order, mf_nlgbn_moments *
     o->S_ss = 2.0 * Mb * Mb + 2.0 * P * o->M_ss + V_ss;
 }
 
-void mf_nlgbn_moments_eval(int type, double mu, double s, int order, mf_nlgbn_moments *out)
+int mf_nlgbn_moments_eval(int type, double mu, double s, int order, mf_nlgbn_moments *out)
 {
+    if (out == NULL || order < 0 || order > 2)
+        return MF_EBADARG;
     switch (type) {
+    case MF_NLGBN_LINEAR:
+        linear_moments(mu, s, order, out);
+        break;
     case MF_NLGBN_BINARY:
         binary_moments(mu, s, order, out);
         break;
@@ -175,9 +180,9 @@ void mf_nlgbn_moments_eval(int type, double mu, double s, int order, mf_nlgbn_mo
         sigmoidal_moments(mu, s, order, out);
         break;
     default:
-        linear_moments(mu, s, order, out);
-        break;
+        return MF_EBADARG;
     }
+    return MF_OK;
 }
 
 static inline double objective(double mu, double s, const mf_nlgbn_moments *mo, double n,
@@ -192,9 +197,16 @@ static inline double clamp_s(double s)
     return s < S_MIN ? S_MIN : (s > S_MAX ? S_MAX : s);
 }
 
-double mf_nlgbn_unit_solve(int type, double n, double prec, double A, double B, double gtol,
-                           int max_it, double *mu_io, double *s_io, mf_nlgbn_moments *mo)
+int mf_nlgbn_unit_solve(int type, double n, double prec, double A, double B, double gtol,
+                        int max_it, double *mu_io, double *s_io, mf_nlgbn_moments *mo,
+                        double *gain_out)
 {
+    if (gain_out == NULL)
+        return MF_EBADARG;
+    *gain_out = 0.0;
+    if (mu_io == NULL || s_io == NULL || mo == NULL || max_it < 0
+        || type < MF_NLGBN_LINEAR || type > MF_NLGBN_SIGMOIDAL)
+        return MF_EBADARG;
     double mu = *mu_io, s = clamp_s(*s_io), f0, f1, gain = 0.0;
     mf_nlgbn_moments trial;
 
@@ -205,20 +217,19 @@ double mf_nlgbn_unit_solve(int type, double n, double prec, double A, double B, 
         f0 = objective(mu, s, mo, n, prec, A, B);
         linear_moments(mn, sn, 0, &trial);
         f1 = objective(mn, sn, &trial, n, prec, A, B);
-        if (!isfinite(f1) || !isfinite(f0)) {
-            linear_moments(mu, s, 0, mo);
-            return -1.0;
-        }
+        if (!isfinite(f1) || !isfinite(f0))
+            return MF_EBADARG;
         *mu_io = mn;
         *s_io = sn;
         *mo = trial;
-        return f1 > f0 ? f1 - f0 : 0.0;
+        *gain_out = f1 > f0 ? f1 - f0 : 0.0;
+        return MF_OK;
     }
 
     mf_nlgbn_moments_eval(type, mu, s, 2, mo);
     f0 = objective(mu, s, mo, n, prec, A, B);
     if (!isfinite(f0))
-        return -1.0;
+        return MF_EBADARG;
     for (int it = 0; it < max_it; it++) {
         if (it > 0)
             mf_nlgbn_moments_eval(type, mu, s, 2, mo);
@@ -276,5 +287,6 @@ double mf_nlgbn_unit_solve(int type, double n, double prec, double A, double B, 
     }
     *mu_io = mu;
     *s_io = s;
-    return gain;
+    *gain_out = gain;
+    return MF_OK;
 }

@@ -21,6 +21,7 @@
 #define MF_NLGBN_H
 
 #include <stddef.h>
+#include "mf_status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -45,17 +46,80 @@ double mf_nlgbn_Phi(double t);
 double mf_nlgbn_phi(double t);
 
 /* M, S, V (order 0), their first derivatives (order 1) and the second derivatives of M and S
- * (order 2) of a unit of the given type at (mu, s).  Fields beyond the order are not written. */
-void mf_nlgbn_moments_eval(int type, double mu, double s, int order, mf_nlgbn_moments *out);
+ * (order 2) of a unit of the given type at (mu, s).  Fields beyond the order are not written.
+ * Returns MF_OK, or MF_EBADARG (nothing written) for an unknown type, an order outside 0..2 or
+ * a NULL out. */
+int mf_nlgbn_moments_eval(int type, double mu, double s, int order, mf_nlgbn_moments *out);
 
 /* Raise the one-unit objective g above from (*mu, *s): closed form for linear units, otherwise
  * a safeguarded Newton method (the Hessian shifted to be negative definite where it is not, a
  * backtracking line search that accepts only increases of g) that stops when the predicted gain
- * of a further step is below gtol or after max_it steps.  On return *mu, *s hold the new point
- * and *mo its moments (order 0 at least).  Returns the gain in g (>= 0), or a negative value if
- * a non-finite number appeared (the point is then left unchanged). */
-double mf_nlgbn_unit_solve(int type, double n, double prec, double A, double B, double gtol,
-                           int max_it, double *mu, double *s, mf_nlgbn_moments *mo);
+ * of a further step is below gtol or after max_it steps.  On MF_OK *mu, *s hold the new point,
+ * *mo its moments (order 0 at least) and *gain the increase of g (>= 0).  Returns MF_EBADARG
+ * (the point left unchanged, *gain = 0) for an unknown type, a NULL pointer, max_it < 0, or
+ * arguments at which g is not a finite number. */
+int mf_nlgbn_unit_solve(int type, double n, double prec, double A, double B, double gtol,
+                        int max_it, double *mu, double *s, mf_nlgbn_moments *mo, double *gain);
+
+/* ------------------------------------------------------------------------------------------
+ * A whole layered network and the E-step over a block of patterns (mf_nlgbn_estep.c).
+ *
+ * Units of all layers are concatenated, top layer first; the last layer is visible and its
+ * pre-activations are the data.  WT holds, for each pair of adjacent layers l -> l+1, the block
+ * weights[l].T (sizes[l] x sizes[l+1]) row-major at woff[l]: row j = unit j's outgoing weights.
+ * prec is 1 / psi^2 per unit and acoef[j] = sum_c w_cj^2 prec_c / 2 per unit (0 for visible
+ * units).  The sufficient statistics of one block of patterns are stat_size numbers: per unit
+ * the sums of mu, mu^2, sigma^2 and V (4 n_units numbers; sigma^2 = V = 0 for visible units),
+ * then per boundary l, at soff[l], with P = sizes[l] parents and C = sizes[l+1] children: the
+ * sums of mt mt' ((P+1)^2 numbers, mt = [1, M of layer l]) and of mu_c mt' (C (P+1) numbers).
+ *
+ * The caller fills the pointer fields and calls mf_nlgbn_net_check once; it fills the derived
+ * fields and sets `checked`.  mf_nlgbn_estep_block refuses a net that was not checked.
+ */
+typedef struct {
+    /* filled by the caller */
+    ptrdiff_t n_layers;             /* L >= 2 */
+    const ptrdiff_t *sizes;         /* [L], each >= 1 */
+    const ptrdiff_t *offset;        /* [L + 1]: offset[0] = 0, offset[l + 1] = offset[l] + sizes[l] */
+    const ptrdiff_t *woff;          /* [L - 1]: woff[0] = 0, woff[l] = woff[l - 1] + sizes[l - 1] sizes[l] */
+    const ptrdiff_t *soff;          /* [L - 1]: soff[0] = 4 n_units, then the blocks above in order */
+    const signed char *types;       /* [n_units], MF_NLGBN_* */
+    const double *WT;               /* [n_weights], finite */
+    const double *bias;             /* [n_units], finite */
+    const double *prec;             /* [n_units], finite and > 0 */
+    const double *acoef;            /* [n_units], finite and >= 0 */
+    /* filled by mf_nlgbn_net_check */
+    ptrdiff_t n_units, n_hidden, n_visible, n_weights, stat_size, scratch_size;
+    int checked;
+} mf_nlgbn_net;
+
+/* Check the layout and the values of a net against the lengths of the caller's arrays (each
+ * len_* is the number of elements the caller allocated for that field; stat_size is the length
+ * of one block of statistics the caller will pass, or 0 if it will pass none).  Fills the
+ * derived fields and sets net->checked on MF_OK; returns MF_EBADARG for any inconsistency, a
+ * non-finite weight or bias, a precision that is not finite and positive, or an unknown unit
+ * type, and MF_EOVERFLOW when a size or offset would overflow ptrdiff_t. */
+int mf_nlgbn_net_check(mf_nlgbn_net *net, ptrdiff_t len_sizes, ptrdiff_t len_offset,
+                       ptrdiff_t len_woff, ptrdiff_t len_soff, ptrdiff_t len_types,
+                       ptrdiff_t len_WT, ptrdiff_t len_bias, ptrdiff_t len_prec,
+                       ptrdiff_t len_acoef, ptrdiff_t stat_size);
+
+/* The E-step on n consecutive patterns: X (n x n_visible), mu and logvar (n x n_hidden, the
+ * starting point, overwritten with the solution), all row-major and contiguous.  Coordinate
+ * ascent on each pattern's bound F (eq. 11), sweeps over the hidden units alternating top-down
+ * and bottom-up, each unit's (mu, log sigma^2) raised by mf_nlgbn_unit_solve; a pattern stops
+ * when a sweep gains less than tol nats, or after max_sweeps sweeps (0: only evaluate F at the
+ * given point).  Writes bound[n] (F at the end; NaN for a pattern whose solve met a number that
+ * is not finite), n_sweeps[n], converged[n] (1 when the last sweep gained less than tol) and,
+ * when stats is not NULL, adds the patterns' sufficient statistics to stats[stat_size] (the
+ * checked net's).  scratch holds net->scratch_size doubles.
+ * Returns MF_OK, MF_NOT_CONVERGED (some pattern used max_sweeps sweeps without meeting tol;
+ * results written) or MF_EBADARG (nothing written): net not checked, n < 0, a NULL array,
+ * max_sweeps < 0, tol or unit_tol negative or not finite. */
+int mf_nlgbn_estep_block(const mf_nlgbn_net *net, ptrdiff_t n, const double *X, double *mu,
+                         double *logvar, double tol, double unit_tol, ptrdiff_t max_sweeps,
+                         double *bound, ptrdiff_t *n_sweeps, unsigned char *converged,
+                         double *stats, double *scratch);
 
 #ifdef __cplusplus
 }

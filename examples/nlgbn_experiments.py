@@ -108,10 +108,10 @@ def feature_experiments(args, outdir):
                 results = []
                 for r in range(args.restarts):
                     net = mf.NLGBN([1, middle, n_vis], units=["binary", hidden, "linear"],
-                                   random_state=100 * r + 7)
+                                   max_iter=args.n_iter, n_threads=args.n_threads,
+                                   random_state=100 * r + 7, progress=not args.no_progress)
                     t0 = time.perf_counter()
-                    hist = net.fit(X, n_iter=args.n_iter, progress=not args.no_progress,
-                                   n_threads=args.n_threads)
+                    hist = net.fit(X).history_
                     results.append((hist[-1], time.perf_counter() - t0, net, hist))
                 best = max(results, key=lambda t: t[0])
                 bounds = np.array([t[0] for t in results])
@@ -119,9 +119,9 @@ def feature_experiments(args, outdir):
                            sd=bounds.std(ddof=1) if len(bounds) > 1 else 0.0,
                            paper=PAPER_BOUNDS[(kind, noisy, hidden)],
                            seconds=np.mean([t[1] for t in results]),
-                           top_weights=best[2].weights[0][:, 0])
+                           top_weights=best[2].weights_[0][:, 0])
                 rows.append(row)
-                W = best[2].weights[1].T        # (middle, visible): each row one unit's weights
+                W = best[2].weights_[1].T        # (middle, visible): each row one unit's weights
                 order = np.argsort(-np.abs(W).sum(axis=1))
                 panels.append((f"{hidden} middle units: weights to the image (bound {best[0]:.1f})",
                                W[order]))
@@ -209,11 +209,11 @@ class _FA:
 class _Net:
     def __init__(self, hidden, X, seed, n_iter, n_threads):
         sizes = list(hidden) + [X.shape[1]]
-        self.m = mf.NLGBN(sizes, units="rectified", random_state=seed)
-        self.m.fit(X, n_iter=n_iter, progress=False, n_threads=n_threads)
+        self.m = mf.NLGBN(sizes, units="rectified", max_iter=n_iter, n_threads=n_threads,
+                          random_state=seed, progress=False).fit(X)
 
     def logp(self, X):
-        return self.m.score_samples(X, n_threads=None)
+        return self.m.score_samples(X)
 
 
 def knn_fit_predict(Xtr, ytr, Xte, ks=(1, 3, 5, 7, 9)):

@@ -59,15 +59,20 @@ def moments(kind, mu, s):
     return M, ndtr(tau) * ndtr(-tau) * sig**2 / (sig**2 + np.pi / 2)
 
 
+def _sizes(net):
+    """Layer sizes of a fitted (or parameterised) network, from its biases."""
+    return tuple(b.shape[0] for b in net.biases_)
+
+
 def _split(net):
-    offs = np.concatenate([[0], np.cumsum(net.sizes)])
+    offs = np.concatenate([[0], np.cumsum(_sizes(net))])
     return offs
 
 
 def bound(net, X, mu_h, s_h):
     """F of eq. 8 per pattern; mu_h, s_h (n, n_hidden), layers concatenated top first."""
     X = np.asarray(X, dtype=float)
-    sizes = net.sizes
+    sizes = _sizes(net)
     L = len(sizes)
     offs = _split(net)
     n = X.shape[0]
@@ -79,13 +84,13 @@ def bound(net, X, mu_h, s_h):
             s = s_h[:, offs[l]:offs[l + 1]]
             M = np.empty_like(mu)
             V = np.empty_like(mu)
-            for k, kind in enumerate(net.units[l]):
+            for k, kind in enumerate(net.units_[l]):
                 M[:, k], V[:, k] = moments(kind, mu[:, k], s[:, k])
         else:
             mu, s, M, V = X, None, None, None
-        psi2 = net.variances[l]
-        net_in = net.biases[l] + (Ms[-1] @ net.weights[l - 1].T if l > 0 else 0.0)
-        spread = Vs[-1] @ (net.weights[l - 1] ** 2).T if l > 0 else 0.0
+        psi2 = net.variances_[l]
+        net_in = net.biases_[l] + (Ms[-1] @ net.weights_[l - 1].T if l > 0 else 0.0)
+        spread = Vs[-1] @ (net.weights_[l - 1] ** 2).T if l > 0 else 0.0
         F -= (((mu - net_in) ** 2 + spread) / (2.0 * psi2)).sum(axis=1)
         F -= 0.5 * np.log(2.0 * np.pi * psi2).sum()
         if s is not None:
@@ -125,7 +130,7 @@ def _moment_grads(kind, mu, s):
 
 def gradient(net, X, mu_h, s_h):
     """dF/dmu and dF/d log sigma^2 of eq. 12, (n, n_hidden) each."""
-    sizes = net.sizes
+    sizes = _sizes(net)
     L = len(sizes)
     offs = _split(net)
     H = offs[L - 1]
@@ -133,7 +138,7 @@ def gradient(net, X, mu_h, s_h):
     M = np.zeros((n, H))
     dd = {}
     for l in range(L - 1):
-        for k, kind in enumerate(net.units[l]):
+        for k, kind in enumerate(net.units_[l]):
             i = offs[l] + k
             M[:, i], _ = moments(kind, mu_h[:, i], s_h[:, i])
             dd[i] = _moment_grads(kind, mu_h[:, i], s_h[:, i])
@@ -143,18 +148,18 @@ def gradient(net, X, mu_h, s_h):
     resid = []
     for l in range(L):
         mu = X if l == L - 1 else mu_h[:, offs[l]:offs[l + 1]]
-        net_in = net.biases[l] + (M[:, offs[l - 1]:offs[l]] @ net.weights[l - 1].T if l > 0 else 0.0)
-        resid.append((net_in - mu) / net.variances[l])
+        net_in = net.biases_[l] + (M[:, offs[l - 1]:offs[l]] @ net.weights_[l - 1].T if l > 0 else 0.0)
+        resid.append((net_in - mu) / net.variances_[l])
     for l in range(L - 1):
-        W = net.weights[l]
+        W = net.weights_[l]
         back = resid[l + 1] @ W                        # sum_c w_cj (n_c - mu_c) / psi_c^2
-        back2 = (W**2 / (2 * net.variances[l + 1][:, None])).sum(axis=0)
+        back2 = (W**2 / (2 * net.variances_[l + 1][:, None])).sum(axis=0)
         for k in range(sizes[l]):
             i = offs[l] + k
             Mmu, Ms, Vmu, Vs = dd[i]
             gmu[:, i] = resid[l][:, k] - Mmu * back[:, k] - Vmu * back2[k]
             gs[:, i] = (-Vs * back2[k] - Ms * back[:, k]
-                        - np.exp(s_h[:, i]) / (2 * net.variances[l][k]) + 0.5)
+                        - np.exp(s_h[:, i]) / (2 * net.variances_[l][k]) + 0.5)
     return gmu, gs
 
 
@@ -182,7 +187,7 @@ def sufficient_statistics(net, X, mu_h, s_h):
     """The averages of eq. 13 as dicts keyed by layer: a[l] ((P+1)x(P+1), index 0 = bias),
     b[l] (P,), c[l] (C x (P+1)) for the boundary l -> l+1; plus per layer the means of mu,
     mu^2 and sigma^2."""
-    L = len(net.sizes)
+    L = len(_sizes(net))
     offs = _split(net)
     T = X.shape[0]
     out = {"a": [], "b": [], "c": [], "mu": [], "mu2": [], "s2": []}
@@ -191,11 +196,11 @@ def sufficient_statistics(net, X, mu_h, s_h):
         out["mu"].append(layers_mu[l].mean(axis=0))
         out["mu2"].append((layers_mu[l] ** 2).mean(axis=0))
         out["s2"].append(np.exp(s_h[:, offs[l]:offs[l + 1]]).mean(axis=0) if l < L - 1
-                         else np.zeros(net.sizes[l]))
+                         else np.zeros(_sizes(net)[l]))
     for l in range(L - 1):
-        M = np.empty((T, net.sizes[l]))
-        V = np.empty((T, net.sizes[l]))
-        for k, kind in enumerate(net.units[l]):
+        M = np.empty((T, _sizes(net)[l]))
+        V = np.empty((T, _sizes(net)[l]))
+        for k, kind in enumerate(net.units_[l]):
             M[:, k], V[:, k] = moments(kind, mu_h[:, offs[l] + k], s_h[:, offs[l] + k])
         mt = np.hstack([np.ones((T, 1)), M])
         out["a"].append(mt.T @ mt / T)
@@ -207,16 +212,16 @@ def sufficient_statistics(net, X, mu_h, s_h):
 def m_step(net, st, min_variance=0.01):
     """Eq. 14 unit by unit (SVD least squares), then eq. 15 with d_j at the new weights.
     Returns (weights, biases, variances) lists."""
-    L = len(net.sizes)
+    L = len(_sizes(net))
     weights, biases, variances = [], [st["mu"][0].copy()], [
         st["mu2"][0] - st["mu"][0] ** 2 + st["s2"][0]
     ]
     for l in range(L - 1):
         a, b, c = st["a"][l], np.concatenate([[0.0], st["b"][l]]), st["c"][l]
-        W = np.empty((net.sizes[l + 1], net.sizes[l]))
-        bias = np.empty(net.sizes[l + 1])
-        psi2 = np.empty(net.sizes[l + 1])
-        for i in range(net.sizes[l + 1]):
+        W = np.empty((_sizes(net)[l + 1], _sizes(net)[l]))
+        bias = np.empty(_sizes(net)[l + 1])
+        psi2 = np.empty(_sizes(net)[l + 1])
+        for i in range(_sizes(net)[l + 1]):
             K = a + np.diag(b)
             w = np.linalg.lstsq(K, c[i], rcond=None)[0]
             bias[i], W[i] = w[0], w[1:]
@@ -233,9 +238,9 @@ def log_marginal_one_hidden(net, X):
     """Exact log p(x) of a net with ONE hidden unit (any type) and linear visible units, by
     numerical integration over the hidden pre-activation (for a binary unit: the two-component
     mixture)."""
-    (kind,) = net.units[0]
-    b, psi2 = net.biases[0][0], net.variances[0][0]
-    w, c, vv = net.weights[0][:, 0], net.biases[1], net.variances[1]
+    (kind,) = net.units_[0]
+    b, psi2 = net.biases_[0][0], net.variances_[0][0]
+    w, c, vv = net.weights_[0][:, 0], net.biases_[1], net.variances_[1]
 
     def log_lik(x, f):
         return norm.logpdf(x, c + w * f, np.sqrt(vv)).sum()

@@ -5,11 +5,16 @@ App. C); the literal eq. 8 / eq. 12 / L-BFGS / eqs. 13-15 references of referenc
 the exact Gaussian marginal and scikit-learn's FactorAnalysis for one linear hidden unit; exact
 log p(x) by integration over one hidden unit of any type.
 """
+import copy
+import warnings
+
 import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
+from sklearn.exceptions import NotFittedError
 
 import mfengine as mf
+from mfengine import _base as mf_base
 from mfengine.nlgbn import _estep
 from mfengine.nlgbn.model import UNIT_TYPES
 
@@ -20,10 +25,10 @@ CODE = {k: i for i, k in enumerate(UNIT_TYPES)}
 
 def random_net(sizes, units, seed, scale=1.0):
     rng = np.random.default_rng(seed)
-    net = mf.NLGBN(sizes, units=units, weight_scale=scale, random_state=seed)
-    net.biases = [rng.normal(0.0, 0.7, size=s) for s in sizes]
-    net.variances = [rng.uniform(0.3, 2.0, size=s) for s in sizes]
-    return net
+    weights = [rng.normal(0.0, scale / np.sqrt(a), size=(b, a)) for a, b in zip(sizes[:-1], sizes[1:])]
+    biases = [rng.normal(0.0, 0.7, size=s) for s in sizes]
+    variances = [rng.uniform(0.3, 2.0, size=s) for s in sizes]
+    return mf.NLGBN.from_params(weights, biases, variances, units=units)
 
 
 MIXED = [["binary", "sigmoidal"], ["rectified", "linear", "binary", "sigmoidal"], "linear"]
@@ -159,9 +164,9 @@ def test_warm_start_from_solution_keeps_it():
     X = net.sample(10, random_state=14)
     mu, lv = net._initial_state(10)
     F1 = net._estep(X, mu, lv, 1e-10, 1000, 1)[0]
-    F2, sweeps, _ = net._estep(X, mu, lv, 1e-10, 1000, 1)
+    F2, sweeps, converged, _ = net._estep(X, mu, lv, 1e-10, 1000, 1)
     assert np.all(F2 >= F1 - 1e-12 * np.abs(F1))
-    assert np.all(sweeps == 1)
+    assert np.all(sweeps == 1) and np.all(converged)
 
 
 @pytest.mark.parametrize("kind", UNIT_TYPES)
@@ -173,7 +178,7 @@ def test_bound_below_exact_log_marginal_one_hidden_unit(kind):
     )
     X = net.sample(5, random_state=22)
     exact = ref.log_marginal_one_hidden(net, X)
-    F = net.score_samples(X, tol=1e-10)
+    F = net.infer(X, tol=1e-10).bound
     assert np.all(F <= exact + 1e-8)
     if kind == "linear":
         np.testing.assert_allclose(F, exact, rtol=1e-8)
@@ -188,8 +193,8 @@ def test_single_linear_hidden_unit_is_exact():
     net = mf.NLGBN.from_params([w], [np.array([0.4]), rng.normal(size=D)],
                                [np.array([2.3]), rng.uniform(0.2, 1.0, D)], units="linear")
     X = net.sample(40, random_state=6)
-    cov = 2.3 * w @ w.T + np.diag(net.variances[1])
-    mean = net.biases[1] + w[:, 0] * 0.4
+    cov = 2.3 * w @ w.T + np.diag(net.variances_[1])
+    mean = net.biases_[1] + w[:, 0] * 0.4
     exact = multivariate_normal(mean, cov).logpdf(X)
     np.testing.assert_allclose(net.score_samples(X), exact, rtol=1e-12)
 
@@ -202,16 +207,21 @@ def test_fit_single_linear_hidden_unit_matches_factor_analysis():
     w = rng.normal(size=D)
     X = np.outer(rng.normal(size=n), w) + rng.normal(size=D) + rng.normal(size=(n, D)) * rng.uniform(0.3, 1.0, D)
     fa = FactorAnalysis(n_components=1, tol=1e-12, max_iter=20000, svd_method="lapack").fit(X)
-    net = mf.NLGBN([1, D], units="linear", random_state=0)
-    history = net.fit(X, n_iter=1500, tol=1e-12, progress=False)
-    assert np.all(np.diff(history) >= -1e-10)
+    net = mf.NLGBN([1, D], units="linear", max_iter=1500, infer_tol=1e-12, random_state=0,
+                   progress=False)
+    assert net.fit(X) is net
+    history = net.history_
+    assert np.all(np.diff(history) >= 0)
+    assert history.shape == (net.n_iter_ + 1,)
     # with one hidden unit q is exact: the bound is the log-likelihood
     assert history[-1] == pytest.approx(fa.score(X), abs=1e-5)
-    w_net = net.weights[0][:, 0] * np.sqrt(net.variances[0][0])
-    np.testing.assert_allclose(np.outer(w_net, w_net) + np.diag(net.variances[1]),
+    w_net = net.weights_[0][:, 0] * np.sqrt(net.variances_[0][0])
+    np.testing.assert_allclose(np.outer(w_net, w_net) + np.diag(net.variances_[1]),
                                fa.get_covariance(), rtol=1e-3, atol=1e-4)
-    np.testing.assert_allclose(net.biases[1] + net.weights[0][:, 0] * net.biases[0][0], X.mean(axis=0),
+    np.testing.assert_allclose(net.biases_[1] + net.weights_[0][:, 0] * net.biases_[0][0], X.mean(axis=0),
                                atol=1e-8)
+    # and the per-pattern bound is FactorAnalysis's per-pattern log-likelihood
+    np.testing.assert_allclose(net.score_samples(X), fa.score_samples(X), rtol=0, atol=1e-4)
 
 
 # ---------------------------------------------------------------------- M-step and EM
@@ -219,18 +229,19 @@ def test_sufficient_statistics_and_m_step_match_reference():
     net = random_net([2, 4, 5], MIXED, seed=31)
     X = net.sample(150, random_state=32)   # more than two blocks of statistics
     mu, lv = net._initial_state(X.shape[0])
-    _, _, stats = net._estep(X, mu, lv, 1e-8, 200, 2, want_stats=True)
+    _, _, _, stats = net._estep(X, mu, lv, 1e-8, 200, 2, want_stats=True)
     st = stats.sum(axis=0) / X.shape[0]
     R = ref.sufficient_statistics(net, X, mu, lv)
-    U = sum(net.sizes)
-    offs = np.concatenate([[0], np.cumsum(net.sizes)])
+    sizes = ref._sizes(net)
+    U = sum(sizes)
+    offs = np.concatenate([[0], np.cumsum(sizes)])
     np.testing.assert_allclose(st[:U], np.concatenate(R["mu"]), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(st[U:2 * U], np.concatenate(R["mu2"]), rtol=1e-12)
     np.testing.assert_allclose(st[2 * U:3 * U], np.concatenate(R["s2"]), rtol=1e-12)
     np.testing.assert_allclose(st[3 * U:3 * U + offs[-2]], np.concatenate(R["b"]), rtol=1e-11)
     soff = net._flat()["soff"]
     for l in range(2):
-        P, C = net.sizes[l], net.sizes[l + 1]
+        P, C = sizes[l], sizes[l + 1]
         a = st[soff[l]:soff[l] + (P + 1) ** 2].reshape(P + 1, P + 1)
         c = st[soff[l] + (P + 1) ** 2:soff[l] + (P + 1) ** 2 + C * (P + 1)].reshape(C, P + 1)
         np.testing.assert_allclose(a, R["a"][l], rtol=1e-12)
@@ -239,31 +250,32 @@ def test_sufficient_statistics_and_m_step_match_reference():
     F_before = ref.bound(net, X, mu, lv).sum()
     net._m_step(st, 0.01)
     for l in range(2):
-        np.testing.assert_allclose(net.weights[l], W[l], rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(net.weights_[l], W[l], rtol=1e-8, atol=1e-10)
     for l in range(3):
-        np.testing.assert_allclose(net.biases[l], B[l], rtol=1e-8, atol=1e-10)
-        np.testing.assert_allclose(net.variances[l], V[l], rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(net.biases_[l], B[l], rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(net.variances_[l], V[l], rtol=1e-8, atol=1e-10)
     # the M-step maximises the bound at fixed q: perturbing any parameter lowers it
     F_after = ref.bound(net, X, mu, lv).sum()
     assert F_after >= F_before
     rng = np.random.default_rng(0)
     for _ in range(5):
-        other = net.copy()
-        other.weights[1] = other.weights[1] + 1e-3 * rng.normal(size=other.weights[1].shape)
-        other.variances[1] = other.variances[1] * np.exp(1e-3 * rng.normal(size=4))
+        other = copy.deepcopy(net)
+        other.weights_[1] = other.weights_[1] + 1e-3 * rng.normal(size=other.weights_[1].shape)
+        other.variances_[1] = other.variances_[1] * np.exp(1e-3 * rng.normal(size=4))
         assert ref.bound(other, X, mu, lv).sum() < F_after
 
 
 def test_em_bound_never_decreases_and_variances_floor():
     X = mf.datasets.make_continuous_bars(200, random_state=0)
-    net = mf.NLGBN([1, 8, 36], units=["binary", "rectified", "linear"], random_state=0)
-    history = net.fit(X, n_iter=25, progress=False)
-    assert history.shape == (26,)
-    assert np.all(np.diff(history) >= -1e-9 * np.abs(history[1:]))
+    net = mf.NLGBN([1, 8, 36], units=["binary", "rectified", "linear"], max_iter=25,
+                   random_state=0, progress=False)
+    mu, lv = net._fit(X)
+    history = net.history_
+    assert history.shape == (26,) and net.n_iter_ == 25
+    assert np.all(np.diff(history) >= 0)
     assert history[-1] > history[0] + 10
-    assert np.all(net.variances[-1] >= 0.01)
+    assert np.all(net.variances_[-1] >= 0.01)
     # the last entry of the history is the bound on the training data at the final parameters
-    mu, lv = net.last_posterior_
     assert net.bound_at(X, mu, np.exp(0.5 * lv)).mean() == pytest.approx(history[-1], rel=1e-12)
 
 
@@ -271,15 +283,15 @@ def test_thread_count_does_not_change_answers():
     X = mf.datasets.make_stereo(300, noisy=True, random_state=1)
     nets = []
     for threads in (1, 2):
-        net = mf.NLGBN([1, 6, 24], units=["binary", "rectified", "linear"], random_state=3)
-        h = net.fit(X, n_iter=4, progress=False, n_threads=threads)
-        nets.append((net, h, net.infer(X, n_threads=threads)))
+        net = mf.NLGBN([1, 6, 24], units=["binary", "rectified", "linear"], max_iter=4,
+                       n_threads=threads, random_state=3, progress=False).fit(X)
+        nets.append((net, net.history_, net.infer(X, n_threads=threads)))
     (a, ha, ra), (b, hb, rb) = nets
     np.testing.assert_array_equal(ha, hb)
     for l in range(2):
-        np.testing.assert_array_equal(a.weights[l], b.weights[l])
+        np.testing.assert_array_equal(a.weights_[l], b.weights_[l])
     for l in range(3):
-        np.testing.assert_array_equal(a.variances[l], b.variances[l])
+        np.testing.assert_array_equal(a.variances_[l], b.variances_[l])
     np.testing.assert_array_equal(ra.bound, rb.bound)
     np.testing.assert_array_equal(ra.mu[1], rb.mu[1])
 
@@ -317,59 +329,176 @@ def test_infer_result_and_from_params_round_trip():
     net = random_net([2, 4, 5], MIXED, seed=3)
     X = net.sample(8, random_state=1)
     r = net.infer(X)
+    assert isinstance(r, mf_base.InferenceResult) and r.method == "nlgbn"
+    assert r.bound.shape == (8,) and r.converged.dtype == bool and np.all(r.converged)
+    assert r.n_iter.shape == (8,) and np.all(r.n_iter >= 1) and r.tol == 1e-6
     assert [m.shape for m in r.mu] == [(8, 2), (8, 4), (8, 5)]
     assert [s.shape for s in r.sigma] == [(8, 2), (8, 4), (8, 5)]
     np.testing.assert_array_equal(r.mu[-1], X)
     assert np.all(r.sigma[-1] == 0) and np.all(r.sigma[0] > 0)
     twin = mf.NLGBN.from_params(net.weights, net.biases, net.variances, net.units)
     np.testing.assert_array_equal(twin.score_samples(X), r.bound)
-    assert twin.units == net.units and twin.sizes == (2, 4, 5)
+    assert twin.score(X) == r.bound.mean()
+    assert twin.units_ == net.units_ and twin.sizes == [2, 4, 5]
+    assert twin.units_[1] == ("rectified", "linear", "binary", "sigmoidal")
     assert "NLGBN" in repr(twin) and "mean_bound" in repr(r)
 
 
 def test_bad_input_raises_clear_errors():
-    net = mf.NLGBN([2, 3, 4], random_state=0)
+    net = mf.NLGBN([2, 3, 4], random_state=0, progress=False)
     X = net.sample(5, random_state=0)
     with pytest.raises(ValueError, match="X must have 4 columns"):
-        net.fit(X[:, :3], progress=False)
-    with pytest.raises(ValueError, match="X must be a 2-D"):
+        net.fit(X[:, :3])
+    with pytest.raises(ValueError, match="X.*2D"):
         net.score_samples(X[0])
     bad = X.copy()
     bad[1, 2] = np.nan
     with pytest.raises(ValueError, match="X contains NaN"):
         net.infer(bad)
-    with pytest.raises(TypeError, match="X"):
-        net.score_samples(X.astype(object))
+    with pytest.raises(ValueError, match="X contains NaN"):
+        net.fit(bad)
+    np.testing.assert_array_equal(net.score_samples(X.astype(object)), net.score_samples(X))
     with pytest.raises(TypeError, match="X"):
         net.score_samples(np.array([["a"] * 4]))
     with pytest.raises(ValueError, match="X must hold at least one pattern"):
-        net.fit(X[:0], progress=False)
+        net.fit(X[:0])
+    with pytest.raises(ValueError, match="X must hold at least one pattern"):
+        net.score(X[:0])
+    assert net.score_samples(X[:0]).shape == (0,)
     with pytest.raises(ValueError, match="unknown unit type"):
-        mf.NLGBN([2, 3], units=["tanh", "linear"])
+        mf.NLGBN([2, 3], units=["tanh", "linear"]).sample()
     with pytest.raises(ValueError, match="visible"):
-        mf.NLGBN([2, 3], units=["binary", "binary"])
+        mf.NLGBN([2, 3], units=["binary", "binary"]).fit(np.zeros((3, 3)))
     with pytest.raises(ValueError, match="units\\[1\\]"):
-        mf.NLGBN([2, 3, 4], units=["binary", ["rectified"] * 2, "linear"])
+        mf.NLGBN([2, 3, 4], units=["binary", ["rectified"] * 2, "linear"]).sample()
     with pytest.raises(ValueError, match="one entry per layer"):
-        mf.NLGBN([2, 3, 4], units=["binary", "linear"])
+        mf.NLGBN([2, 3, 4], units=["binary", "linear"]).sample()
     with pytest.raises(ValueError, match="at least two layers"):
-        mf.NLGBN([3])
+        mf.NLGBN([3]).sample()
     with pytest.raises(TypeError, match="sizes"):
-        mf.NLGBN("abc")
+        mf.NLGBN("abc").sample()
     with pytest.raises(ValueError, match="variances\\[1\\]"):
         mf.NLGBN.from_params(net.weights, net.biases, [np.ones(2), np.zeros(3), np.ones(4)])
     with pytest.raises(ValueError, match="weights\\[0\\] must have shape"):
         mf.NLGBN.from_params([np.ones((2, 3)), net.weights[1]], net.biases, net.variances)
-    with pytest.raises(ValueError, match="n_iter"):
-        net.fit(X, n_iter=-1, progress=False)
+    with pytest.raises(ValueError, match="max_iter"):
+        net.set_params(max_iter=-1).fit(X)
+    net.set_params(max_iter=100)
     with pytest.raises(ValueError, match="tol"):
         net.infer(X, tol=0.0)
     with pytest.raises(ValueError, match="min_variance"):
-        net.fit(X, min_variance=-1.0, progress=False)
+        net.set_params(min_variance=-1.0).fit(X)
+    net.set_params(min_variance=0.01)
     with pytest.raises(ValueError, match="n_threads"):
         net.infer(X, n_threads=0)
     with pytest.raises(ValueError, match="sigma must be positive"):
         net.bound_at(X, np.zeros((5, 5)), np.zeros((5, 5)))
+
+
+# ---------------------------------------------------------------------- protocol
+BARS_NET = dict(sizes=[1, 8, 36], units=["binary", "rectified", "linear"])
+
+
+def test_constructor_stores_hyperparameters_and_clone_works():
+    from sklearn.base import BaseEstimator, clone
+
+    g = mf.NLGBN(**BARS_NET, weight_scale=0.5, max_iter=7, tol=1e-3, infer_tol=1e-5,
+                 infer_max_iter=30, min_variance=0.02, warm_start=True, n_threads=1,
+                 random_state=4, progress=False)
+    assert isinstance(g, BaseEstimator) and isinstance(g, mf_base.PersistMixin)
+    params = g.get_params()
+    assert params == dict(BARS_NET, weight_scale=0.5, max_iter=7, tol=1e-3, infer_tol=1e-5,
+                          infer_max_iter=30, min_variance=0.02, warm_start=True, n_threads=1,
+                          random_state=4, progress=False)
+    assert params["units"] is BARS_NET["units"]          # stored unchanged
+    assert not any(k.endswith("_") for k in vars(g))      # nothing drawn before it is needed
+    X = mf.datasets.make_continuous_bars(60, random_state=0)
+    with pytest.warns(mf_base.ConvergenceWarning, match="tol=0.001"):
+        g.fit(X)
+    twin = clone(g)
+    assert twin.get_params() == g.get_params() and not hasattr(twin, "weights_")
+    # clone of a fitted model with an int seed refits to the same parameters
+    with pytest.warns(mf_base.ConvergenceWarning, match="tol=0.001"):
+        twin.fit(X)
+    np.testing.assert_array_equal(twin.history_, g.history_)
+    with pytest.raises(NotFittedError):
+        mf.NLGBN([2, 3]).weights
+    with pytest.raises(AttributeError):
+        g.weights = []                                    # the aliases are read-only
+    assert g.weights is g.weights_ and g.biases is g.biases_ and g.variances is g.variances_
+
+
+def test_parameters_are_drawn_lazily_and_deterministically():
+    g = mf.NLGBN([1, 16, 36], units=["binary", "rectified", "linear"], random_state=0)
+    S = g.sample(10, random_state=1)
+    assert S.shape == (10, 36) and np.all(np.isfinite(S))
+    assert [w.shape for w in g.weights_] == [(16, 1), (36, 16)]
+    h = mf.NLGBN([1, 16, 36], units=["binary", "rectified", "linear"], random_state=0)
+    np.testing.assert_array_equal(h.score_samples(S), g.score_samples(S))
+    np.testing.assert_array_equal(h.weights_[1], g.weights_[1])
+    assert g.units_ == (("binary",), ("rectified",) * 16, ("linear",) * 36)
+
+
+def test_fit_returns_self_history_and_tol():
+    X = mf.datasets.make_continuous_bars(100, random_state=0)
+    g = mf.NLGBN(**BARS_NET, max_iter=200, tol=0.05, random_state=0, progress=False)
+    assert g.fit(X) is g
+    assert 1 <= g.n_iter_ < 200 and g.history_.shape == (g.n_iter_ + 1,)
+    assert np.all(np.diff(g.history_) >= 0)
+    assert g.history_[-1] - g.history_[-2] <= 0.05 < g.history_[1] - g.history_[0]
+    with pytest.warns(mf_base.ConvergenceWarning, match="max_iter=2"):
+        g.set_params(max_iter=2, tol=1e-9).fit(X)
+    assert g.n_iter_ == 2
+    # warm_start continues from the current parameters; a cold start redraws them
+    g.set_params(max_iter=3, tol=None, warm_start=True)
+    before = g.score(X)
+    g.fit(X)
+    assert g.history_[0] >= before - 1e-9 and g.n_iter_ == 3
+    assert g.set_params(warm_start=False).fit(X).history_[0] < g.history_[-1] - 1.0
+
+
+def test_unconverged_estep_warns():
+    X = mf.datasets.make_continuous_bars(50, noisy=True, random_state=0)
+    g = mf.NLGBN(**BARS_NET, max_iter=2, infer_max_iter=1, random_state=0, progress=False)
+    with pytest.warns(mf_base.ConvergenceWarning, match="NLGBN.fit.*did not converge"):
+        g.fit(X)
+    with pytest.warns(mf_base.ConvergenceWarning, match="NLGBN.infer: 50 of 50"):
+        r = g.infer(X)
+    assert not r.converged.any() and np.all(r.n_iter == 1)
+    with pytest.warns(mf_base.ConvergenceWarning, match="NLGBN.score_samples"):
+        g.score_samples(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert g.infer(X, max_iter=1000).converged.all()
+
+
+def test_save_load_round_trip_is_bit_identical(tmp_path):
+    X = mf.datasets.make_stereo(80, noisy=True, random_state=0)
+    g = mf.NLGBN([1, 5, 24], units=["binary", ["rectified", "sigmoidal", "binary", "linear", "rectified"],
+                                    "linear"], max_iter=4, random_state=2, progress=False).fit(X)
+    path = g.save(tmp_path / "g")
+    back = mf_base.load(path)
+    assert type(back) is mf.NLGBN and back.get_params() == g.get_params()
+    np.testing.assert_array_equal(back.score_samples(X), g.score_samples(X))
+    np.testing.assert_array_equal(back.history_, g.history_)
+    assert back.units_ == g.units_ and back.n_iter_ == g.n_iter_
+    np.testing.assert_array_equal(back.sample(5, random_state=3), g.sample(5, random_state=3))
+
+
+def test_pickle_does_not_grow_with_the_training_set():
+    import pickle
+
+    sizes = []
+    for n in (100, 10_000):
+        X = mf.datasets.make_continuous_bars(n, random_state=0)
+        g = mf.NLGBN(**BARS_NET, max_iter=2, infer_max_iter=20, random_state=0,
+                     progress=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mf_base.ConvergenceWarning)
+            g.fit(X)
+        assert g.n_iter_ == 2
+        sizes.append(len(pickle.dumps(g)))
+    assert sizes[0] == sizes[1] < 10_000
 
 
 # ---------------------------------------------------------------------- data sets

@@ -1,4 +1,4 @@
-"""Nonlinear Gaussian belief networks (Frey & Hinton): the model and variational EM.
+"""Nonlinear Gaussian belief networks (Frey & Hinton): the estimator and variational EM.
 
 Unit i has a Gaussian pre-activation ``x_i ~ N(b_i + sum_j w_ij f_j(x_j), psi_i^2)`` whose
 parents j are the units of the layer above; its output f_i(x_i) is linear, binary (step),
@@ -7,18 +7,28 @@ layer is visible (linear) and the data are its pre-activations.
 
 Inference uses the factorised Gaussian q(x_i) = N(mu_i, sigma_i^2) over hidden units and the
 bound F of Frey & Hinton (eqs. 8 and 11); learning is variational EM: the compiled E-step
-(``_estep``) raises F over every pattern's (mu, log sigma^2) by coordinate ascent and
-accumulates the sufficient statistics of eq. 13; the M-step solves one linear system per layer
-for the incoming weights and biases (eq. 14, by SVD) and then sets the model variances (eq. 15).
+(``_estep``, over ``csrc/mf_nlgbn_estep.c``) raises F over every pattern's (mu, log sigma^2) by
+coordinate ascent and accumulates the sufficient statistics of eq. 13; the M-step solves one
+linear system per layer for the incoming weights and biases (eq. 14, by SVD) and then sets the
+model variances (eq. 15).
+
+Every call into the compiled code first validates the model's current parameters (including
+ones a user assigned after construction), the data and the solver's settings, and the kernel
+checks the layout of what it is given again (``mf_nlgbn_net_check``).
 """
 import numbers
-from dataclasses import dataclass
+import os
+import warnings
+from dataclasses import dataclass, field
 
 import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+from sklearn.utils import check_array
 
+from mfengine._base import ConvergenceWarning, InferenceResult, PersistMixin, warn_unconverged
 from mfengine._progress import progress_bar
 from mfengine._validation import (
-    as_float_matrix,
     check_random_state,
     check_sizes,
     effective_n_threads,
@@ -42,6 +52,16 @@ _CODE = {name: code for code, name in enumerate(UNIT_TYPES)}
 #: Smallest model variance of a hidden unit after an M-step.
 MIN_HIDDEN_VARIANCE = 1e-6
 
+_INTP_MAX = int(np.iinfo(np.intp).max)
+_TINY = np.finfo(np.float64).tiny
+
+#: What to try when a per-pattern solve stops on its budget.
+_HINT = "raise infer_max_iter (or pass max_iter=) or loosen infer_tol (or pass tol=)"
+
+
+class _NonFinite(ValueError):
+    """A solve or an M-step met a number that is not finite."""
+
 
 def _unit_output(kind, x):
     if kind == "linear":
@@ -55,141 +75,358 @@ def _unit_output(kind, x):
     return ndtr(x)
 
 
-@dataclass
-class NLGBNInference:
-    """The variational posterior for a batch of patterns.
+@dataclass(repr=False)
+class NLGBNInference(InferenceResult):
+    """The variational posterior of an :class:`NLGBN` for a batch of patterns.
+
+    Returned by :meth:`NLGBN.infer`; adds the Gaussian q's parameters to the fields of
+    :class:`mfengine._base.InferenceResult`.
 
     Attributes
     ----------
-    mu, sigma : list of ndarray
-        One (n_patterns, sizes[l]) array per layer of the means and standard deviations of the
-        Gaussian q over the units' pre-activations; in the visible layer mu is the data and
-        sigma is 0.
-    bound : ndarray (n_patterns,)
-        The bound F (nats) at the solution.
-    n_sweeps : ndarray of int (n_patterns,)
+    bound : ndarray of shape (n_patterns,)
+        The bound F (eq. 11 of Frey & Hinton), in nats, at the solution: a lower bound on
+        ln p(x) for every pattern.
+    converged : ndarray of bool, shape (n_patterns,)
+        Whether each pattern's last sweep raised its bound by less than ``tol``.
+    n_iter : ndarray of int, shape (n_patterns,)
         Sweeps over the hidden units taken per pattern.
+    method : str
+        ``"nlgbn"``: coordinate ascent over each hidden unit's (mu, log sigma^2).
+    tol : float
+        The per-pattern tolerance used, nats per sweep.
+    mu : list of ndarray
+        One (n_patterns, sizes[l]) array per layer, top first, of the means of q over the
+        units' pre-activations; in the visible (last) layer the data.
+    sigma : list of ndarray
+        The standard deviations of q, laid out as ``mu``; 0 in the visible layer.
     """
 
-    mu: list
-    sigma: list
-    bound: np.ndarray
-    n_sweeps: np.ndarray
+    mu: list = field(default=None)
+    sigma: list = field(default=None)
 
-    def __repr__(self):
-        n = self.bound.shape[0]
-        return (
-            f"NLGBNInference(n_patterns={n}, "
-            f"mean_bound={self.bound.mean() if n else float('nan'):.6g})"
+
+# ---------------------------------------------------------------------------- validation
+def _check_int(value, name, min_val, max_val=_INTP_MAX):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if value < min_val or value > max_val:
+        raise ValueError(f"{name} must be an integer in [{min_val}, {max_val}], got {value}")
+    return value
+
+
+def _check_float(value, name, min_val, *, include_min=True, max_val=None):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    low_ok = value >= min_val if include_min else value > min_val
+    if not (np.isfinite(value) and low_ok and (max_val is None or value <= max_val)):
+        bound = f"{'>=' if include_min else '>'} {min_val:g}"
+        top = "" if max_val is None else f" and <= {max_val:g}"
+        raise ValueError(f"{name} must be a finite number {bound}{top}, got {value!r}")
+    return value
+
+
+def _check_bool(value, name):
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _check_n_threads(n_threads, name="n_threads"):
+    """OpenMP thread count: ``effective_n_threads``'s answer, clamped to the cores there are."""
+    if n_threads is not None and (isinstance(n_threads, bool)
+                                  or not isinstance(n_threads, numbers.Integral)):
+        raise TypeError(f"{name} must be None or a non-zero integer, got {n_threads!r}")
+    try:
+        n = effective_n_threads(None if n_threads is None else int(n_threads))
+    except ValueError as exc:
+        raise ValueError(f"{name} must be None or a non-zero integer, got {n_threads!r}") from exc
+    return int(max(1, min(n, os.cpu_count() or 1)))
+
+
+def _check_layer_sizes(sizes):
+    """``sizes`` as a tuple of ints (check_sizes), refusing NaN, inf and huge networks first."""
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
+        raise TypeError(f"sizes must be a sequence of layer sizes, got {sizes!r}")
+    for n in sizes:
+        if isinstance(n, numbers.Real) and not isinstance(n, numbers.Integral) and not np.isfinite(n):
+            raise ValueError(f"sizes must hold whole numbers of units, got {sizes!r}")
+    sizes = check_sizes(sizes)
+    n_weights = sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
+    stat = 4 * sum(sizes) + sum((a + 1) ** 2 + b * (a + 1) for a, b in zip(sizes[:-1], sizes[1:]))
+    if max(n_weights, stat, sum(sizes)) > _INTP_MAX // 16:
+        raise ValueError(f"sizes={list(sizes)} is too large: the network's arrays would not fit "
+                         "in memory's address range")
+    return sizes
+
+
+def _check_units(units, sizes, name="units"):
+    """One tuple of type names per layer; ``name`` is the argument's public name."""
+    L = len(sizes)
+    if units is None:
+        units = ["rectified"] * (L - 1) + ["linear"]
+    elif isinstance(units, str):
+        units = [units] * (L - 1) + ["linear"]
+    if isinstance(units, (str, bytes)) or not hasattr(units, "__len__") or len(units) != L:
+        raise ValueError(f"{name} must give one entry per layer ({L} layers), got {units!r}")
+    out = []
+    for l, spec in enumerate(units):
+        if isinstance(spec, str):
+            names = [spec] * sizes[l]
+        else:
+            try:
+                names = list(spec)
+            except TypeError:
+                raise TypeError(f"{name}[{l}] must be a type name or a sequence of "
+                                f"{sizes[l]} type names, got {spec!r}") from None
+        if len(names) != sizes[l]:
+            raise ValueError(
+                f"{name}[{l}] must be a type name or {sizes[l]} type names, got {spec!r}"
+            )
+        for kind in names:
+            if not isinstance(kind, str) or kind not in _CODE:
+                raise ValueError(
+                    f"{name}[{l}] contains unknown unit type {kind!r}; choose from {UNIT_TYPES}"
+                )
+        out.append(tuple(str(k) for k in names))
+    if any(kind != "linear" for kind in out[-1]):
+        raise ValueError(
+            f"{name} of the visible (last) layer must be 'linear': the data are the visible "
+            "units' pre-activations"
         )
+    return tuple(out)
 
 
-def _check_int(value, name, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+def _param_array(value, name, shape):
+    """A model parameter as a float64 C-contiguous copy of the given shape with finite values."""
+    if isinstance(value, np.ndarray) and value.dtype == object:
+        raise TypeError(f"{name} has dtype object; it must be a numeric array")
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:  # noqa: BLE001 - numpy's message is kept
+        raise TypeError(f"{name} could not be converted to an array: {exc}") from exc
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+    if shape is not None and arr.shape != tuple(shape):
+        raise ValueError(f"{name} must have shape {tuple(shape)}, got {arr.shape}")
+    arr = np.array(arr, dtype=np.float64, order="C")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return arr
 
 
-def _check_positive(value, name):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
-        np.isfinite(value) and value > 0
-    ):
-        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
-    return float(value)
+def _param_list(value, name, length):
+    if isinstance(value, np.ndarray) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"{name} must be a list of arrays, one per layer, got {type(value).__name__}")
+    if length is not None and len(value) != length:
+        raise ValueError(f"{name} must hold {length} arrays, got {len(value)}")
+    return list(value)
 
 
-class NLGBN:
-    """A layered nonlinear Gaussian belief network (Frey & Hinton).
+class _Network:
+    """The validated parameters of a network (float64 copies) and the kernel's view of them."""
+
+    def __init__(self, weights, biases, variances, units):
+        biases = _param_list(biases, "biases_", None)
+        if len(biases) < 2:
+            raise ValueError(f"biases_ must hold one vector per layer (at least two), got {len(biases)}")
+        B = []
+        for l, b in enumerate(biases):
+            b = np.asarray(b) if not isinstance(b, np.ndarray) else b
+            if getattr(b, "ndim", None) != 1:
+                raise ValueError(f"biases_[{l}] must be 1-D, got shape {np.shape(b)}")
+            B.append(_param_array(b, f"biases_[{l}]", None))
+        sizes = tuple(b.shape[0] for b in B)
+        if any(n < 1 for n in sizes):
+            raise ValueError(f"every layer needs at least one unit; biases_ gives sizes {sizes}")
+        L = len(sizes)
+        W = [_param_array(w, f"weights_[{l}]", (sizes[l + 1], sizes[l]))
+             for l, w in enumerate(_param_list(weights, "weights_", L - 1))]
+        V = [_param_array(v, f"variances_[{l}]", (sizes[l],))
+             for l, v in enumerate(_param_list(variances, "variances_", L))]
+        for l, v in enumerate(V):
+            if np.any(v < _TINY):
+                raise ValueError(f"variances_[{l}] must be positive (at least {_TINY:g}), "
+                                 f"found {v[v < _TINY][0]!r}")
+        if not isinstance(units, tuple) or len(units) != L or not all(isinstance(u, tuple) for u in units):
+            raise ValueError(f"units_ must be a tuple of {L} tuples of unit type names (one per "
+                             f"layer), got {units!r}")
+        self.units = _check_units(units, sizes, name="units_")
+        self.sizes, self.weights, self.biases, self.variances = sizes, W, B, V
+
+    def flat(self):
+        """The kernel's arrays (see csrc/mf_nlgbn.h for their layout)."""
+        sizes = np.array(self.sizes, dtype=np.intp)
+        L = len(sizes)
+        offset = np.zeros(L + 1, dtype=np.intp)
+        offset[1:] = np.cumsum(sizes)
+        U = int(offset[-1])
+        woff = np.zeros(L - 1, dtype=np.intp)
+        for l in range(1, L - 1):
+            woff[l] = woff[l - 1] + sizes[l - 1] * sizes[l]
+        WT = np.concatenate([np.ascontiguousarray(w.T).ravel() for w in self.weights])
+        bias = np.concatenate(self.biases)
+        prec = 1.0 / np.concatenate(self.variances)
+        acoef = np.zeros(U)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for l, w in enumerate(self.weights):
+                pc = prec[offset[l + 1]:offset[l + 2]]
+                acoef[offset[l]:offset[l + 1]] = 0.5 * ((w * w) * pc[:, None]).sum(axis=0)
+                if not np.all(np.isfinite(acoef[offset[l]:offset[l + 1]])):
+                    raise ValueError(
+                        f"weights_[{l}] are too large for variances_[{l + 1}]: "
+                        "sum of weight**2 / variance overflows float64"
+                    )
+        types = np.array([_CODE[name] for names in self.units for name in names], dtype=np.int8)
+        soff = np.zeros(L - 1, dtype=np.intp)
+        base = 4 * U
+        for l in range(L - 1):
+            soff[l] = base
+            base += (sizes[l] + 1) ** 2 + sizes[l + 1] * (sizes[l] + 1)
+        return dict(sizes=sizes, offset=offset, woff=woff, types=types, WT=WT, bias=bias,
+                    prec=prec, acoef=acoef, soff=soff, stat_size=int(base))
+
+    def prior_state(self, n):
+        """mu at the prior means (a top-down pass with the outputs' means) and log sigma^2 at
+        log psi^2, for n patterns: arrays (n, n_hidden)."""
+        mus, lvs = [], []
+        M_prev = None
+        with np.errstate(over="ignore", invalid="ignore"):
+            for l in range(len(self.sizes) - 1):
+                mean = self.biases[l].copy()
+                if M_prev is not None:
+                    mean = mean + self.weights[l - 1] @ M_prev
+                lv = np.log(self.variances[l])
+                if not np.all(np.isfinite(mean)):
+                    raise _NonFinite(
+                        f"the prior mean of layer {l} overflows: weights_[{l - 1}] or biases_ "
+                        "are too large"
+                    )
+                mus.append(mean)
+                lvs.append(lv)
+                M_prev = np.empty_like(mean)
+                kinds = np.array([_CODE[k] for k in self.units[l]])
+                for code in np.unique(kinds):
+                    cols = kinds == code
+                    M_prev[cols] = _estep.moments(int(code), np.ascontiguousarray(mean[cols]),
+                                                  np.ascontiguousarray(lv[cols]), 0)["M"]
+        mu = np.concatenate(mus)
+        lv = np.concatenate(lvs)
+        try:
+            return np.tile(mu, (n, 1)), np.tile(lv, (n, 1))
+        except MemoryError:
+            raise MemoryError(f"the posterior of {n} patterns needs {16 * n * mu.size} bytes") from None
+
+
+# ---------------------------------------------------------------------------- the estimator
+class NLGBN(PersistMixin, BaseEstimator):
+    """A layered nonlinear Gaussian belief network (Frey & Hinton, 1999).
+
+    Each unit has a Gaussian pre-activation whose mean is a weighted sum of the outputs of the
+    layer above; its output is linear, binary (step), rectified or sigmoidal.  Inference
+    maximises the variational bound F over a factorised Gaussian posterior, per pattern;
+    learning is variational EM.  The scikit-learn anchors are ``FactorAnalysis`` (which one
+    linear hidden unit reproduces exactly) and ``BernoulliRBM``.
 
     Parameters
     ----------
     sizes : sequence of int
         Units per layer, top layer first; the last entry is the number of visible units.  At
         least two layers.
-    units : None, str or sequence
+    units : None, str or sequence, default None
         Unit types among ``"linear"``, ``"binary"``, ``"rectified"`` and ``"sigmoidal"``.  A
         sequence of one entry per layer, each a type name (the whole layer) or a sequence of
         ``sizes[l]`` names (one per unit); a single name applies to every hidden layer.  The
-        visible layer is linear (the data are its pre-activations).  Default: rectified hidden
+        visible layer is linear (the data are its pre-activations).  None: rectified hidden
         units.
     weight_scale : float, default 1.0
-        Initial weights are drawn from N(0, weight_scale**2 / fan_in); biases start at 0 and
-        model variances at 1.
-    random_state : None, int or numpy.random.Generator
-        Seed of the initial weights.
+        Initial weights are drawn from N(0, weight_scale**2 / fan_in); biases start at 0, model
+        variances at 1 (visible ones at ``max(1, min_variance)``).
+    max_iter : int, default 100
+        EM iterations of ``fit`` (the paper's 100).
+    tol : float or None, default None
+        ``fit`` stops when an EM iteration raises the mean bound per pattern by no more than
+        ``tol`` nats; None runs ``max_iter`` iterations.
+    infer_tol : float, default 1e-6
+        A pattern's E-step stops when a sweep over its hidden units raises its bound by less
+        than ``infer_tol`` nats (the default of ``infer``'s ``tol``).
+    infer_max_iter : int, default 1000
+        Most sweeps per pattern and E-step (the default of ``infer``'s ``max_iter``).  In
+        ``fit`` each E-step starts from the previous one's posterior, so a partial E-step still
+        raises the bound.
+    min_variance : float, default 0.01
+        Visible model variances are kept at or above this (Frey & Hinton, section 4).
+    warm_start : bool, default False
+        If True, ``fit`` continues from the current parameters instead of drawing new ones.
+    n_threads : int or None, default None
+        OpenMP threads (None: OMP_NUM_THREADS or every core; a negative value counts back from
+        the number of cores); never more than the machine's cores.
+    random_state : None, int or numpy.random.Generator, default None
+        Seed of the initial parameters.
+    progress : bool, default True
+        Show a progress bar during ``fit`` (only when it runs longer than 2 s).
 
     Attributes
     ----------
-    sizes : tuple of int
-    units : tuple of tuple of str
+    weights_ : list of ndarray
+        ``weights_[l]`` has shape ``(sizes[l+1], sizes[l])``: from layer l to layer l+1.
+    biases_ : list of ndarray
+        ``biases_[l]`` has shape ``(sizes[l],)``.
+    variances_ : list of ndarray
+        The model noise variances psi^2, laid out as ``biases_``.
+    units_ : tuple of tuple of str
         The type of every unit, layer by layer.
-    weights : list of ndarray
-        ``weights[l]`` has shape ``(sizes[l+1], sizes[l])``: from layer l to layer l+1.
-    biases, variances : list of ndarray
-        ``biases[l]`` and ``variances[l]`` (the model noise variances psi^2) have shape
-        ``(sizes[l],)``.
+    n_features_in_ : int
+        Number of visible units.
+    history_ : ndarray of shape (n_iter_ + 1,)
+        Mean bound per training pattern (nats) after the first E-step and after every EM
+        iteration of the last ``fit``; it never decreases.
+    n_iter_ : int
+        EM iterations run by the last ``fit``.
+
+    The parameters are drawn at the first ``fit``, ``sample``, ``infer`` or ``score`` of a
+    model that has none, and may be replaced by assigning these attributes (they are checked
+    before every use).  ``weights``, ``biases`` and ``variances`` are read-only aliases.
+
+    See Also
+    --------
+    sklearn.decomposition.FactorAnalysis : the model with one layer of linear hidden units.
 
     Examples
     --------
     >>> import mfengine as mf
     >>> X = mf.datasets.make_continuous_bars(200, random_state=0)
-    >>> g = mf.NLGBN([1, 16, 36], units=["binary", "rectified", "linear"], random_state=0)
-    >>> history = g.fit(X, n_iter=5, progress=False)
+    >>> g = mf.NLGBN([1, 16, 36], units=["binary", "rectified", "linear"], max_iter=5,
+    ...              random_state=0, progress=False).fit(X)
+    >>> g.history_.shape
+    (6,)
+    >>> bool(g.history_[-1] > g.history_[0])
+    True
     >>> g.score_samples(X).shape
     (200,)
+    >>> g.sample(3, random_state=1).shape
+    (3, 36)
     """
 
-    def __init__(self, sizes, units=None, weight_scale=1.0, random_state=None):
-        sizes = self._check_sizes(sizes)
-        if not (
-            isinstance(weight_scale, numbers.Real)
-            and not isinstance(weight_scale, bool)
-            and np.isfinite(weight_scale)
-            and weight_scale >= 0
-        ):
-            raise ValueError(f"weight_scale must be a finite non-negative number, got {weight_scale!r}")
-        units = self._check_units(units, sizes)
-        rng = check_random_state(random_state)
-        weights = [
-            rng.normal(0.0, weight_scale / np.sqrt(sizes[l]), size=(sizes[l + 1], sizes[l]))
-            for l in range(len(sizes) - 1)
-        ]
-        biases = [np.zeros(n) for n in sizes]
-        variances = [np.ones(n) for n in sizes]
-        self._set(units, weights, biases, variances)
+    def __init__(self, sizes, units=None, *, weight_scale=1.0, max_iter=100, tol=None,
+                 infer_tol=1e-6, infer_max_iter=1000, min_variance=0.01, warm_start=False,
+                 n_threads=None, random_state=None, progress=True):
+        self.sizes = sizes
+        self.units = units
+        self.weight_scale = weight_scale
+        self.max_iter = max_iter
+        self.tol = tol
+        self.infer_tol = infer_tol
+        self.infer_max_iter = infer_max_iter
+        self.min_variance = min_variance
+        self.warm_start = warm_start
+        self.n_threads = n_threads
+        self.random_state = random_state
+        self.progress = progress
 
     # ------------------------------------------------------------------ construction
-    _check_sizes = staticmethod(check_sizes)
-
-    @staticmethod
-    def _check_units(units, sizes):
-        L = len(sizes)
-        if units is None:
-            units = ["rectified"] * (L - 1) + ["linear"]
-        elif isinstance(units, str):
-            units = [units] * (L - 1) + ["linear"]
-        if not hasattr(units, "__len__") or len(units) != L:
-            raise ValueError(f"units must give one entry per layer ({L} layers), got {units!r}")
-        out = []
-        for l, spec in enumerate(units):
-            names = [spec] * sizes[l] if isinstance(spec, str) else list(spec)
-            if len(names) != sizes[l]:
-                raise ValueError(
-                    f"units[{l}] must be a type name or {sizes[l]} type names, got {spec!r}"
-                )
-            for name in names:
-                if name not in _CODE:
-                    raise ValueError(
-                        f"units[{l}] contains unknown unit type {name!r}; choose from {UNIT_TYPES}"
-                    )
-            out.append(tuple(names))
-        if any(name != "linear" for name in out[-1]):
-            raise ValueError(
-                "units of the visible (last) layer must be 'linear': the data are the visible "
-                "units' pre-activations"
-            )
-        return tuple(out)
-
     @classmethod
     def from_params(cls, weights, biases, variances, units=None):
         """Build a network from its parameters (the arrays are copied).
@@ -198,10 +435,24 @@ class NLGBN:
         ----------
         weights : list of ndarray
             ``weights[l]`` of shape (sizes[l+1], sizes[l]).
-        biases, variances : list of ndarray
-            One (sizes[l],) array per layer; variances must be positive.
-        units : None, str or sequence
+        biases : list of ndarray
+            One (sizes[l],) array per layer.
+        variances : list of ndarray
+            One (sizes[l],) array of positive model variances per layer.
+        units : None, str or sequence, default None
             As in the constructor.
+
+        Returns
+        -------
+        NLGBN
+            A model with ``sizes`` and ``units`` set from the arguments and the given
+            parameters as its fitted attributes.
+
+        Raises
+        ------
+        ValueError
+            If the lists or the arrays' shapes do not fit one another, a value is not finite or
+            a variance is not positive.
         """
         weights, biases, variances = list(weights), list(biases), list(variances)
         if len(weights) < 1 or len(biases) != len(weights) + 1 or len(variances) != len(biases):
@@ -211,314 +462,544 @@ class NLGBN:
                 f"vectors and {len(variances)} variance vectors"
             )
         sizes = sizes_from_biases(biases)
-        W, B, V = [], [], []
-        for l, w in enumerate(weights):
-            w = np.array(w, dtype=np.float64, order="C")
-            if w.shape != (sizes[l + 1], sizes[l]):
-                raise ValueError(
-                    f"weights[{l}] must have shape {(sizes[l + 1], sizes[l])} to match biases, got {w.shape}"
-                )
-            if not np.all(np.isfinite(w)):
-                raise ValueError(f"weights[{l}] contains NaN or infinite values")
-            W.append(w)
-        for l, (b, v) in enumerate(zip(biases, variances)):
-            b = np.array(b, dtype=np.float64)
-            v = np.array(v, dtype=np.float64)
-            if not np.all(np.isfinite(b)):
-                raise ValueError(f"biases[{l}] contains NaN or infinite values")
-            if v.shape != (sizes[l],):
-                raise ValueError(f"variances[{l}] must have shape {(sizes[l],)}, got {v.shape}")
-            if not np.all(np.isfinite(v)) or np.any(v <= 0):
+        W = [_param_array(w, f"weights[{l}]", (sizes[l + 1], sizes[l])) for l, w in enumerate(weights)]
+        B = [_param_array(b, f"biases[{l}]", (sizes[l],)) for l, b in enumerate(biases)]
+        V = [_param_array(v, f"variances[{l}]", (sizes[l],)) for l, v in enumerate(variances)]
+        for l, v in enumerate(V):
+            if np.any(v < _TINY):
                 raise ValueError(f"variances[{l}] must be finite and positive")
-            B.append(b)
-            V.append(v)
-        net = cls.__new__(cls)
-        net._set(cls._check_units(units, sizes), W, B, V)
+        net = cls(list(sizes), units=units)
+        net._set_params(W, B, V, _check_units(units, sizes))
+        _Network(net.weights_, net.biases_, net.variances_, net.units_).flat()
         return net
 
-    def _set(self, units, weights, biases, variances):
-        self.units = units
-        self.weights = weights
-        self.biases = biases
-        self.variances = variances
+    def _set_params(self, weights, biases, variances, units):
+        self.weights_ = weights
+        self.biases_ = biases
+        self.variances_ = variances
+        self.units_ = units
+        self.n_features_in_ = int(biases[-1].shape[0])
+
+    def _has_params(self):
+        return all(hasattr(self, k) for k in ("weights_", "biases_", "variances_", "units_"))
+
+    def _draw_params(self):
+        """Draw initial parameters from the constructor's settings."""
+        sizes = _check_layer_sizes(self.sizes)
+        units = _check_units(self.units, sizes)
+        scale = _check_float(self.weight_scale, "weight_scale", 0.0, max_val=1e150)
+        min_variance = self._check_min_variance()
+        rng = check_random_state(self.random_state)
+        try:
+            weights = [
+                rng.normal(0.0, scale / np.sqrt(sizes[l]), size=(sizes[l + 1], sizes[l]))
+                for l in range(len(sizes) - 1)
+            ]
+        except MemoryError:
+            n_weights = sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
+            raise MemoryError(f"sizes={list(sizes)}: the weights need {8 * n_weights} bytes") from None
+        biases = [np.zeros(n) for n in sizes]
+        variances = [np.ones(n) for n in sizes]
+        variances[-1][:] = max(1.0, min_variance)
+        self._set_params(weights, biases, variances, units)
+
+    def _check_min_variance(self):
+        value = _check_float(self.min_variance, "min_variance", 0.0, include_min=False)
+        if not np.isfinite(1.0 / value) or value < _TINY:
+            raise ValueError(f"min_variance must be at least {_TINY:g}, got {value!r}")
+        return value
+
+    def _network(self):
+        """The current parameters, validated (drawn first if the model has none)."""
+        if not self._has_params():
+            self._draw_params()
+        return _Network(self.weights_, self.biases_, self.variances_, self.units_)
+
+    def _fitted(self, name):
+        if not self._has_params():
+            raise NotFittedError(
+                f"this NLGBN has no parameters yet: call fit, sample, infer or score first "
+                f"(or build it with NLGBN.from_params) before reading {name}"
+            )
+        return getattr(self, name + "_")
 
     @property
-    def sizes(self):
-        return tuple(b.shape[0] for b in self.biases)
+    def weights(self):
+        """Read-only alias of ``weights_``.
 
-    def copy(self):
-        """A deep copy of the network."""
-        return type(self).from_params(self.weights, self.biases, self.variances, self.units)
+        Returns
+        -------
+        list of ndarray
+            The fitted weights.
 
-    def __repr__(self):
-        kinds = [names[0] if len(set(names)) == 1 else "mixed" for names in self.units]
-        return f"NLGBN(sizes={list(self.sizes)}, units={kinds})"
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the model has no parameters yet.
+        """
+        return self._fitted("weights")
+
+    @property
+    def biases(self):
+        """Read-only alias of ``biases_``.
+
+        Returns
+        -------
+        list of ndarray
+            The fitted biases.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the model has no parameters yet.
+        """
+        return self._fitted("biases")
+
+    @property
+    def variances(self):
+        """Read-only alias of ``variances_``.
+
+        Returns
+        -------
+        list of ndarray
+            The fitted model variances.
+
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the model has no parameters yet.
+        """
+        return self._fitted("variances")
 
     # ------------------------------------------------------------------ kernel plumbing
     def _flat(self):
-        """The kernel's view of the parameters (see _estep's module docstring)."""
-        sizes = np.array(self.sizes, dtype=np.intp)
-        L = len(sizes)
-        offset = np.zeros(L + 1, dtype=np.intp)
-        offset[1:] = np.cumsum(sizes)
-        U = int(offset[-1])
-        woff = np.zeros(max(L - 1, 1), dtype=np.intp)
-        for l in range(1, L - 1):
-            woff[l] = woff[l - 1] + sizes[l - 1] * sizes[l]
-        WT = np.concatenate([np.ascontiguousarray(w.T).ravel() for w in self.weights])
-        bias = np.concatenate(self.biases)
-        for l, v in enumerate(self.variances):
-            if not np.all(np.isfinite(v)) or np.any(v <= 0):
-                raise ValueError(f"variances[{l}] must be finite and positive")
-        prec = 1.0 / np.concatenate(self.variances)
-        acoef = np.zeros(U)
-        for l, w in enumerate(self.weights):
-            pc = prec[offset[l + 1]:offset[l + 2]]
-            acoef[offset[l]:offset[l + 1]] = 0.5 * ((w * w) * pc[:, None]).sum(axis=0)
-        types = np.array([_CODE[name] for names in self.units for name in names], dtype=np.int8)
-        soff = np.zeros(max(L - 1, 1), dtype=np.intp)
-        base = 4 * U
-        for l in range(L - 1):
-            soff[l] = base
-            base += (sizes[l] + 1) ** 2 + sizes[l + 1] * (sizes[l] + 1)
-        for name, arr in (("weights", WT), ("biases", bias)):
-            if not np.all(np.isfinite(arr)):
-                raise ValueError(f"the network's {name} contain NaN or infinite values")
-        return dict(sizes=sizes, offset=offset, woff=woff, types=types, WT=WT, bias=bias,
-                    prec=prec, acoef=acoef, soff=soff, stat_size=base)
+        return self._network().flat()
 
-    def _initial_state(self, n):
-        """mu at the prior means (a top-down pass with the outputs' means) and log sigma^2 at
-        log psi^2, for n patterns: arrays (n, n_hidden)."""
-        mus, lvs = [], []
-        M_prev = None
-        for l in range(len(self.sizes) - 1):
-            mean = self.biases[l].copy()
-            if M_prev is not None:
-                mean = mean + self.weights[l - 1] @ M_prev
-            lv = np.log(self.variances[l])
-            mus.append(mean)
-            lvs.append(lv)
-            M_prev = np.array([
-                _estep.moments(_CODE[k], np.array([m]), np.array([s]), 0)["M"][0]
-                for k, m, s in zip(self.units[l], mean, lv)
-            ])
-        mu = np.ascontiguousarray(np.broadcast_to(np.concatenate(mus), (n, len(np.concatenate(mus)))))
-        lv = np.ascontiguousarray(np.broadcast_to(np.concatenate(lvs), mu.shape))
-        return mu.copy(), lv.copy()
+    def _initial_state(self, n, net=None):
+        net = self._network() if net is None else net
+        return net.prior_state(n)
 
-    def _estep(self, X, mu, logvar, tol, max_sweeps, n_threads, want_stats=False, flat=None):
-        flat = self._flat() if flat is None else flat
-        n = X.shape[0]
-        H = mu.shape[1]
-        bound = np.empty(n)
-        n_sweeps = np.zeros(n, dtype=np.intp)
-        nblocks = (n + _estep.BLOCK - 1) // _estep.BLOCK
-        stats = np.zeros((nblocks if want_stats else 0, flat["stat_size"]))
-        status = _estep.estep(
-            X, mu, logvar, flat["sizes"], flat["offset"], flat["woff"], flat["types"],
-            flat["WT"], flat["bias"], flat["prec"], flat["acoef"], flat["soff"],
-            float(tol), float(tol) / (10.0 * max(H, 1)), int(max_sweeps),
-            bound, n_sweeps, stats, effective_n_threads(n_threads),
-        )
-        if status != 0:
-            raise FloatingPointError(
-                "the E-step met a non-finite number (the parameters or the data are too extreme)"
-            )
-        return bound, n_sweeps, stats
-
-    def _check_X(self, X):
-        X = as_float_matrix(X, "X", n_cols=self.sizes[-1])
+    @staticmethod
+    def _check_X(X, n_features, name="X"):
+        if isinstance(X, np.ndarray) and X.dtype.kind in "USV":
+            raise TypeError(f"{name} must be numeric, got dtype {X.dtype}")
+        try:
+            X = check_array(X, dtype=np.float64, order="C", ensure_min_samples=0,
+                            input_name=name)
+        except TypeError as exc:
+            raise TypeError(f"{name}: {exc}") from exc
+        except ValueError as exc:
+            msg = str(exc)
+            if "convert" in msg:
+                raise TypeError(f"{name} must be numeric: {msg}") from exc
+            if name not in msg:
+                msg = f"{name}: {msg}"
+            raise ValueError(msg) from exc
+        if X.shape[1] != n_features:
+            raise ValueError(f"{name} must have {n_features} columns (one per visible unit), "
+                             f"got {X.shape[1]}")
         return X
 
+    def _solve(self, X, mu, lv, tol, max_sweeps, n_threads, want_stats=False, flat=None):
+        """The compiled E-step, in place on mu and lv.  Returns (bound, n_sweeps, converged,
+        stats); raises _NonFinite when a pattern's bound is not a finite number."""
+        flat = self._flat() if flat is None else flat
+        n = X.shape[0]
+        nblocks = (n + _estep.BLOCK - 1) // _estep.BLOCK
+        bound = np.empty(n)
+        n_sweeps = np.zeros(n, dtype=np.intp)
+        converged = np.zeros(n, dtype=np.uint8)
+        try:
+            stats = np.zeros((nblocks if want_stats else 0, flat["stat_size"]))
+        except MemoryError:
+            raise MemoryError(f"the E-step's statistics need {8 * nblocks * flat['stat_size']} "
+                              "bytes; fit on fewer patterns at a time") from None
+        H = mu.shape[1]
+        _estep.estep(
+            X, mu, lv, flat["sizes"], flat["offset"], flat["woff"], flat["types"],
+            flat["WT"], flat["bias"], flat["prec"], flat["acoef"], flat["soff"],
+            float(tol), float(tol) / (10.0 * max(H, 1)), int(max_sweeps),
+            bound, n_sweeps, converged, stats, int(n_threads),
+        )
+        bad = ~np.isfinite(bound)
+        if np.any(bad):
+            raise _NonFinite(
+                f"the bound is not a finite number for {int(bad.sum())} of {n} patterns (first: "
+                f"row {int(np.flatnonzero(bad)[0])} of X): X or the model's parameters "
+                "(weights_, biases_, variances_) are too extreme for float64"
+            )
+        return bound, n_sweeps, converged.astype(bool), stats
+
+    def _estep(self, X, mu, lv, tol, max_sweeps, n_threads, want_stats=False):
+        """Test hook: the E-step in place on (mu, lv) with the validated current parameters."""
+        return self._solve(X, mu, lv, tol, max_sweeps, _check_n_threads(n_threads), want_stats)
+
     # ------------------------------------------------------------------ public API
-    def sample(self, n, random_state=None, return_all=False):
-        """Draw n patterns by ancestral sampling.
+    def sample(self, n_samples=1, random_state=None, return_all=False):
+        """Draw patterns by ancestral sampling.
 
         Parameters
         ----------
-        n : int
-        random_state : None, int or numpy.random.Generator
+        n_samples : int, default 1
+            Number of patterns.
+        random_state : None, int or numpy.random.Generator, default None
+            Seed of the draw (None: fresh entropy).
         return_all : bool, default False
             Also return every layer's pre-activations.
 
         Returns
         -------
-        X : ndarray (n, sizes[-1])
-            Visible vectors.  With ``return_all``, a list of (n, sizes[l]) pre-activation
-            arrays, one per layer (the last is X).
+        X : ndarray of shape (n_samples, sizes[-1])
+            Visible vectors.  With ``return_all``, a list of (n_samples, sizes[l])
+            pre-activation arrays, one per layer (the last is X).
+
+        Raises
+        ------
+        ValueError
+            If an argument or a parameter is invalid, or the samples overflow float64.
         """
-        n = _check_int(n, "n", 0)
+        n_samples = _check_int(n_samples, "n_samples", 0)
+        return_all = _check_bool(return_all, "return_all")
+        net = self._network()
         rng = check_random_state(random_state)
+        need = 8 * n_samples * (sum(net.sizes) if return_all else 2 * max(net.sizes))
         layers = []
         out_prev = None
-        for l, size in enumerate(self.sizes):
-            mean = np.broadcast_to(self.biases[l], (n, size))
-            if out_prev is not None:
-                mean = mean + out_prev @ self.weights[l - 1].T
-            x = mean + np.sqrt(self.variances[l]) * rng.standard_normal((n, size))
-            layers.append(x)
-            out_prev = np.empty_like(x)
-            for kind in set(self.units[l]):
-                cols = np.array([k == kind for k in self.units[l]])
-                out_prev[:, cols] = _unit_output(kind, x[:, cols])
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):
+                for l, size in enumerate(net.sizes):
+                    mean = np.broadcast_to(net.biases[l], (n_samples, size))
+                    if out_prev is not None:
+                        mean = mean + out_prev @ net.weights[l - 1].T
+                    x = mean + np.sqrt(net.variances[l]) * rng.standard_normal((n_samples, size))
+                    if not np.all(np.isfinite(x)):
+                        raise ValueError(
+                            f"sampling layer {l} overflows float64: the model's weights_, "
+                            "biases_ or variances_ are too large"
+                        )
+                    layers.append(x if return_all or l == len(net.sizes) - 1 else None)
+                    out_prev = np.empty_like(x)
+                    kinds = np.array(net.units[l])
+                    for kind in set(net.units[l]):
+                        cols = kinds == kind
+                        out_prev[:, cols] = _unit_output(kind, x[:, cols])
+        except MemoryError:
+            raise MemoryError(f"n_samples={n_samples} needs about {need} bytes") from None
         return layers if return_all else layers[-1]
 
-    def infer(self, X, tol=1e-6, max_sweeps=1000, n_threads=None):
+    def _infer_args(self, tol, max_iter, n_threads):
+        tol = _check_float(self.infer_tol if tol is None else tol,
+                           "infer_tol" if tol is None else "tol", 0.0, include_min=False)
+        max_iter = _check_int(self.infer_max_iter if max_iter is None else max_iter,
+                              "infer_max_iter" if max_iter is None else "max_iter", 1)
+        if n_threads is None:
+            n_threads = _check_n_threads(self.n_threads)
+        else:
+            n_threads = _check_n_threads(n_threads)
+        return tol, max_iter, n_threads
+
+    def _infer(self, X, tol, max_iter, n_threads, what):
+        tol, max_iter, n_threads = self._infer_args(tol, max_iter, n_threads)
+        net = self._network()
+        X = self._check_X(X, net.sizes[-1])
+        mu, lv = net.prior_state(X.shape[0])
+        bound, sweeps, conv, _ = self._solve(X, mu, lv, tol, max_iter, n_threads, flat=net.flat())
+        warn_unconverged(conv, what, _HINT, stacklevel=4)
+        return net, X, mu, lv, NLGBNInference(bound=bound, converged=conv, n_iter=sweeps,
+                                              method="nlgbn", tol=tol)
+
+    def infer(self, X, tol=None, max_iter=None, n_threads=None):
         """Maximise the bound over the variational posterior of each pattern.
+
+        Each pattern's E-step starts at the prior means and raises the bound by coordinate
+        ascent over the hidden units' (mu, log sigma^2).
 
         Parameters
         ----------
-        X : array-like (n_patterns, sizes[-1])
-        tol : float, default 1e-6
-            A pattern stops when a sweep over its hidden units raises its bound by less than
-            ``tol`` nats.
-        max_sweeps : int, default 1000
-        n_threads : None or int
-            OpenMP threads (default: OMP_NUM_THREADS or every core).
+        X : array-like of shape (n_patterns, sizes[-1])
+            The visible units' values.
+        tol : float, optional
+            Stop a pattern when a sweep raises its bound by less than ``tol`` nats (default:
+            ``infer_tol``).
+        max_iter : int, optional
+            Most sweeps per pattern (default: ``infer_max_iter``).
+        n_threads : int, optional
+            OpenMP threads (default: ``n_threads``).
 
         Returns
         -------
         NLGBNInference
-            Means and standard deviations of q per layer, the bound per pattern and the
-            sweep counts.
+            The bound per pattern, convergence flags and sweep counts, and the means and
+            standard deviations of q per layer.
+
+        Raises
+        ------
+        ValueError
+            If X or an argument is invalid, the model's parameters are invalid, or the bound is
+            not a finite number.
+
+        Warns
+        -----
+        mfengine._base.ConvergenceWarning
+            When some patterns used ``max_iter`` sweeps without meeting ``tol``.
         """
-        X = self._check_X(X)
-        tol = _check_positive(tol, "tol")
-        max_sweeps = _check_int(max_sweeps, "max_sweeps", 0)
-        mu, lv = self._initial_state(X.shape[0])
-        bound, sweeps, _ = self._estep(X, mu, lv, tol, max_sweeps, n_threads)
-        offs = np.cumsum((0,) + self.sizes[:-1])
-        mus = [mu[:, offs[l]:offs[l] + s] for l, s in enumerate(self.sizes[:-1])] + [X]
-        sig = np.sqrt(np.exp(lv))
-        sigmas = [sig[:, offs[l]:offs[l] + s] for l, s in enumerate(self.sizes[:-1])]
-        sigmas.append(np.zeros_like(X))
-        return NLGBNInference(mu=mus, sigma=sigmas, bound=bound, n_sweeps=sweeps)
+        net, X, mu, lv, res = self._infer(X, tol, max_iter, n_threads, "NLGBN.infer")
+        offs = np.concatenate([[0], np.cumsum(net.sizes[:-1])])
+        L = len(net.sizes)
+        res.mu = [mu[:, offs[l]:offs[l + 1]] for l in range(L - 1)] + [X]
+        sig = np.exp(0.5 * lv)
+        res.sigma = [sig[:, offs[l]:offs[l + 1]] for l in range(L - 1)] + [np.zeros_like(X)]
+        return res
 
-    def score_samples(self, X, tol=1e-6, max_sweeps=1000, n_threads=None):
-        """The variational lower bound on ``log p(x)`` of each pattern, in nats.
+    def score_samples(self, X):
+        """The variational lower bound on ``ln p(x)`` of each pattern, in nats.
 
-        Parameters as in :meth:`infer`.
+        Parameters
+        ----------
+        X : array-like of shape (n_patterns, sizes[-1])
+            The visible units' values.
 
         Returns
         -------
-        ndarray (n_patterns,)
+        ndarray of shape (n_patterns,)
+            The bound F at the E-step's solution (``infer(X).bound``).
+
+        Raises
+        ------
+        ValueError
+            As :meth:`infer`.
+
+        Warns
+        -----
+        mfengine._base.ConvergenceWarning
+            When some patterns' E-steps did not converge.
         """
-        return self.infer(X, tol=tol, max_sweeps=max_sweeps, n_threads=n_threads).bound
+        return self._infer(X, None, None, None, "NLGBN.score_samples")[-1].bound
+
+    def score(self, X, y=None):
+        """The mean bound per pattern, in nats.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_patterns, sizes[-1])
+            The visible units' values; at least one pattern.
+        y : None
+            Ignored.
+
+        Returns
+        -------
+        float
+            ``score_samples(X).mean()``.
+
+        Raises
+        ------
+        ValueError
+            If X holds no pattern, or as :meth:`infer`.
+        """
+        bound = self._infer(X, None, None, None, "NLGBN.score")[-1].bound
+        if bound.size == 0:
+            raise ValueError("X must hold at least one pattern: score is the mean bound per pattern")
+        return float(bound.mean())
 
     def bound_at(self, X, mu, sigma, n_threads=None):
         """The bound F (eq. 11) of each pattern at a given variational posterior.
 
         Parameters
         ----------
-        X : array-like (n_patterns, sizes[-1])
-        mu, sigma : array-like (n_patterns, n_hidden)
-            Means and standard deviations of q over the hidden units, layers concatenated top
-            first.
+        X : array-like of shape (n_patterns, sizes[-1])
+            The visible units' values.
+        mu : array-like of shape (n_patterns, n_hidden)
+            Means of q over the hidden units, layers concatenated top first.
+        sigma : array-like of shape (n_patterns, n_hidden)
+            Standard deviations of q, positive, laid out as ``mu``.
+        n_threads : int, optional
+            OpenMP threads (default: ``n_threads``).
 
         Returns
         -------
-        ndarray (n_patterns,)
+        ndarray of shape (n_patterns,)
+            F at (mu, sigma).
+
+        Raises
+        ------
+        ValueError
+            If an argument is invalid or the bound is not a finite number.
         """
-        X = self._check_X(X)
-        H = sum(self.sizes[:-1])
-        mu = as_float_matrix(mu, "mu", n_cols=H).copy()
-        sigma = as_float_matrix(sigma, "sigma", n_cols=H)
+        n_threads = _check_n_threads(self.n_threads if n_threads is None else n_threads)
+        net = self._network()
+        X = self._check_X(X, net.sizes[-1])
+        H = sum(net.sizes[:-1])
+        mu = self._check_X(mu, H, "mu").copy()
+        sigma = self._check_X(sigma, H, "sigma")
         if mu.shape[0] != X.shape[0] or sigma.shape[0] != X.shape[0]:
             raise ValueError("mu and sigma must have one row per pattern of X")
         if np.any(sigma <= 0):
             raise ValueError("sigma must be positive")
         lv = np.ascontiguousarray(2.0 * np.log(sigma))
-        return self._estep(X, mu, lv, 1.0, 0, n_threads)[0]
+        return self._solve(X, mu, lv, 1.0, 0, n_threads, flat=net.flat())[0]
 
-    def fit(self, X, n_iter=100, tol=1e-5, max_sweeps=50, min_variance=0.01, progress=True,
-            n_threads=None):
+    def _check_fit_params(self):
+        return dict(
+            max_iter=_check_int(self.max_iter, "max_iter", 0),
+            tol=None if self.tol is None else _check_float(self.tol, "tol", 0.0),
+            infer_tol=_check_float(self.infer_tol, "infer_tol", 0.0, include_min=False),
+            infer_max_iter=_check_int(self.infer_max_iter, "infer_max_iter", 1),
+            min_variance=self._check_min_variance(),
+            warm_start=_check_bool(self.warm_start, "warm_start"),
+            n_threads=_check_n_threads(self.n_threads),
+            progress=_check_bool(self.progress, "progress"),
+        )
+
+    def fit(self, X, y=None):
         """Variational EM (Frey & Hinton, section 2.3).
 
         Each iteration is an M-step followed by an E-step warm-started from the previous
         E-step's posterior for the same pattern (the first E-step starts at the prior means).
+        Training stops after ``max_iter`` iterations, when an iteration gains no more than
+        ``tol`` nats per pattern, or when float64 can no longer raise the bound (an iteration
+        that would lower it is undone), so that ``history_`` never decreases.
 
         Parameters
         ----------
-        X : array-like (n_patterns, sizes[-1])
-        n_iter : int, default 100
-            EM iterations.
-        tol : float, default 1e-5
-            E-step stopping tolerance per pattern, nats per sweep.
-        max_sweeps : int, default 50
-            Largest number of sweeps per pattern and E-step (a partial E-step still raises the
-            bound, so EM still climbs).
-        min_variance : float, default 0.01
-            Visible model variances are kept at or above this (Frey & Hinton, section 4).
-        progress : bool, default True
-            Show a progress bar.
-        n_threads : None or int
+        X : array-like of shape (n_patterns, sizes[-1])
+            Training patterns; at least one.
+        y : None
+            Ignored.
 
         Returns
         -------
-        history : ndarray (n_iter + 1,)
-            The mean bound per pattern (nats) after the first E-step and after every
-            iteration; it never decreases.
-        """
-        X = self._check_X(X)
-        if X.shape[0] == 0:
-            raise ValueError("X must hold at least one pattern")
-        n_iter = _check_int(n_iter, "n_iter", 0)
-        tol = _check_positive(tol, "tol")
-        max_sweeps = _check_int(max_sweeps, "max_sweeps", 1)
-        min_variance = _check_positive(min_variance, "min_variance")
-        mu, lv = self._initial_state(X.shape[0])
-        bound, _, stats = self._estep(X, mu, lv, tol, max_sweeps, n_threads, want_stats=True)
-        history = [bound.mean()]
-        with progress_bar(total=n_iter, desc="NLGBN EM", disable=not progress) as bar:
-            for _ in range(n_iter):
-                self._m_step(stats.sum(axis=0) / X.shape[0], min_variance)
-                bound, _, stats = self._estep(X, mu, lv, tol, max_sweeps, n_threads,
-                                              want_stats=True)
-                history.append(bound.mean())
-                bar.update(1)
-                bar.set_postfix(bound=f"{history[-1]:.3f}")
-        self.last_posterior_ = (mu, lv)
-        return np.array(history)
+        self : NLGBN
+            The fitted model.
 
-    def _m_step(self, st, min_variance):
+        Raises
+        ------
+        ValueError
+            If X or a hyperparameter is invalid, or the first E-step's bound is not finite.
+
+        Warns
+        -----
+        mfengine._base.ConvergenceWarning
+            When ``tol`` is given and not met within ``max_iter`` iterations, when an
+            iteration was undone because the bound fell, or when the last E-step left patterns
+            unconverged.
+        """
+        self._fit(X)
+        return self
+
+    def _fit(self, X):
+        """fit's work; returns the training posterior (mu, log sigma^2) for the tests."""
+        p = self._check_fit_params()
+        if not (p["warm_start"] and self._has_params()):
+            self._draw_params()
+        net = self._network()
+        X = self._check_X(X, net.sizes[-1])
+        if X.shape[0] == 0:
+            raise ValueError("X must hold at least one pattern to fit")
+        floors = [MIN_HIDDEN_VARIANCE] * (len(net.sizes) - 1) + [p["min_variance"]]
+        if any(np.any(v < f) for v, f in zip(net.variances, floors)):
+            # start inside the M-step's constraint set, so that no step can lower the bound
+            self.variances_ = [np.maximum(v, f) for v, f in zip(net.variances, floors)]
+            net = self._network()
+        self.n_features_in_ = X.shape[1]
+        n = X.shape[0]
+        solve = dict(tol=p["infer_tol"], max_sweeps=p["infer_max_iter"], n_threads=p["n_threads"])
+        mu, lv = net.prior_state(n)
+        bound, _, conv, stats = self._solve(X, mu, lv, want_stats=True, flat=net.flat(), **solve)
+        history = [float(bound.mean())]
+        met_tol = False
+        with progress_bar(total=p["max_iter"], desc="NLGBN EM", disable=not p["progress"]) as bar:
+            for it in range(p["max_iter"]):
+                saved = (self.weights_, self.biases_, self.variances_, mu.copy(), lv.copy(), conv)
+                problem = None
+                try:
+                    self._m_step(stats.sum(axis=0) / n, p["min_variance"], net)
+                    net = self._network()
+                    bound, _, conv, stats = self._solve(X, mu, lv, want_stats=True,
+                                                        flat=net.flat(), **solve)
+                    new = float(bound.mean())
+                    if not new >= history[-1]:
+                        drop = history[-1] - new
+                        if drop > 1e-9 * max(1.0, abs(history[-1])):
+                            problem = f"the bound fell by {drop:.3g} nats per pattern"
+                        else:
+                            problem = ""        # float64 cannot raise it further: converged
+                except (_NonFinite, ValueError) as exc:
+                    problem = f"a number was not finite ({exc})"
+                if problem is not None:
+                    self.weights_, self.biases_, self.variances_, mu, lv, conv = saved
+                    if problem:
+                        warnings.warn(
+                            f"NLGBN.fit: EM iteration {it + 1} was undone because {problem}; the "
+                            f"model keeps the parameters of iteration {it} (X or the parameters "
+                            "may be too extreme for float64)",
+                            ConvergenceWarning, stacklevel=3,
+                        )
+                    met_tol = not problem
+                    break
+                gain = new - history[-1]
+                history.append(new)
+                bar.update(1)
+                bar.set_postfix(bound=f"{new:.3f}")
+                if p["tol"] is not None and gain <= p["tol"]:
+                    met_tol = True
+                    break
+        self.history_ = np.array(history)
+        self.n_iter_ = len(history) - 1
+        if p["tol"] is not None and not met_tol and p["max_iter"] > 0:
+            warnings.warn(
+                f"NLGBN.fit: the bound still rose by more than tol={p['tol']:g} nats per pattern "
+                f"after max_iter={p['max_iter']} EM iterations; raise max_iter or tol",
+                ConvergenceWarning, stacklevel=3,
+            )
+        warn_unconverged(conv, "NLGBN.fit (the last E-step)", _HINT, stacklevel=4)
+        return mu, lv
+
+    def _m_step(self, st, min_variance, net=None):
         """Weights and biases by eq. 14 (one SVD least-squares solve per layer, shared by its
         units), then the model variances by eq. 15 with the mean squared error evaluated at the
-        new weights; ``st`` holds the sufficient statistics averaged over patterns."""
-        sizes = self.sizes
+        new weights; ``st`` holds the sufficient statistics averaged over patterns.  The new
+        parameters are assigned only if they are finite (else _NonFinite)."""
+        net = self._network() if net is None else net
+        sizes = net.sizes
         U = sum(sizes)
         offset = np.concatenate([[0], np.cumsum(sizes)])
         mean_mu, mean_mu2 = st[:U], st[U:2 * U]
         mean_s2, mean_v = st[2 * U:3 * U], st[3 * U:4 * U]
-        flat_soff = self._flat()["soff"]
+        flat_soff = net.flat()["soff"]
         L = len(sizes)
         new_b = [None] * L
         new_w = [None] * (L - 1)
         new_v = [None] * L
         sl = slice(offset[0], offset[1])
-        new_b[0] = mean_mu[sl].copy()
-        new_v[0] = mean_mu2[sl] - mean_mu[sl] ** 2 + mean_s2[sl]
-        for l in range(L - 1):
-            P, C = sizes[l], sizes[l + 1]
-            base = flat_soff[l]
-            AA = st[base:base + (P + 1) ** 2].reshape(P + 1, P + 1)
-            AA = 0.5 * (AA + AA.T)
-            CC = st[base + (P + 1) ** 2:base + (P + 1) ** 2 + C * (P + 1)].reshape(C, P + 1)
-            bvec = np.concatenate([[0.0], mean_v[offset[l]:offset[l + 1]]])
-            K = AA + np.diag(bvec)
-            Wt = np.linalg.lstsq(K, CC.T, rcond=None)[0]          # (P + 1, C)
-            new_b[l + 1] = Wt[0].copy()
-            new_w[l] = np.ascontiguousarray(Wt[1:].T)
-            cs = slice(offset[l + 1], offset[l + 2])
-            # E[(mu_i - n_i)^2] at the new weights, + sum_k w_ik^2 E[v_k] + E[sigma_i^2]
-            mse = mean_mu2[cs] - 2.0 * np.einsum("kc,ck->c", Wt, CC) + np.einsum("kc,kj,jc->c", Wt, AA, Wt)
-            new_v[l + 1] = mse + (Wt * Wt * bvec[:, None]).sum(axis=0) + mean_s2[cs]
+        with np.errstate(over="ignore", invalid="ignore"):
+            new_b[0] = mean_mu[sl].copy()
+            new_v[0] = mean_mu2[sl] - mean_mu[sl] ** 2 + mean_s2[sl]
+            for l in range(L - 1):
+                P, C = sizes[l], sizes[l + 1]
+                base = flat_soff[l]
+                AA = st[base:base + (P + 1) ** 2].reshape(P + 1, P + 1)
+                AA = 0.5 * (AA + AA.T)
+                CC = st[base + (P + 1) ** 2:base + (P + 1) ** 2 + C * (P + 1)].reshape(C, P + 1)
+                bvec = np.concatenate([[0.0], mean_v[offset[l]:offset[l + 1]]])
+                K = AA + np.diag(bvec)
+                if not (np.all(np.isfinite(K)) and np.all(np.isfinite(CC))):
+                    raise _NonFinite("the sufficient statistics are not finite")
+                Wt = np.linalg.lstsq(K, CC.T, rcond=None)[0]          # (P + 1, C)
+                new_b[l + 1] = Wt[0].copy()
+                new_w[l] = np.ascontiguousarray(Wt[1:].T)
+                cs = slice(offset[l + 1], offset[l + 2])
+                # E[(mu_i - n_i)^2] at the new weights, + sum_k w_ik^2 E[v_k] + E[sigma_i^2]
+                mse = mean_mu2[cs] - 2.0 * np.einsum("kc,ck->c", Wt, CC) + np.einsum("kc,kj,jc->c", Wt, AA, Wt)
+                new_v[l + 1] = mse + (Wt * Wt * bvec[:, None]).sum(axis=0) + mean_s2[cs]
         for l in range(L):
             floor = min_variance if l == L - 1 else MIN_HIDDEN_VARIANCE
             new_v[l] = np.maximum(new_v[l], floor)
         for l in range(L):
-            if not (np.all(np.isfinite(new_b[l])) and np.all(np.isfinite(new_v[l]))):
-                raise FloatingPointError("the M-step produced non-finite parameters")
-        self.weights = new_w
-        self.biases = new_b
-        self.variances = new_v
+            finite = np.all(np.isfinite(new_b[l])) and np.all(np.isfinite(new_v[l]))
+            if l < L - 1:
+                finite = finite and np.all(np.isfinite(new_w[l]))
+            if not finite:
+                raise _NonFinite("the M-step produced parameters that are not finite")
+        self.weights_ = new_w
+        self.biases_ = new_b
+        self.variances_ = new_v
