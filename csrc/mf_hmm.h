@@ -6,26 +6,36 @@
  *   P(s) = startprob[s_0] prod_t transmat[s_t, s_{t+1}],
  *   x_t ~ N(U[s_t] + V[s_{t+lag}] + W[s_{t-lag}], I),
  * where the V term is present only with right context and t + lag < T, the W term only with
- * left context and t - lag >= 0.  The derivation of the mean-field updates is in
- * docs/context_hmm.md; mfengine/hmm/_chain.pyx calls these functions.
+ * left context and t - lag >= 0.  A lag >= T therefore leaves the first-order model: every
+ * function below treats it so (and never forms t + lag), whatever the lag's size.  The
+ * derivation of the mean-field updates is in docs/context_hmm.md; mfengine/hmm/_chain.pyx calls
+ * these functions.
  *
  * Conventions: matrices are row-major and contiguous; outputs go to caller-allocated buffers;
- * every function returns MF_HMM_OK or an error status and never prints.  The functions are
- * re-entrant (no global state), so sequences may be processed on different threads.
- */
+ * every function returns a status of mf_status.h and never prints:
+ *   MF_OK             results written;
+ *   MF_NOT_CONVERGED  results written, but the iteration stopped at its budget (max_sweeps)
+ *                     before the bound stopped rising by more than tol * T;
+ *   MF_EBADARG        a size or pointer is invalid (n, D, T, lag < 1, max_sweeps < 0, tol NaN
+ *                     or negative, a NULL input); nothing written;
+ *   MF_EOVERFLOW      a scratch size would overflow ptrdiff_t / size_t; nothing written;
+ *   MF_ENOMEM         a scratch allocation failed (its size: the *_work_size functions).
+ * A sequence with probability zero under the model gets the bound (or log-likelihood) -inf;
+ * one whose arithmetic leaves the range of a double (values near 1e154 and above) gets NaN;
+ * the other outputs are then undefined.  The caller turns either into an error.
+ * The functions are re-entrant (no global state), so sequences may be processed on different
+ * threads.  `history` buffers have a capacity hist_len >= 1: entry k is written only when
+ * k < hist_len, so a large sweep budget never needs a large buffer. */
 #ifndef MF_HMM_H
 #define MF_HMM_H
 
 #include <stddef.h>
 
+#include "mf_status.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define MF_HMM_OK 0
-#define MF_HMM_ENOMEM 1       /* scratch allocation failed */
-#define MF_HMM_IMPOSSIBLE 2   /* the sequence has probability zero under the model */
-#define MF_HMM_NONFINITE 3    /* a NaN or infinite value appeared */
 
 /* lambda^2 of a link variable is kept in [MF_HMM_LAM2_MIN, MF_HMM_LAM2_MAX]; any value gives a
  * valid bound, the clip only stops a degenerate marginal from producing 0 or infinity. */
@@ -33,8 +43,8 @@ extern "C" {
 #define MF_HMM_LAM2_MAX 1e6
 
 typedef struct {
-    ptrdiff_t n;           /* number of hidden states */
-    ptrdiff_t D;           /* output dimension */
+    ptrdiff_t n;           /* number of hidden states, >= 1 */
+    ptrdiff_t D;           /* output dimension, >= 1 */
     ptrdiff_t lag;         /* context distance, >= 1 */
     int right, left;       /* which contexts are in the model */
     const double *startprob;   /* (n,) */
@@ -44,16 +54,30 @@ typedef struct {
     const double *W;           /* (n, D) left-context means (read only when left) */
 } mf_hmm_model;
 
-/* Doubles of scratch that mf_hmm_forward_backward needs. */
+/* Methods for mf_hmm_work_size. */
+enum { MF_HMM_STRUCTURED = 0, MF_HMM_NAIVE = 1, MF_HMM_EXACT = 2, MF_HMM_LINK = 3,
+       MF_HMM_CHAIN = 4 };
+
+/* Bytes of scratch that `method` allocates (at its peak) for one sequence of length T, in
+ * *bytes; MF_EBADARG or MF_EOVERFLOW when the arguments are invalid or the size overflows. */
+int mf_hmm_work_size(int method, const mf_hmm_model *m, ptrdiff_t T, ptrdiff_t *bytes);
+
+/* Doubles of scratch that mf_hmm_forward_backward needs; -1 on invalid sizes or overflow. */
 ptrdiff_t mf_hmm_fb_work_size(ptrdiff_t T, ptrdiff_t n);
 
 /* Scaled forward-backward for the chain Q(s) ~ P(s) prod_t exp(logpot[t, s_t]).
  * gamma (T, n) receives the marginals, xi_sum (n, n, may be NULL) the sum over t of the
- * pairwise marginals of (s_t, s_{t+1}), *logz = ln sum_s P(s) prod_t exp(logpot[t, s_t]).
- * Cost O(T n^2), memory O(T n). */
+ * pairwise marginals of (s_t, s_{t+1}), *logz = ln sum_s P(s) prod_t exp(logpot[t, s_t]);
+ * work holds mf_hmm_fb_work_size(T, n) doubles.  Cost O(T n^2), memory O(T n). */
 int mf_hmm_forward_backward(ptrdiff_t T, ptrdiff_t n, const double *startprob,
                             const double *transmat, const double *logpot, double *gamma,
                             double *xi_sum, double *work, double *logz);
+
+/* Most probable path of the same chain (Viterbi, in log space): path (T) the states,
+ * *logq = ln max_s P(s) prod_t exp(logpot[t, s_t]) (-inf when every path has probability
+ * zero).  Ties go to the lowest state.  Cost O(T n^2); scratch allocated inside. */
+int mf_hmm_viterbi(ptrdiff_t T, ptrdiff_t n, const double *startprob, const double *transmat,
+                   const double *logpot, ptrdiff_t *path, double *logq);
 
 /* The link bound (docs/context_hmm.md, "Link variables"): the chain exact, each long-range
  * coupling -a(s).b(s') replaced by a Gaussian link variable, alternating optimal links and an
@@ -61,12 +85,12 @@ int mf_hmm_forward_backward(ptrdiff_t T, ptrdiff_t n, const double *startprob,
  * sweep, or max_sweeps sweeps.  It serves as a starting point of mf_hmm_structured.
  * init (T, n) or NULL: marginals that set the first links (NULL: the first-order posterior,
  * i.e. the chain with the couplings left out, is the starting Q).
- * Outputs: gamma (T, n); history (max_sweeps + 1) the link bound after each sweep (entry 0: the
+ * Outputs: gamma (T, n); history (hist_len) the link bound after each sweep (entry 0: the
  * first-order posterior when init is NULL, else the first chain), the unused tail left
  * untouched; *n_sweeps; *bound (nats); logpot (T, n) or NULL: the chain potentials. */
-int mf_hmm_link(const mf_hmm_model *m, ptrdiff_t T, const double *X, int max_sweeps, double tol,
-                const double *init, double *gamma, double *history, int *n_sweeps,
-                double *bound, double *logpot);
+int mf_hmm_link(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t max_sweeps,
+                double tol, const double *init, double *gamma, double *history,
+                ptrdiff_t hist_len, ptrdiff_t *n_sweeps, double *bound, double *logpot);
 
 /* Exact mean-field objective of the chain Q(s) ~ P(s) prod_t exp(logpot[t, s_t]):
  * F = E_Q[ln P(s, x)] + H(Q) (a lower bound on ln P(x)), with every coupling's expectation taken
@@ -80,10 +104,11 @@ int mf_hmm_chain_objective(const mf_hmm_model *m, ptrdiff_t T, const double *X,
 
 /* Coordinate ascent on that objective over the potentials logpot[t, :] (in place), one t at a
  * time in increasing t, each set to its exact maximiser given the others; stops when a sweep
- * raises F by at most tol * T, or after max_sweeps sweeps.  history (max_sweeps + 1): F before
- * the first sweep and after each sweep; *n_sweeps; *value: the last entry of history. */
-int mf_hmm_ascent(const mf_hmm_model *m, ptrdiff_t T, const double *X, int max_sweeps,
-                  double tol, double *logpot, double *history, int *n_sweeps, double *value);
+ * raises F by at most tol * T, or after max_sweeps sweeps.  history (hist_len): F before the
+ * first sweep and after each sweep; *n_sweeps; *value: F at the end. */
+int mf_hmm_ascent(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t max_sweeps,
+                  double tol, double *logpot, double *history, ptrdiff_t hist_len,
+                  ptrdiff_t *n_sweeps, double *value);
 
 /* Structured mean field: Q(s) ~ P(s) prod_t exp(logpot[t, s_t]) (the model's own transitions),
  * the bound its exact objective F (mf_hmm_chain_objective), maximised by mf_hmm_ascent.
@@ -91,25 +116,29 @@ int mf_hmm_ascent(const mf_hmm_model *m, ptrdiff_t T, const double *X, int max_s
  * init NULL: ascents from three chains -- the results of mf_hmm_link from the first-order
  * posterior and from the marginals of mf_hmm_naive (skipped when mf_hmm_naive finds no finite
  * start, which zeros in the transitions can cause), and the first-order posterior -- and the
- * one with the highest F is kept (the first on a tie).
- * Outputs: gamma (T, n); xi_sum (n, n) or NULL; history (max_sweeps + 1): F over the sweeps of
- * the kept ascent, the unused tail left untouched; *n_sweeps; *bound = F; logpot (T, n) or NULL.
+ * one with the highest F is kept (the first on a tie); its convergence is the one reported.
+ * Outputs: gamma (T, n); xi_sum (n, n) or NULL; history (hist_len): F over the sweeps of the
+ * kept ascent, the unused tail left untouched; *n_sweeps; *bound = F; logpot (T, n) or NULL.
  * With stat_H (D, 3n, 3n) and stat_g (D, 3n) not NULL they receive the M-step statistics: F, as
  * a function of the means with Q held fixed, is for each output dimension d
  * -1/2 th^T H_d th + g_d^T th + const,  th = (U[:, d], V[:, d], W[:, d]). */
-int mf_hmm_structured(const mf_hmm_model *m, ptrdiff_t T, const double *X, int max_sweeps,
+int mf_hmm_structured(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t max_sweeps,
                       double tol, const double *init, double *gamma, double *xi_sum,
-                      double *history, int *n_sweeps, double *bound, double *logpot,
-                      double *stat_H, double *stat_g);
+                      double *history, ptrdiff_t hist_len, ptrdiff_t *n_sweeps, double *bound,
+                      double *logpot, double *stat_H, double *stat_g);
 
 /* Fully factorised mean field Q(s) = prod_t q_t(s_t), started from the first-order posterior
  * (the chain with the context couplings left out), sweeps alternately forward and backward in
- * t, each q_t set to its exact coordinate-wise maximiser.  Outputs as for mf_hmm_structured. */
-int mf_hmm_naive(const mf_hmm_model *m, ptrdiff_t T, const double *X, int max_sweeps, double tol,
-                 double *gamma, double *history, int *n_sweeps, double *bound);
+ * t, each q_t set to its exact coordinate-wise maximiser.  Outputs as for mf_hmm_structured.
+ * When zeros in startprob / transmat leave no product distribution with a finite bound, the
+ * bound is -inf. */
+int mf_hmm_naive(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t max_sweeps,
+                 double tol, double *gamma, double *history, ptrdiff_t hist_len,
+                 ptrdiff_t *n_sweeps, double *bound);
 
 /* Number of states of the augmented chain used by mf_hmm_exact: n^w with
- * w = min(T, 1 + lag*right + lag*left); -1 if that overflows a ptrdiff_t. */
+ * w = min(T, 1 + lag*right + lag*left) (w = 1 when lag >= T); -1 if that overflows a ptrdiff_t
+ * or the arguments are invalid. */
 ptrdiff_t mf_hmm_exact_states(const mf_hmm_model *m, ptrdiff_t T);
 
 /* Exact ln P(x) by a scaled forward recursion over windows (s_k, ..., s_{k+w-1}).

@@ -1,18 +1,28 @@
 """Kernel: inference in context-sensitive HMMs (Saul & Jordan 1996, sec. 3), over many sequences.
 
-Called only from ``mfengine.hmm.model``; the wrapper validates every input (shapes, dtypes,
-C order, finite values, probability vectors) and the kernel trusts it.  The loops are plain C in
-``csrc/mf_hmm.c``: a scaled forward-backward pass, structured mean field (the chain exact, the
-long-range couplings in mean field; the bound is the chain's exact mean-field objective,
-maximised by coordinate ascent over its potentials), fully factorised mean field, and the exact
-likelihood by forward recursion over the augmented state.  Sequences are independent and are
-spread over OpenMP threads; each is handled by one thread from start to end, so the answers do
-not depend on the number of threads.
+Called only from ``mfengine.hmm.model``, which validates every input (shapes, dtypes, C order,
+finite values, probability vectors, integer ranges) immediately before each call.  This module
+checks again what it needs for memory safety (array shapes against each other, the sequence
+offsets, lag, sweep budget, tolerance, thread count), and the C functions check their sizes
+once more, so no call can read or write out of bounds.  The loops are plain C in
+``csrc/mf_hmm.c``: a scaled forward-backward pass, Viterbi, structured mean field (the chain
+exact, the long-range couplings in mean field; the bound is the chain's exact mean-field
+objective, maximised by coordinate ascent over its potentials), fully factorised mean field,
+and the exact likelihood by forward recursion over the augmented state.  Sequences are
+independent and are spread over OpenMP threads; each is handled by one thread from start to
+end, so the answers do not depend on the number of threads.
 """
 import numpy as np
 
 from cython.parallel cimport prange
 from mfengine._typedefs cimport float64_t, intp_t
+
+cdef extern from "mf_status.h" nogil:
+    int MF_OK
+    int MF_NOT_CONVERGED
+    int MF_EBADARG
+    int MF_ENOMEM
+    int MF_EOVERFLOW
 
 cdef extern from "mf_hmm.h" nogil:
     ctypedef struct mf_hmm_model:
@@ -26,92 +36,68 @@ cdef extern from "mf_hmm.h" nogil:
         const double *U
         const double *V
         const double *W
-    int MF_HMM_OK
-    int MF_HMM_ENOMEM
-    int MF_HMM_IMPOSSIBLE
-    int MF_HMM_NONFINITE
+    int MF_HMM_STRUCTURED
+    int MF_HMM_NAIVE
+    int MF_HMM_EXACT
+    int MF_HMM_LINK
+    int MF_HMM_CHAIN
+    int mf_hmm_work_size(int method, const mf_hmm_model *m, Py_ssize_t T, Py_ssize_t *nbytes)
     Py_ssize_t mf_hmm_fb_work_size(Py_ssize_t T, Py_ssize_t n)
     int mf_hmm_forward_backward(Py_ssize_t T, Py_ssize_t n, const double *startprob,
                                 const double *transmat, const double *logpot, double *gamma,
                                 double *xi_sum, double *work, double *logz)
-    int mf_hmm_link(const mf_hmm_model *m, Py_ssize_t T, const double *X, int max_sweeps,
+    int mf_hmm_viterbi(Py_ssize_t T, Py_ssize_t n, const double *startprob,
+                       const double *transmat, const double *logpot, Py_ssize_t *path,
+                       double *logq)
+    int mf_hmm_link(const mf_hmm_model *m, Py_ssize_t T, const double *X, Py_ssize_t max_sweeps,
                     double tol, const double *init, double *gamma, double *history,
-                    int *n_sweeps, double *bound, double *logpot)
+                    Py_ssize_t hist_len, Py_ssize_t *n_sweeps, double *bound, double *logpot)
     int mf_hmm_chain_objective(const mf_hmm_model *m, Py_ssize_t T, const double *X,
                                const double *logpot, double *gamma, double *xi_sum,
                                double *pair1, double *pair2, double *value)
-    int mf_hmm_ascent(const mf_hmm_model *m, Py_ssize_t T, const double *X, int max_sweeps,
-                      double tol, double *logpot, double *history, int *n_sweeps,
-                      double *value)
-    int mf_hmm_structured(const mf_hmm_model *m, Py_ssize_t T, const double *X, int max_sweeps,
-                          double tol, const double *init, double *gamma, double *xi_sum,
-                          double *history, int *n_sweeps, double *bound, double *logpot,
-                          double *stat_H, double *stat_g)
-    int mf_hmm_naive(const mf_hmm_model *m, Py_ssize_t T, const double *X, int max_sweeps,
-                     double tol, double *gamma, double *history, int *n_sweeps, double *bound)
+    int mf_hmm_ascent(const mf_hmm_model *m, Py_ssize_t T, const double *X, Py_ssize_t max_sweeps,
+                      double tol, double *logpot, double *history, Py_ssize_t hist_len,
+                      Py_ssize_t *n_sweeps, double *value)
+    int mf_hmm_structured(const mf_hmm_model *m, Py_ssize_t T, const double *X,
+                          Py_ssize_t max_sweeps, double tol, const double *init, double *gamma,
+                          double *xi_sum, double *history, Py_ssize_t hist_len,
+                          Py_ssize_t *n_sweeps, double *bound, double *logpot, double *stat_H,
+                          double *stat_g)
+    int mf_hmm_naive(const mf_hmm_model *m, Py_ssize_t T, const double *X, Py_ssize_t max_sweeps,
+                     double tol, double *gamma, double *history, Py_ssize_t hist_len,
+                     Py_ssize_t *n_sweeps, double *bound)
     Py_ssize_t mf_hmm_exact_states(const mf_hmm_model *m, Py_ssize_t T)
     int mf_hmm_exact(const mf_hmm_model *m, Py_ssize_t T, const double *X, double *loglik)
 
-DEF METHOD_STRUCTURED = 0
-DEF METHOD_NAIVE = 1
-DEF METHOD_EXACT = 2
+#: Longest per-sequence history kept (the bound before the first sweep and after each of the
+#: first HISTORY_MAX sweeps), so that a large sweep budget never needs a large buffer.
+HISTORY_MAX = 1000
 
-_METHODS = {"structured": METHOD_STRUCTURED, "naive": METHOD_NAIVE, "exact": METHOD_EXACT}
-
-
-def _raise_status(int status, Py_ssize_t seq):
-    where = f"sequence {seq}"
-    if status == MF_HMM_ENOMEM:
-        raise MemoryError(f"out of memory while processing {where}")
-    if status == MF_HMM_IMPOSSIBLE:
-        raise ValueError(
-            f"X: {where} has probability zero under the model (startprob_/transmat_ rule out "
-            "every state path that could produce it)"
-        )
-    if status == MF_HMM_NONFINITE:
-        raise ValueError(f"a non-finite value arose while processing {where}; check X and the parameters")
-    raise RuntimeError(f"internal error {status} while processing {where}")
+_METHODS = {"structured": MF_HMM_STRUCTURED, "naive": MF_HMM_NAIVE, "exact": MF_HMM_EXACT}
+_PTRDIFF_MAX = 2**63 - 1
 
 
-def forward_backward(const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
-                     const float64_t[:, ::1] logpot):
-    """Scaled forward-backward on one chain with log-potentials ``logpot`` (T, n).
-
-    Returns ``(gamma, xi_sum, logz)``: the marginals (T, n), the summed pairwise marginals of
-    consecutive states (n, n), and ln sum_s startprob[s_0] prod transmat prod exp(logpot).
-    """
-    cdef Py_ssize_t T = logpot.shape[0], n = logpot.shape[1]
-    cdef float64_t[:, ::1] gamma = np.empty((T, n))
-    cdef float64_t[:, ::1] xi = np.empty((n, n))
-    cdef float64_t[::1] work = np.empty(mf_hmm_fb_work_size(T, n))
-    cdef double logz = 0.0
-    cdef int status
-    with nogil:
-        status = mf_hmm_forward_backward(T, n, &startprob[0], &transmat[0, 0], &logpot[0, 0],
-                                         &gamma[0, 0], &xi[0, 0], &work[0], &logz)
-    if status != MF_HMM_OK:
-        _raise_status(status, 0)
-    return np.asarray(gamma), np.asarray(xi), logz
-
-
-def exact_states(Py_ssize_t n, Py_ssize_t lag, bint right, bint left, Py_ssize_t T):
-    """Size n^w of the augmented state space that method 'exact' walks for a length-T sequence
-    (-1 on overflow)."""
-    cdef mf_hmm_model m
+cdef _fill_model(mf_hmm_model *m, const float64_t[::1] startprob,
+                 const float64_t[:, ::1] transmat, const float64_t[:, ::1] U,
+                 const float64_t[:, ::1] V, const float64_t[:, ::1] W, Py_ssize_t lag,
+                 bint right, bint left, Py_ssize_t D):
+    """Fill ``m`` after checking that the arrays agree with each other and with ``D``."""
+    cdef Py_ssize_t n = U.shape[0]
+    if n < 1 or U.shape[1] != D or D < 1:
+        raise ValueError(f"means_ must have shape (n_states, {D}), got {(U.shape[0], U.shape[1])}")
+    if startprob.shape[0] != n:
+        raise ValueError(f"startprob_ must have shape ({n},), got ({startprob.shape[0]},)")
+    if transmat.shape[0] != n or transmat.shape[1] != n:
+        raise ValueError(f"transmat_ must have shape ({n}, {n}), got "
+                         f"{(transmat.shape[0], transmat.shape[1])}")
+    if V.shape[0] != n or V.shape[1] != D:
+        raise ValueError(f"right_means_ must have shape ({n}, {D}), got {(V.shape[0], V.shape[1])}")
+    if W.shape[0] != n or W.shape[1] != D:
+        raise ValueError(f"left_means_ must have shape ({n}, {D}), got {(W.shape[0], W.shape[1])}")
+    if lag < 1:
+        raise ValueError(f"lag must be an integer >= 1, got {lag}")
     m.n = n
-    m.D = 1
-    m.lag = lag
-    m.right = right
-    m.left = left
-    return mf_hmm_exact_states(&m, T)
-
-
-cdef void _fill_model(mf_hmm_model *m, const float64_t[::1] startprob,
-                      const float64_t[:, ::1] transmat, const float64_t[:, ::1] U,
-                      const float64_t[:, ::1] V, const float64_t[:, ::1] W, Py_ssize_t lag,
-                      bint right, bint left):
-    m.n = U.shape[0]
-    m.D = U.shape[1]
+    m.D = D
     m.lag = lag
     m.right = right
     m.left = left
@@ -122,32 +108,173 @@ cdef void _fill_model(mf_hmm_model *m, const float64_t[::1] startprob,
     m.W = &W[0, 0]
 
 
+cdef _check_sweeps(Py_ssize_t max_sweeps, double tol):
+    if max_sweeps < 0:
+        raise ValueError(f"infer_max_iter must be an integer >= 0, got {max_sweeps}")
+    if not (tol >= 0.0) or tol == np.inf:
+        raise ValueError(f"infer_tol must be a finite number >= 0, got {tol}")
+
+
+cdef object _nbytes(int method, mf_hmm_model *m, Py_ssize_t T):
+    cdef Py_ssize_t nbytes = -1
+    if mf_hmm_work_size(method, m, T, &nbytes) != MF_OK:
+        return None
+    return nbytes
+
+
+cdef _raise_status(int status, Py_ssize_t seq, Py_ssize_t T, object nbytes, str what):
+    where = f"sequence {seq} (length {T})"
+    if status == MF_ENOMEM:
+        size = "an unknown amount" if nbytes is None else f"{nbytes} bytes ({nbytes / 2**30:.3g} GiB)"
+        raise MemoryError(f"{what}: out of memory: {where} needs {size} of scratch memory")
+    if status == MF_EOVERFLOW:
+        raise MemoryError(f"{what}: {where} would need more than {_PTRDIFF_MAX} bytes of scratch "
+                          "memory (the size overflows)")
+    if status == MF_EBADARG:
+        raise ValueError(f"{what}: the kernel refused its arguments for {where}")
+    raise RuntimeError(f"{what}: internal error {status} for {where}")
+
+
+cdef _check_offsets(const intp_t[::1] offsets, Py_ssize_t N):
+    cdef Py_ssize_t s, n_seq = offsets.shape[0] - 1
+    if n_seq < 1 or offsets[0] != 0 or offsets[n_seq] != N:
+        raise ValueError(f"lengths must be >= 1 and sum to the {N} rows of X")
+    for s in range(n_seq):
+        if offsets[s + 1] <= offsets[s]:
+            raise ValueError(f"lengths must all be >= 1 and sum to the {N} rows of X")
+
+
+def _check_value(double value, Py_ssize_t seq, str method):
+    """Turn a -inf / NaN bound of sequence ``seq`` into a clear error."""
+    if value == -np.inf:
+        if method == "naive":
+            raise ValueError(
+                f"method='naive' cannot score sequence {seq}: a fully factorised q puts mass on "
+                "every pair of neighbouring states, so it needs startprob_ and transmat_ without "
+                "the zeros that rule out this sequence's paths; use method='structured' or 'exact'"
+            )
+        raise ValueError(
+            f"X: sequence {seq} has probability zero under the model (startprob_/transmat_ rule "
+            "out every state path that could produce it)"
+        )
+    if value != value or value == np.inf:
+        raise ValueError(
+            f"X: the log-probability of sequence {seq} left the range of float64 (X or the "
+            "means are too large in magnitude; values beyond about 1e150 overflow their squares)"
+        )
+
+
+def forward_backward(const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
+                     const float64_t[:, ::1] logpot):
+    """Scaled forward-backward on one chain with log-potentials ``logpot`` (T, n).
+
+    Returns ``(gamma, xi_sum, logz)``: the marginals (T, n), the summed pairwise marginals of
+    consecutive states (n, n), and ln sum_s startprob[s_0] prod transmat prod exp(logpot).
+    """
+    cdef Py_ssize_t T = logpot.shape[0], n = logpot.shape[1]
+    if T < 1 or n < 1 or startprob.shape[0] != n or transmat.shape[0] != n \
+            or transmat.shape[1] != n:
+        raise ValueError("forward_backward: startprob (n,), transmat (n, n) and logpot (T, n) "
+                         "with T, n >= 1 are required")
+    cdef Py_ssize_t wsize = mf_hmm_fb_work_size(T, n)
+    if wsize < 0:
+        _raise_status(MF_EOVERFLOW, 0, T, None, "forward_backward")
+    cdef float64_t[:, ::1] gamma = np.empty((T, n))
+    cdef float64_t[:, ::1] xi = np.empty((n, n))
+    cdef float64_t[::1] work = np.empty(wsize)
+    cdef double logz = 0.0
+    cdef int status
+    with nogil:
+        status = mf_hmm_forward_backward(T, n, &startprob[0], &transmat[0, 0], &logpot[0, 0],
+                                         &gamma[0, 0], &xi[0, 0], &work[0], &logz)
+    if status != MF_OK:
+        _raise_status(status, 0, T, wsize * 8, "forward_backward")
+    _check_value(logz, 0, "structured")
+    return np.asarray(gamma), np.asarray(xi), logz
+
+
+def viterbi(const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
+            const float64_t[:, ::1] logpot, const intp_t[::1] offsets):
+    """Most probable path of the chain P(s) prod exp(logpot[t, s_t]) of every sequence
+    ``offsets[s]:offsets[s+1]``.  Returns ``(paths, logq)``: the states (N,) and, per sequence,
+    ln max_s P(s) prod exp(logpot)."""
+    cdef Py_ssize_t N = logpot.shape[0], n = logpot.shape[1], n_seq = offsets.shape[0] - 1, s
+    _check_offsets(offsets, N)
+    if n < 1 or startprob.shape[0] != n or transmat.shape[0] != n or transmat.shape[1] != n:
+        raise ValueError("viterbi: startprob (n,), transmat (n, n) and logpot (N, n) disagree")
+    cdef intp_t[::1] path = np.zeros(N, dtype=np.intp)
+    cdef float64_t[::1] logq = np.zeros(n_seq)
+    cdef int[::1] status = np.zeros(n_seq, dtype=np.intc)
+    with nogil:
+        for s in range(n_seq):
+            status[s] = mf_hmm_viterbi(offsets[s + 1] - offsets[s], n, &startprob[0],
+                                       &transmat[0, 0], &logpot[offsets[s], 0],
+                                       <Py_ssize_t *>&path[offsets[s]], &logq[s])
+    for s in range(n_seq):
+        if status[s] != MF_OK:
+            _raise_status(status[s], s, offsets[s + 1] - offsets[s],
+                          (offsets[s + 1] - offsets[s]) * n * 8, "decode")
+    return np.asarray(path), np.asarray(logq)
+
+
+def exact_states(Py_ssize_t n, Py_ssize_t lag, bint right, bint left, Py_ssize_t T):
+    """Size n^w of the augmented state space that method 'exact' walks for a length-T sequence
+    (-1 on overflow)."""
+    cdef mf_hmm_model m
+    if n < 1 or lag < 1 or T < 1:
+        raise ValueError("exact_states: n, lag and T must be >= 1")
+    m.n = n
+    m.D = 1
+    m.lag = lag
+    m.right = right
+    m.left = left
+    return mf_hmm_exact_states(&m, T)
+
+
+cdef _check_X(const float64_t[:, ::1] X, Py_ssize_t D, str what):
+    if X.shape[0] < 1 or X.shape[1] != D:
+        raise ValueError(f"{what}: X must have shape (T >= 1, {D}), got {(X.shape[0], X.shape[1])}")
+
+
+cdef _check_pot(const float64_t[:, ::1] pot, Py_ssize_t T, Py_ssize_t n, str name):
+    if pot.shape[0] != T or pot.shape[1] != n:
+        raise ValueError(f"{name} must have shape ({T}, {n}), got {(pot.shape[0], pot.shape[1])}")
+
+
 def link(const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
          const float64_t[:, ::1] U, const float64_t[:, ::1] V, const float64_t[:, ::1] W,
-         Py_ssize_t lag, bint right, bint left, const float64_t[:, ::1] X, int max_sweeps,
-         double tol, init=None):
+         Py_ssize_t lag, bint right, bint left, const float64_t[:, ::1] X,
+         Py_ssize_t max_sweeps, double tol, init=None):
     """The link-bound iteration on one sequence (a starting point of structured mean field).
 
     ``init``: marginals (T, n) that set the first links, or None (the first-order posterior).
-    Returns ``(bound, gamma, logpot, history)``, history NaN after the last sweep.
+    Returns ``(bound, gamma, logpot, history)``, history up to the last sweep (at most
+    HISTORY_MAX + 1 entries).
     """
     cdef mf_hmm_model m
-    cdef Py_ssize_t T = X.shape[0], n = U.shape[0]
+    _fill_model(&m, startprob, transmat, U, V, W, lag, right, left, U.shape[1])
+    _check_X(X, m.D, "link")
+    _check_sweeps(max_sweeps, tol)
+    cdef Py_ssize_t T = X.shape[0], n = m.n
+    cdef Py_ssize_t hist_len = min(max_sweeps, HISTORY_MAX) + 1
     cdef float64_t[:, ::1] gamma = np.empty((T, n))
     cdef float64_t[:, ::1] logpot = np.empty((T, n))
-    cdef float64_t[::1] history = np.full(max_sweeps + 1, np.nan)
+    cdef float64_t[::1] history = np.full(hist_len, np.nan)
     cdef const float64_t[:, ::1] init_ = init if init is not None else np.zeros((1, n))
     cdef bint has_init = init is not None
-    cdef int ns = 0, status
+    if has_init:
+        _check_pot(init_, T, n, "init")
+    cdef Py_ssize_t ns = 0
+    cdef int status
     cdef double bound = 0.0
-    _fill_model(&m, startprob, transmat, U, V, W, lag, right, left)
     with nogil:
         status = mf_hmm_link(&m, T, &X[0, 0], max_sweeps, tol,
                              &init_[0, 0] if has_init else NULL, &gamma[0, 0], &history[0],
-                             &ns, &bound, &logpot[0, 0])
-    if status != MF_HMM_OK:
-        _raise_status(status, 0)
-    return bound, np.asarray(gamma), np.asarray(logpot), np.asarray(history)[: ns + 1]
+                             hist_len, &ns, &bound, &logpot[0, 0])
+    if status != MF_OK and status != MF_NOT_CONVERGED:
+        _raise_status(status, 0, T, _nbytes(MF_HMM_LINK, &m, T), "link")
+    _check_value(bound, 0, "structured")
+    return bound, np.asarray(gamma), np.asarray(logpot), np.asarray(history)[: min(ns, hist_len - 1) + 1]
 
 
 def chain_objective(const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
@@ -160,54 +287,63 @@ def chain_objective(const float64_t[::1] startprob, const float64_t[:, ::1] tran
     pairwise marginals at distance 1, lag and 2 lag.
     """
     cdef mf_hmm_model m
-    cdef Py_ssize_t T = X.shape[0], n = U.shape[0]
+    _fill_model(&m, startprob, transmat, U, V, W, lag, right, left, U.shape[1])
+    _check_X(X, m.D, "chain_objective")
+    cdef Py_ssize_t T = X.shape[0], n = m.n
+    _check_pot(logpot, T, n, "logpot")
     cdef float64_t[:, ::1] gamma = np.empty((T, n))
     cdef float64_t[:, ::1] xi = np.empty((n, n))
     cdef float64_t[:, ::1] p1 = np.empty((n, n))
     cdef float64_t[:, ::1] p2 = np.empty((n, n))
     cdef double value = 0.0
     cdef int status
-    _fill_model(&m, startprob, transmat, U, V, W, lag, right, left)
     with nogil:
         status = mf_hmm_chain_objective(&m, T, &X[0, 0], &logpot[0, 0], &gamma[0, 0],
                                         &xi[0, 0], &p1[0, 0], &p2[0, 0], &value)
-    if status != MF_HMM_OK:
-        _raise_status(status, 0)
+    if status != MF_OK:
+        _raise_status(status, 0, T, _nbytes(MF_HMM_CHAIN, &m, T), "chain_objective")
+    _check_value(value, 0, "structured")
     return value, np.asarray(gamma), np.asarray(xi), np.asarray(p1), np.asarray(p2)
 
 
 def ascent(const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
            const float64_t[:, ::1] U, const float64_t[:, ::1] V, const float64_t[:, ::1] W,
            Py_ssize_t lag, bint right, bint left, const float64_t[:, ::1] X,
-           const float64_t[:, ::1] logpot, int max_sweeps, double tol):
+           const float64_t[:, ::1] logpot, Py_ssize_t max_sweeps, double tol):
     """Coordinate ascent on the chain objective from the potentials ``logpot`` (not modified).
 
     Returns ``(value, logpot, history)``.
     """
     cdef mf_hmm_model m
-    cdef Py_ssize_t T = X.shape[0]
+    _fill_model(&m, startprob, transmat, U, V, W, lag, right, left, U.shape[1])
+    _check_X(X, m.D, "ascent")
+    _check_sweeps(max_sweeps, tol)
+    cdef Py_ssize_t T = X.shape[0], n = m.n
+    _check_pot(logpot, T, n, "logpot")
+    cdef Py_ssize_t hist_len = min(max_sweeps, HISTORY_MAX) + 1
     cdef float64_t[:, ::1] h = np.array(logpot, dtype=np.float64, order="C")
-    cdef float64_t[::1] history = np.full(max_sweeps + 1, np.nan)
+    cdef float64_t[::1] history = np.full(hist_len, np.nan)
     cdef double value = 0.0
-    cdef int ns = 0, status
-    _fill_model(&m, startprob, transmat, U, V, W, lag, right, left)
+    cdef Py_ssize_t ns = 0
+    cdef int status
     with nogil:
-        status = mf_hmm_ascent(&m, T, &X[0, 0], max_sweeps, tol, &h[0, 0], &history[0], &ns,
-                               &value)
-    if status != MF_HMM_OK:
-        _raise_status(status, 0)
-    return value, np.asarray(h), np.asarray(history)[: ns + 1]
+        status = mf_hmm_ascent(&m, T, &X[0, 0], max_sweeps, tol, &h[0, 0], &history[0],
+                               hist_len, &ns, &value)
+    if status != MF_OK and status != MF_NOT_CONVERGED:
+        _raise_status(status, 0, T, _nbytes(MF_HMM_CHAIN, &m, T), "ascent")
+    _check_value(value, 0, "structured")
+    return value, np.asarray(h), np.asarray(history)[: min(ns, hist_len - 1) + 1]
 
 
 cdef int run_one(int method, const mf_hmm_model *m, Py_ssize_t T, const double *X,
-                 int max_sweeps, double tol, const double *init, double *gamma, double *xi,
-                 double *history, int *n_sweeps, double *bound, double *logpot, double *H,
-                 double *g) noexcept nogil:
-    if method == METHOD_STRUCTURED:
-        return mf_hmm_structured(m, T, X, max_sweeps, tol, init, gamma, xi, history, n_sweeps,
-                                 bound, logpot, H, g)
-    if method == METHOD_NAIVE:
-        return mf_hmm_naive(m, T, X, max_sweeps, tol, gamma, history, n_sweeps, bound)
+                 Py_ssize_t max_sweeps, double tol, const double *init, double *gamma,
+                 double *xi, double *history, Py_ssize_t hist_len, Py_ssize_t *n_sweeps,
+                 double *bound, double *logpot, double *H, double *g) noexcept nogil:
+    if method == MF_HMM_STRUCTURED:
+        return mf_hmm_structured(m, T, X, max_sweeps, tol, init, gamma, xi, history, hist_len,
+                                 n_sweeps, bound, logpot, H, g)
+    if method == MF_HMM_NAIVE:
+        return mf_hmm_naive(m, T, X, max_sweeps, tol, gamma, history, hist_len, n_sweeps, bound)
     n_sweeps[0] = 0
     return mf_hmm_exact(m, T, X, bound)
 
@@ -215,34 +351,45 @@ cdef int run_one(int method, const mf_hmm_model *m, Py_ssize_t T, const double *
 def run(str method, const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
         const float64_t[:, ::1] U, const float64_t[:, ::1] V, const float64_t[:, ::1] W,
         Py_ssize_t lag, bint right, bint left, const float64_t[:, ::1] X,
-        const intp_t[::1] offsets, int max_sweeps, double tol, bint want_stats, int n_threads,
-        init=None):
+        const intp_t[::1] offsets, Py_ssize_t max_sweeps, double tol, bint want_stats,
+        int n_threads, init=None):
     """Inference on every sequence X[offsets[s]:offsets[s+1]].
 
     ``init`` (N, n) or None: for 'structured', chain potentials to start the ascent from (a warm
     start; None: the best of several starts).  Returns a dict with ``bound`` (n_seq,),
-    ``n_sweeps`` (n_seq,) and, for the mean-field methods, ``gamma`` (N, n) and ``history`` (n_seq, max_sweeps + 1; NaN after the last sweep);
-    for 'structured' also ``xi`` (n_seq, n, n) and ``logpot`` (N, n), and with ``want_stats``
-    the M-step statistics ``H`` (n_seq, D, 3n, 3n) and ``g`` (n_seq, D, 3n).
+    ``n_sweeps`` (n_seq,), ``converged`` (n_seq,) and, for the mean-field methods, ``gamma``
+    (N, n) and ``history`` (n_seq, min(max_sweeps, HISTORY_MAX) + 1; NaN after the last
+    sweep); for 'structured' also ``xi`` (n_seq, n, n) and ``logpot`` (N, n), and with
+    ``want_stats`` the M-step statistics ``H`` (n_seq, D, 3n, 3n) and ``g`` (n_seq, D, 3n).
     """
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {tuple(_METHODS)}, got {method!r}")
     cdef int meth = _METHODS[method]
-    cdef Py_ssize_t n = U.shape[0], D = U.shape[1], N = X.shape[0]
+    cdef mf_hmm_model m
+    _fill_model(&m, startprob, transmat, U, V, W, lag, right, left, X.shape[1])
+    _check_sweeps(max_sweeps, tol)
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+    cdef Py_ssize_t n = m.n, D = m.D, N = X.shape[0]
+    _check_offsets(offsets, N)
     cdef Py_ssize_t n_seq = offsets.shape[0] - 1, K = 3 * n, s, T
-    cdef bint mf = meth != METHOD_EXACT
-    cdef bint stats = want_stats and meth == METHOD_STRUCTURED
+    cdef Py_ssize_t hist_len = min(max_sweeps, HISTORY_MAX) + 1
+    cdef bint mf = meth != MF_HMM_EXACT
+    cdef bint structured = meth == MF_HMM_STRUCTURED
+    cdef bint stats = want_stats and structured
+    cdef bint has_init = init is not None and structured
+    cdef const float64_t[:, ::1] init_ = init if has_init else np.zeros((1, n))
+    if has_init:
+        _check_pot(init_, N, n, "init")
     cdef float64_t[::1] bound = np.zeros(n_seq)
-    cdef int[::1] n_sweeps = np.zeros(n_seq, dtype=np.intc)
+    cdef Py_ssize_t[::1] n_sweeps = np.zeros(n_seq, dtype=np.intp)
     cdef int[::1] status = np.zeros(n_seq, dtype=np.intc)
     cdef float64_t[:, ::1] gamma = np.zeros((N if mf else 1, n))
-    cdef float64_t[:, ::1] history = np.full((n_seq if mf else 1, max_sweeps + 1), np.nan)
-    cdef float64_t[:, :, ::1] xi = np.zeros((n_seq if meth == METHOD_STRUCTURED else 1, n, n))
-    cdef float64_t[:, ::1] logpot = np.zeros((N if meth == METHOD_STRUCTURED else 1, n))
+    cdef float64_t[:, ::1] history = np.full((n_seq if mf else 1, hist_len), np.nan)
+    cdef float64_t[:, :, ::1] xi = np.zeros((n_seq if structured else 1, n, n))
+    cdef float64_t[:, ::1] logpot = np.zeros((N if structured else 1, n))
     cdef float64_t[:, :, :, ::1] H = np.zeros((n_seq if stats else 1, D, K, K))
     cdef float64_t[:, :, ::1] g = np.zeros((n_seq if stats else 1, D, K))
-    cdef bint has_init = init is not None and meth == METHOD_STRUCTURED
-    cdef const float64_t[:, ::1] init_ = init if has_init else np.zeros((1, n))
-    cdef mf_hmm_model m
-    _fill_model(&m, startprob, transmat, U, V, W, lag, right, left)
     with nogil:
         for s in prange(n_seq, schedule="dynamic", num_threads=n_threads):
             T = offsets[s + 1] - offsets[s]
@@ -250,26 +397,24 @@ def run(str method, const float64_t[::1] startprob, const float64_t[:, ::1] tran
                 meth, &m, T, &X[offsets[s], 0], max_sweeps, tol,
                 &init_[offsets[s], 0] if has_init else NULL,
                 &gamma[offsets[s], 0] if mf else NULL,
-                &xi[s, 0, 0] if meth == METHOD_STRUCTURED else NULL,
-                &history[s, 0] if mf else NULL,
+                &xi[s, 0, 0] if structured else NULL,
+                &history[s, 0] if mf else NULL, hist_len,
                 &n_sweeps[s], &bound[s],
-                &logpot[offsets[s], 0] if meth == METHOD_STRUCTURED else NULL,
+                &logpot[offsets[s], 0] if structured else NULL,
                 &H[s, 0, 0, 0] if stats else NULL,
                 &g[s, 0, 0] if stats else NULL)
     for s in range(n_seq):
-        if status[s] == MF_HMM_IMPOSSIBLE and meth == METHOD_NAIVE:
-            raise ValueError(
-                f"method='naive' cannot score sequence {s}: a fully factorised q puts mass on "
-                "every pair of neighbouring states, so it needs startprob_ and transmat_ without "
-                "the zeros that rule out this sequence's paths; use method='structured' or 'exact'"
-            )
-        if status[s] != MF_HMM_OK:
-            _raise_status(status[s], s)
-    out = {"bound": np.asarray(bound), "n_sweeps": np.asarray(n_sweeps)}
+        if status[s] != MF_OK and status[s] != MF_NOT_CONVERGED:
+            T = offsets[s + 1] - offsets[s]
+            _raise_status(status[s], s, T, _nbytes(meth, &m, T), f"method={method!r}")
+    for s in range(n_seq):
+        _check_value(bound[s], s, method)
+    out = {"bound": np.asarray(bound), "n_sweeps": np.asarray(n_sweeps),
+           "converged": np.asarray(status) == MF_OK}
     if mf:
         out["gamma"] = np.asarray(gamma)
         out["history"] = np.asarray(history)
-    if meth == METHOD_STRUCTURED:
+    if structured:
         out["xi"] = np.asarray(xi)
         out["logpot"] = np.asarray(logpot)
     if stats:

@@ -8,6 +8,7 @@ over the potentials from several starts (one of them the paper's link-variable s
 derivation, written for this model's Gaussian outputs, is in ``docs/context_hmm.md``.
 """
 import numbers
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,10 +58,60 @@ class HMMInferenceResult:
     history: np.ndarray
 
 
-def _check_int(value, name, low):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+_INT64_MAX = 2**63 - 1
+
+
+def _check_int(value, name, low, high=_INT64_MAX):
+    """``value`` as a Python int in [low, high] (high defaults to what a C ptrdiff_t holds)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer >= {low}"
+                         + (f" and <= {high}" if high != _INT64_MAX else "") + f", got {value!r}")
     return int(value)
+
+
+def _check_real(value, name):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) \
+            or value < 0:
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _check_lengths(lengths, n_rows):
+    """Offsets (n_seq + 1,) of the sequences, refusing lengths that do not tile ``n_rows``.
+
+    Each length is checked against ``n_rows`` as a Python integer before anything is summed, so
+    no integer type can wrap around."""
+    arr = np.asarray(lengths) if not isinstance(lengths, np.ndarray) else lengths
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError("lengths must be a non-empty 1-D sequence of integers")
+    if arr.dtype.kind not in "iuO" or (arr.dtype.kind == "O" and not all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in arr)):
+        raise ValueError(f"lengths must be a non-empty 1-D sequence of integers, got dtype {arr.dtype}")
+    if arr.size > n_rows:
+        raise ValueError(f"lengths has {arr.size} entries but X has only {n_rows} rows")
+    vals = [int(v) for v in arr]
+    if min(vals) < 1:
+        raise ValueError("lengths must all be >= 1 (empty sequences are not allowed)")
+    if max(vals) > n_rows:
+        raise ValueError(f"lengths must each be at most the {n_rows} rows of X, got {max(vals)}")
+    total = sum(vals)
+    if total != n_rows:
+        raise ValueError(f"lengths sum to {total} but X has {n_rows} rows")
+    offsets = np.zeros(len(vals) + 1, dtype=np.intp)
+    np.cumsum(np.asarray(vals, dtype=np.intp), out=offsets[1:])
+    return offsets
+
+
+def _n_threads(n_threads, n_items):
+    """Threads for the kernel: ``n_threads`` (None: OMP_NUM_THREADS or all cores), at most the
+    machine's core count and the number of sequences, at least 1."""
+    if n_threads is not None and (isinstance(n_threads, bool)
+                                  or not isinstance(n_threads, numbers.Integral)):
+        raise ValueError(f"n_threads must be a non-zero integer or None, got {n_threads!r}")
+    if n_threads is not None and abs(n_threads) > _INT64_MAX:
+        n_threads = _INT64_MAX if n_threads > 0 else -1
+    n = effective_n_threads(n_threads)
+    return int(max(1, min(n, os.cpu_count() or 1, n_items)))
 
 
 class ContextHMM:
@@ -172,8 +223,20 @@ class ContextHMM:
     def _left(self):
         return self.context in ("left", "both")
 
+    def _check_hyper(self):
+        """Validate the hyperparameters as they are now (they may have been assigned)."""
+        _check_int(self.n_states, "n_states", 1)
+        _check_int(self.n_features, "n_features", 1)
+        _check_int(self.lag, "lag", 1)
+        if self.context not in _CONTEXTS:
+            raise ValueError(f"context must be one of {_CONTEXTS}, got {self.context!r}")
+        _check_int(self.max_sweeps, "max_sweeps", 0)
+        _check_real(self.sweep_tol, "sweep_tol")
+        _check_int(self.max_augmented_states, "max_augmented_states", 1)
+
     def _params(self):
         """The parameters, validated, as C-contiguous float64 arrays."""
+        self._check_hyper()
         n, D = self.n_states, self.n_features
         sp = np.asarray(self.startprob_, dtype=np.float64) if self.startprob_ is not None else None
         if sp is None or sp.shape != (n,):
@@ -220,29 +283,23 @@ class ContextHMM:
         else:
             Xc = as_float_matrix(X, "X", n_cols=self.n_features)
         N = Xc.shape[0]
-        if lengths is None:
-            lengths = [N]
-        lengths = np.asarray(lengths)
-        if lengths.ndim != 1 or lengths.size == 0 or lengths.dtype.kind not in "iu":
-            raise ValueError("lengths must be a non-empty 1-D sequence of integers")
-        if np.any(lengths < 1):
-            raise ValueError("lengths must all be >= 1 (empty sequences are not allowed)")
-        if lengths.sum() != N:
-            raise ValueError(f"lengths sum to {int(lengths.sum())} but X has {N} rows")
-        offsets = np.zeros(lengths.size + 1, dtype=np.intp)
-        np.cumsum(lengths, out=offsets[1:])
-        return Xc, offsets
+        if N == 0:
+            raise ValueError("X has no rows")
+        return Xc, _check_lengths([N] if lengths is None else lengths, N)
 
     def _run(self, X, offsets, method, want_stats=False, params=None, first_order=False,
              init=None):
         if method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
         sp, A, U, V, W = self._params() if params is None else params
+        self._check_hyper()
         right = self._right and not first_order
         left = self._left and not first_order
+        longest = int(np.max(np.diff(offsets)))
+        # a lag >= a sequence's length leaves it first-order; so does any larger lag
+        lag = min(int(self.lag), longest)
         if method == "exact":
-            longest = int(np.max(np.diff(offsets)))
-            size = _chain.exact_states(self.n_states, self.lag, right, left, longest)
+            size = _chain.exact_states(self.n_states, lag, right, left, longest)
             if size < 0 or size > self.max_augmented_states:
                 w = min(longest, 1 + self.lag * (right + left))
                 raise ValueError(
@@ -251,9 +308,10 @@ class ContextHMM:
                     f"max_augmented_states={self.max_augmented_states}; use method='structured' "
                     "or raise max_augmented_states"
                 )
-        n_threads = effective_n_threads(self.n_threads)
-        return _chain.run(method, sp, A, U, V, W, self.lag, right, left, X, offsets,
-                          self.max_sweeps, self.sweep_tol, want_stats, n_threads, init)
+        n_threads = _n_threads(self.n_threads, len(offsets) - 1)
+        return _chain.run(method, sp, A, U, V, W, lag, right, left, X, offsets,
+                          int(self.max_sweeps), float(self.sweep_tol), want_stats, n_threads,
+                          init)
 
     # ------------------------------------------------------------------------------------
     def infer(self, X, lengths=None, method="structured"):
@@ -279,7 +337,7 @@ class ContextHMM:
         r = self._run(Xc, offsets, method)
         return HMMInferenceResult(
             bound=r["bound"], gamma=r["gamma"], n_sweeps=r["n_sweeps"],
-            converged=r["n_sweeps"] < self.max_sweeps, history=r["history"],
+            converged=r["converged"], history=r["history"],
         )
 
     def score_sequences(self, X, lengths=None, method="structured"):
