@@ -1,6 +1,16 @@
-"""Progress bars: tqdm when it is installed, otherwise a silent stand-in."""
+"""Progress bars: tqdm when it is installed, otherwise a silent stand-in.
+
+A bar appears only once its run has lasted ``MFENGINE_PROGRESS_DELAY`` seconds (2 by default),
+so short runs print nothing; setting the variable to 0 shows every bar at once (the tests use
+that to check that a bar is, or is not, shown).
+"""
+import math
+import os
 
 __all__ = ["progress_bar"]
+
+DEFAULT_DELAY = 2.0
+DELAY_VARIABLE = "MFENGINE_PROGRESS_DELAY"
 
 
 class _Silent:
@@ -27,13 +37,55 @@ class _Silent:
         return False
 
 
+def progress_delay():
+    """Seconds a run lasts before its bar appears: ``MFENGINE_PROGRESS_DELAY``, else 2.
+
+    Returns
+    -------
+    float
+        The delay, a finite number of seconds >= 0.
+
+    Raises
+    ------
+    ValueError
+        If ``MFENGINE_PROGRESS_DELAY`` is set to something other than a finite number >= 0.
+    """
+    raw = os.environ.get(DELAY_VARIABLE, "").strip()
+    if not raw:
+        return DEFAULT_DELAY
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{DELAY_VARIABLE} must be a number of seconds >= 0, got {raw!r}")
+    return value
+
+
 def progress_bar(total=None, desc=None, disable=False, **kwargs):
-    """A tqdm bar, or a do-nothing object when ``disable`` is set or tqdm is missing."""
+    """A tqdm bar, or a do-nothing object when ``disable`` is set or tqdm is missing.
+
+    Parameters
+    ----------
+    total : int, optional
+        Number of steps, when known.
+    desc : str, optional
+        Label printed before the bar.
+    disable : bool, default=False
+        Return the silent stand-in (for ``progress=False``).
+    **kwargs
+        Passed to ``tqdm``; ``delay`` defaults to :func:`progress_delay`.
+
+    Returns
+    -------
+    object
+        A context manager with ``update``, ``set_postfix``, ``set_description`` and ``close``.
+    """
     if disable:
         return _Silent()
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return _Silent()
-    kwargs.setdefault("delay", 2.0)  # short runs print nothing
+    kwargs.setdefault("delay", progress_delay())  # short runs print nothing
     return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True, **kwargs)

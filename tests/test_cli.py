@@ -1,14 +1,23 @@
 """The ``mfengine`` command: ``demo --quick`` and ``config``."""
+import io
 import os
+import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import mfengine
+from mfengine._progress import progress_bar, progress_delay
 
-# Run from outside the source tree so that the installed package is what gets imported.
-_ENV = dict(os.environ, MPLBACKEND="Agg")
+# Run from outside the source tree so that the installed package is what gets imported.  Bars
+# are shown at once (no 2 s delay), so a run that should print none would show one if it did.
+_ENV = dict(os.environ, MPLBACKEND="Agg", MFENGINE_PROGRESS_DELAY="0")
+
+# A tqdm bar in any of its forms ("fit:  40%|####      | 4/10 [00:01<00:01, 3.1it/s]", or
+# "fit: 4pattern [00:01, 3.1pattern/s]" without a total) carries its elapsed-time bracket.
+_BAR = re.compile(r"\[\d\d:\d\d")
 
 
 def _run(args, cwd):
@@ -36,7 +45,51 @@ def test_demo_quick(tmp_path):
     # the missing-pixel table has one row per fraction
     for f in ("0.0", "0.1", "0.2", "0.3", "0.4", "0.5"):
         assert any(line.strip().startswith(f) for line in text.splitlines()), f
-    assert "it/s" not in r.stderr  # --no-progress hides the bar
+    # --no-progress hides every bar, even with bars shown at once
+    assert not _BAR.search(r.stderr), r.stderr
+    assert not _BAR.search(text)
+
+
+def test_bar_pattern_matches_tqdm():
+    pytest.importorskip("tqdm")
+    for total, unit in ((10, "it"), (None, "pattern")):
+        buf = io.StringIO()
+        with progress_bar(total=total, desc="fit", file=buf, delay=0, unit=unit) as bar:
+            bar.update(3)
+        assert _BAR.search(buf.getvalue()), buf.getvalue()
+
+
+def test_bar_appears_only_after_the_delay(monkeypatch):
+    pytest.importorskip("tqdm")
+
+    def shown(**kwargs):
+        buf = io.StringIO()
+        with progress_bar(total=5, desc="fit", file=buf, **kwargs) as bar:
+            bar.update(5)
+        return bool(_BAR.search(buf.getvalue()))
+
+    monkeypatch.delenv("MFENGINE_PROGRESS_DELAY", raising=False)
+    assert progress_delay() == 2.0
+    assert not shown()  # a run shorter than 2 s prints nothing
+    monkeypatch.setenv("MFENGINE_PROGRESS_DELAY", "0")
+    assert progress_delay() == 0.0
+    assert shown()
+    assert not shown(disable=True)
+    for bad in ("soon", "-1", "nan", "inf"):
+        monkeypatch.setenv("MFENGINE_PROGRESS_DELAY", bad)
+        with pytest.raises(ValueError, match="MFENGINE_PROGRESS_DELAY"):
+            progress_delay()
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_fit_shows_a_bar_only_when_asked(monkeypatch, capsys, progress):
+    pytest.importorskip("tqdm")
+    monkeypatch.setenv("MFENGINE_PROGRESS_DELAY", "0")
+    X = (np.random.default_rng(0).random((40, 16)) < 0.5).astype(np.float64)
+    net = mfengine.SigmoidBeliefNet([2, 6, 16], max_iter=1, progress=progress, random_state=0)
+    net.fit(X)
+    err = capsys.readouterr().err
+    assert bool(_BAR.search(err)) == progress, err
 
 
 def test_config_prints_openmp(tmp_path):
