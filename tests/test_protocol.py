@@ -594,7 +594,9 @@ def test_zero_patterns_exact_and_sample(kind):
     X = empty(kind)
     assert model.exact_log_likelihood(X).shape == X.shape[:-1]
     if hasattr(model, "sample"):
-        assert model.sample(0).shape == (0, 6 if kind == "SigmoidBeliefNet" else 3)
+        # one (n_samples, n_visible) draw per net for a batch
+        lead = (model.n_nets,) if kind == "BeliefNetBatch" else ()
+        assert model.sample(0).shape == lead + (0, 6 if kind == "SigmoidBeliefNet" else 3)
 
 
 # ----------------------------------------------------------------------------- one surface
