@@ -24,7 +24,7 @@ LABEL = {"plefka11": "G11", "plefka12": "G12", "plefka22": "G22", "sjj": "SJJ"}
 SIZES = (1, 8, 16)
 
 
-def initial_net(activation, seed):
+def initial_net(activation, seed, **params):
     rng = np.random.default_rng(seed)
     n = sum(SIZES)
     off = np.cumsum((0,) + SIZES)
@@ -34,7 +34,7 @@ def initial_net(activation, seed):
         W[off[l + 1]:off[l + 2], off[l]:off[l + 1]] = (
             rng.uniform(0.05, 0.5, shape) if activation == "noisy_or" else rng.normal(0.0, 0.5, shape))
     h = np.full(n, 0.1) if activation == "noisy_or" else np.zeros(n)
-    return mf.BeliefNet(W, h, np.arange(off[-2], n), activation)
+    return mf.BeliefNet(W, h, np.arange(off[-2], n), activation, **params)
 
 
 def one_run(job):
@@ -44,16 +44,18 @@ def one_run(job):
     import warnings
 
     activation, method, seed, X, epochs, lr, batch_size = job
-    net = initial_net(activation, seed)
+    net = initial_net(activation, seed, method=method, max_iter=epochs, learning_rate=lr,
+                      batch_size=batch_size, n_threads=1, random_state=seed, progress=False)
     start_ll = float(net.exact_log_likelihood(X).mean())
     t = time.perf_counter()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)   # counted below instead
+        # counted below instead: objectives above 0 (RuntimeWarning) and unconverged solves
+        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore", mf.ConvergenceWarning)
         try:
-            hist = net.fit(X, method=method, epochs=epochs, learning_rate=lr,
-                           batch_size=batch_size, n_threads=1, random_state=seed, progress=False)
+            net.fit(X)
             ll = float(net.exact_log_likelihood(X).mean())
-            final = float(hist[-1])
+            final = float(net.history_[-1])
         except (FloatingPointError, ValueError):
             ll = final = float("nan")
     elapsed = time.perf_counter() - t

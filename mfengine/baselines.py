@@ -36,6 +36,13 @@ def _check_int(value, name, min_val):
     return int(value)
 
 
+def _check_flag(value, name):
+    """``value`` as a bool, refusing anything but True and False."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def _check_real(value, name, min_val=None, include_min=True, allow_none=False):
     """``value`` as a finite float (>= or > ``min_val``), or None when ``allow_none``."""
     if value is None and allow_none:

@@ -18,6 +18,7 @@ from mfengine.baselines import (
     _accuracy,
     _binary_input_tags,
     _check_binary_values,
+    _check_flag,
     _check_class_log_prior,
     _check_int,
     _check_real,
@@ -37,16 +38,17 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
     on its class's patterns.  A pattern's score for class c is the mean-field bound of net c
     (Saul & Jordan eq. 6, in nats) plus ln P(c); ``predict`` takes the argmax and
     ``predict_proba`` normalises the exponentiated scores (so the probabilities are those of an
-    approximate likelihood, not exact posteriors).
+    approximate likelihood, not exact posteriors).  Missing pixels are marginalised inside the
+    bound: every scoring method takes a ``missing`` mask.
 
     Parameters
     ----------
     hidden : tuple of int, default=(8, 24)
         Hidden layer sizes, top layer first.
-    epochs : int, default=20
-        Passes over each class's training data.
+    max_iter : int, default=20
+        Epochs (passes over each class's training data).
     learning_rate : float or sequence of float, default=None
-        One rate for all epochs, or one per epoch (then its length must equal ``epochs``).
+        One rate for all epochs, or one per epoch (then its length must equal ``max_iter``).
         ``None`` uses the tuned schedule (``default_schedule``): 0.1 for the first half of the
         epochs, then 0.02.
     batch_size : int, default=1
@@ -54,12 +56,18 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
         ``learning_rate / batch_size`` times the summed gradient.
     weight_scale : float, default=1.0
         Initial weights ~ N(0, weight_scale**2 / fan_in).
-    tol : float, default=1e-4
-        Mean-field tolerance (nats per pattern) while training.
-    max_sweeps : int, default=100
-        Mean-field sweep limit while training.
-    score_tol : float, default=1e-6
-        Mean-field tolerance when scoring patterns for prediction.
+    tol : float, default=None
+        Stop training a class's net once its mean bound rises by less than ``tol`` nats from
+        one epoch to the next (a ``ConvergenceWarning`` when that does not happen within
+        ``max_iter`` epochs).  None: run all ``max_iter`` epochs.
+    infer_tol : float, default=1e-4
+        Tolerance (nats per pattern and sweep) of every mean-field solve, in training and in
+        scoring.
+    infer_max_iter : int, default=200
+        Most sweeps of one pattern's mean-field solve.
+    warm_start : bool, default=False
+        False: ``fit`` trains fresh nets.  True: ``fit`` continues training the current nets
+        (the classes and the number of pixels must be those of the previous fit).
     n_threads : int, default=None
         Threads (default: OMP_NUM_THREADS or all cores).  Training runs the class nets in
         parallel, one thread each; scoring splits the patterns among OpenMP threads.  The
@@ -76,25 +84,27 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
         Sorted class labels.
     net_weights_ : list of list of ndarray
         ``net_weights_[c][l]``: the weights from layer l to layer l+1 of the net of class
-        ``classes_[c]``.
+        ``classes_[c]`` (its ``weights_``).
     net_biases_ : list of list of ndarray
-        ``net_biases_[c][l]``: the biases of layer l of that net.
+        ``net_biases_[c][l]``: the biases of layer l of that net (its ``biases_``).
     nets_ : list of SigmoidBeliefNet
-        One trained net per class, in the order of ``classes_``, built on each access from
-        ``net_weights_`` and ``net_biases_``.
+        One trained net per class, in the order of ``classes_``: copies built on each access
+        from ``net_weights_`` and ``net_biases_``.
     class_log_prior_ : ndarray of shape (n_classes,)
         Log class frequencies in the training data.  It may be replaced after ``fit`` (for
         example by other priors); it must then hold no NaN or +inf.
-    history_ : ndarray of shape (n_classes, epochs)
-        Mean bound per training pattern (nats) in each epoch, per class.
-    n_iter_ : int
-        Epochs run per class.
+    history_ : list of ndarray
+        ``history_[c]``: the mean bound per training pattern (nats) in each epoch of the net
+        of class ``classes_[c]``.
+    n_iter_ : ndarray of shape (n_classes,)
+        Epochs run per class (``max_iter`` unless ``tol`` stopped a net early).
     n_features_in_ : int
         Number of pixels seen in ``fit``.
 
     See Also
     --------
-    mfengine.baselines.MixtureClassifier : the same scheme with Bernoulli mixtures.
+    mfengine.SigmoidBeliefNet : The per-class model.
+    mfengine.baselines.MixtureClassifier : The same scheme with Bernoulli mixtures.
 
     Notes
     -----
@@ -105,22 +115,36 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
     the time), with weight_scale=0.5 4.0%, with a 12x36 net and 40 epochs 4.3%; 20 epochs at a
     constant 0.05 4.3%, at 0.05 then 0.01 5.0%.  One seed x 3 folds: the paper's recipe
     (8 epochs, 0.02 then 0.005) 8.4%, 16 epochs of it 6.9%; rates of 0.2 4.4-5.3%;
-    mini-batches of 10 at 0.5 then 0.1 4.0-4.6%; training tolerance 1e-3 or 1e-5 instead of
-    1e-4 made no difference.  The paper's recipe was written for 6000 images per class and
-    underfits here.
+    mini-batches of 10 at 0.5 then 0.1 4.0-4.6%; a training tolerance of 1e-3 or 1e-5
+    instead of 1e-4 made no difference.  The paper's recipe was written for 6000 images per
+    class and underfits here.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfengine import GenerativeClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat([0, 1], 30)
+    >>> X = (rng.random((60, 6)) < np.where(y[:, None] == 1, 0.8, 0.2)).astype(float)
+    >>> clf = GenerativeClassifier(hidden=(2,), max_iter=4, random_state=0).fit(X, y)
+    >>> clf.predict(np.array([[0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1]])).tolist()
+    [0, 1]
+    >>> clf.predict_proba(X).shape
+    (60, 2)
     """
 
-    def __init__(self, hidden=(8, 24), epochs=20, learning_rate=None, batch_size=1,
-                 weight_scale=1.0, tol=1e-4, max_sweeps=100, score_tol=1e-6, n_threads=None,
-                 random_state=None, progress=True):
+    def __init__(self, hidden=(8, 24), max_iter=20, learning_rate=None, batch_size=1,
+                 weight_scale=1.0, tol=None, infer_tol=1e-4, infer_max_iter=200,
+                 warm_start=False, n_threads=None, random_state=None, progress=True):
         self.hidden = hidden
-        self.epochs = epochs
+        self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.batch_size = batch_size
         self.weight_scale = weight_scale
         self.tol = tol
-        self.max_sweeps = max_sweeps
-        self.score_tol = score_tol
+        self.infer_tol = infer_tol
+        self.infer_max_iter = infer_max_iter
+        self.warm_start = warm_start
         self.n_threads = n_threads
         self.random_state = random_state
         self.progress = progress
@@ -149,7 +173,7 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
         return tuple(int(h) for h in hidden)
 
     def _rates(self):
-        epochs = _check_int(self.epochs, "epochs", 1)
+        epochs = _check_int(self.max_iter, "max_iter", 1)
         lr = self.learning_rate
         if lr is None:
             return default_schedule(epochs)
@@ -166,32 +190,33 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
                 ) from None
             if len(rates) != epochs:
                 raise ValueError(
-                    f"learning_rate has {len(rates)} per-epoch rates but epochs={epochs}"
+                    f"learning_rate has {len(rates)} per-epoch rates but max_iter={epochs}"
                 )
         return [_check_real(r, "learning_rate", 0.0) for r in rates]
 
     # ------------------------------------------------------------------ the nets
-    def _train_net(self, X, sizes, rates, seeds, callback):
-        """Train one class's net; returns (weights, biases, history)."""
+    def _net(self, c, **params):
+        """A copy of the net of class ``classes_[c]``, with the classifier's solve settings."""
         from mfengine.sbn import SigmoidBeliefNet
 
-        net = SigmoidBeliefNet(sizes, weight_scale=self.weight_scale, random_state=int(seeds[0]))
-        history = net.fit(X, learning_rate=rates, batch_size=self.batch_size, tol=self.tol,
-                          max_sweeps=self.max_sweeps, random_state=int(seeds[1]),
-                          progress=False, callback=callback)
-        return net.weights, net.biases, np.asarray(history, dtype=np.float64)
+        params = dict(dict(infer_tol=self.infer_tol, infer_max_iter=self.infer_max_iter,
+                           n_threads=self.n_threads, progress=False), **params)
+        return SigmoidBeliefNet.from_params(self.net_weights_[c], self.net_biases_[c], **params)
 
-    def _net(self, c):
+    def _train_net(self, c, X, sizes, rates, rng, callback, warm):
+        """Train the net of class c on its patterns X; returns (weights, biases, history)."""
         from mfengine.sbn import SigmoidBeliefNet
 
-        return SigmoidBeliefNet.from_params(self.net_weights_[c], self.net_biases_[c])
-
-    def _net_bounds(self, net, X, miss):
-        """(bound, converged) of every pattern under one net."""
-        from mfengine.inference import infer
-
-        r = infer(net, X, tol=self.score_tol, missing=miss, n_threads=self.n_threads)
-        return r.bound, r.converged
+        params = dict(learning_rate=rates, max_iter=len(rates), batch_size=self.batch_size,
+                      tol=self.tol, infer_tol=self.infer_tol,
+                      infer_max_iter=self.infer_max_iter, random_state=rng, progress=False,
+                      callback=callback)
+        if warm:
+            net = self._net(c, warm_start=True, **params)
+        else:
+            net = SigmoidBeliefNet(list(sizes), weight_scale=self.weight_scale, **params)
+        net.fit(X)
+        return net.weights_, net.biases_, np.asarray(net.history_, dtype=np.float64)
 
     # ------------------------------------------------------------------ API
     def fit(self, X, y):
@@ -207,7 +232,7 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        self : GenerativeClassifier
+        GenerativeClassifier
             The fitted classifier.
 
         Raises
@@ -224,15 +249,27 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
         rates = self._rates()
         _check_int(self.batch_size, "batch_size", 1)
         _check_real(self.weight_scale, "weight_scale", 0.0)
-        _check_real(self.tol, "tol", 0.0, include_min=False)
-        _check_int(self.max_sweeps, "max_sweeps", 1)
-        _check_real(self.score_tol, "score_tol", 0.0, include_min=False)
+        _check_real(self.tol, "tol", 0.0, include_min=False, allow_none=True)
+        _check_real(self.infer_tol, "infer_tol", 0.0, include_min=False)
+        _check_int(self.infer_max_iter, "infer_max_iter", 1)
+        warm = _check_flag(self.warm_start, "warm_start") and hasattr(self, "net_weights_")
+        _check_flag(self.progress, "progress")
+        previous = (self.classes_, self.n_features_in_) if warm else None
         X, y = _validate_array(self, X, y=y, reset=True)
         classes, y_idx, counts = _check_targets(y)
         X, _ = _check_binary_values(X)
+        if warm and (previous[1] != X.shape[1] or not np.array_equal(previous[0], classes)):
+            self.classes_, self.n_features_in_ = previous
+            raise ValueError(
+                f"warm_start=True continues the nets of classes {previous[0].tolist()} on "
+                f"{previous[1]} pixels, but X, y hold classes {classes.tolist()} on "
+                f"{X.shape[1]} pixels; set warm_start=False to train afresh"
+            )
         n_classes = classes.shape[0]
-        rng = check_random_state(self.random_state)
-        seeds = rng.integers(0, 2**63 - 1, size=(n_classes, 2))
+        rngs = [np.random.default_rng(s)
+                for s in np.random.SeedSequence(
+                    check_random_state(self.random_state).integers(0, 2**63 - 1)
+                ).spawn(n_classes)]
         sizes = hidden + (X.shape[1],)
         bar = progress_bar(total=n_classes * len(rates), desc="GenerativeClassifier.fit",
                            disable=not self.progress, unit="epoch")
@@ -242,16 +279,20 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
 
         def train(c):
             try:
-                return self._train_net(X[y_idx == c], sizes, rates, seeds[c], tick)
-            except FloatingPointError as exc:
+                return self._train_net(c, X[y_idx == c], sizes, rates, rngs[c], tick, warm)
+            except (FloatingPointError, ValueError) as exc:
+                # X and the hyperparameters were checked above: what is left is a net whose
+                # parameters left the range the solver accepts
+                hint = ("check net_weights_ and net_biases_, which warm_start=True continues"
+                        if warm else
+                        f"try a smaller weight_scale (now {self.weight_scale!r}) or learning_rate")
                 raise ValueError(
-                    f"training the net of class {classes[c]!r} diverged ({exc}); try a smaller "
-                    f"learning_rate or weight_scale"
+                    f"training the net of class {classes[c]!r} failed: {exc}; {hint}"
                 ) from exc
 
         # The nets are independent and each epoch runs compiled without the GIL: train them
-        # from a pool of threads.  Every net has its own seeds, so the result does not depend
-        # on the number of threads.
+        # from a pool of threads.  Every net has its own random stream, so the result does not
+        # depend on the number of threads.
         n_workers = min(effective_n_threads(self.n_threads), n_classes)
         try:
             if n_workers > 1:
@@ -263,8 +304,8 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
                 fits = [train(c) for c in range(n_classes)]
         finally:
             bar.close()
-        history = np.stack([f[2] for f in fits])
-        bad = ~np.all(np.isfinite(history), axis=1)
+        history = [f[2] for f in fits]
+        bad = np.array([not np.all(np.isfinite(h)) for h in history])
         if np.any(bad):
             raise ValueError(
                 f"training the nets of classes {classes[bad].tolist()[:10]} gave a non-finite "
@@ -276,11 +317,20 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
         self.net_biases_ = [f[1] for f in fits]
         self.class_log_prior_ = np.log(counts / counts.sum())
         self.history_ = history
-        self.n_iter_ = history.shape[1]
+        self.n_iter_ = np.array([h.shape[0] for h in history])
         return self
 
     @property
     def nets_(self):
+        """One trained ``SigmoidBeliefNet`` per class, in the order of ``classes_``.
+
+        Built on each access from ``net_weights_`` and ``net_biases_``.
+
+        Returns
+        -------
+        list of SigmoidBeliefNet
+            The class nets.
+        """
         check_is_fitted(self)
         return [self._net(c) for c in range(len(self.classes_))]
 
@@ -296,7 +346,7 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        bounds : ndarray of shape (n_samples, n_classes)
+        ndarray of shape (n_samples, n_classes)
             The bound per pattern and class, in nats.
 
         Raises
@@ -310,7 +360,8 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
         Warns
         -----
         ConvergenceWarning
-            Once, when some of the per-pattern solves did not meet ``score_tol``.
+            Once, when some of the per-pattern solves did not meet ``infer_tol`` within
+            ``infer_max_iter`` sweeps.
         """
         check_is_fitted(self)
         X, obs = _validate_binary(self, X, reset=False, missing=missing)
@@ -322,9 +373,10 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
         out = np.empty((X.shape[0], n_classes))
         converged = np.empty((X.shape[0], n_classes), dtype=bool)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
+            warnings.simplefilter("ignore", ConvergenceWarning)  # one warning for all classes
             for c in range(n_classes):
-                out[:, c], converged[:, c] = self._net_bounds(self._net(c), X, miss)
+                r = self._net(c).infer(X, miss)
+                out[:, c], converged[:, c] = r.bound, r.converged
         bad = ~np.all(np.isfinite(out), axis=0)
         if np.any(bad):
             raise ValueError(
@@ -332,7 +384,8 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
                 f"their parameters (net_weights_, net_biases_) are out of range"
             )
         warn_unconverged(converged, "GenerativeClassifier.class_bounds",
-                         f"loosen score_tol (now {self.score_tol!r})")
+                         f"raise infer_max_iter (now {self.infer_max_iter!r}) or loosen "
+                         f"infer_tol (now {self.infer_tol!r})")
         return out
 
     def _joint(self, X, missing):
@@ -351,7 +404,7 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        log_proba : ndarray of shape (n_samples, n_classes)
+        ndarray of shape (n_samples, n_classes)
             Log class probabilities, columns in the order of ``classes_``.
         """
         return _normalise_log(self._joint(X, missing))
@@ -368,7 +421,7 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        proba : ndarray of shape (n_samples, n_classes)
+        ndarray of shape (n_samples, n_classes)
             Rows sum to 1.
         """
         return np.exp(self.predict_log_proba(X, missing=missing))
@@ -385,7 +438,7 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        labels : ndarray of shape (n_samples,)
+        ndarray of shape (n_samples,)
             Labels from ``classes_``.
         """
         joint = self._joint(X, missing)
@@ -407,23 +460,23 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
 
         Returns
         -------
-        accuracy : float
+        float
             The (weighted) fraction of patterns labelled correctly.
         """
         return _accuracy(self, X, y, sample_weight, missing)
 
 
-def default_schedule(epochs):
+def default_schedule(max_iter):
     """The default per-epoch learning rates of ``GenerativeClassifier``.
 
     Parameters
     ----------
-    epochs : int
+    max_iter : int
         Number of epochs.
 
     Returns
     -------
-    rates : list of float
+    list of float
         0.1 for the first half of the epochs (rounded up), then 0.02 (chosen by
         cross-validation on the bundled digits' training split).
 
@@ -433,6 +486,6 @@ def default_schedule(epochs):
     >>> default_schedule(4)
     [0.1, 0.1, 0.02, 0.02]
     """
-    epochs = _check_int(epochs, "epochs", 1)
-    first = (epochs + 1) // 2
-    return [0.1] * first + [0.02] * (epochs - first)
+    max_iter = _check_int(max_iter, "max_iter", 1)
+    first = (max_iter + 1) // 2
+    return [0.1] * first + [0.02] * (max_iter - first)

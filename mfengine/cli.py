@@ -32,7 +32,7 @@ def _configs(quick):
     """Settings of the full and the --quick demo."""
     if quick:
         return dict(
-            classifier=dict(hidden=(4, 12), epochs=4),
+            classifier=dict(hidden=(4, 12), max_iter=4),
             mixture_components=(2, 5),
             mixture_alphas=(1.0,),
             mixture_iter=20,
@@ -129,8 +129,8 @@ def run_demo(out="demo_output", seed=0, quick=False, progress=True):
     lr = clf.learning_rate
     from mfengine.classify import default_schedule
 
-    rates = default_schedule(clf.epochs) if lr is None else lr
-    _print(f"mean field: one {sizes} net per class, {clf.epochs} epochs, batch {clf.batch_size}, "
+    rates = default_schedule(clf.max_iter) if lr is None else lr
+    _print(f"mean field: one {sizes} net per class, {clf.max_iter} epochs, batch {clf.batch_size}, "
            f"learning rates {_describe_rates(rates)}; trained in {t_fit:.1f} s, "
            f"test set scored in {t_pred:.1f} s")
 

@@ -6,10 +6,10 @@ import mfengine as mf
 import scipy.sparse as sp
 from sklearn.exceptions import NotFittedError
 
-from mfengine._base import load
+from mfengine._base import ConvergenceWarning, load
 from mfengine.classify import GenerativeClassifier, default_schedule
 
-QUICK = dict(hidden=(4, 12), epochs=4)
+QUICK = dict(hidden=(4, 12), max_iter=4, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +34,16 @@ def test_fitted_attributes(fitted, digits):
     X_train = digits[0]
     assert list(fitted.classes_) == list(range(10))
     assert len(fitted.nets_) == 10
-    assert all(net.sizes == (4, 12, 64) for net in fitted.nets_)
-    assert fitted.history_.shape == (10, 4)
+    assert all(list(net.sizes) == [4, 12, 64] for net in fitted.nets_)
+    assert len(fitted.history_) == 10 and all(h.shape == (4,) for h in fitted.history_)
     assert np.all(np.isfinite(fitted.history_))
+    np.testing.assert_array_equal(fitted.n_iter_, np.full(10, 4))
+    assert [w.shape for w in fitted.net_weights_[3]] == [(12, 4), (64, 12)]
+    assert [b.shape for b in fitted.net_biases_[3]] == [(4,), (12,), (64,)]
     np.testing.assert_allclose(np.exp(fitted.class_log_prior_).sum(), 1.0)
     assert fitted.n_features_in_ == X_train.shape[1]
     # the bound rises during training (first epoch vs last), for every class
-    assert np.all(fitted.history_[:, -1] > fitted.history_[:, 0])
+    assert all(h[-1] > h[0] for h in fitted.history_)
 
 
 def test_shapes_and_probabilities(fitted, digits):
@@ -58,10 +61,16 @@ def test_shapes_and_probabilities(fitted, digits):
     np.testing.assert_allclose(np.exp(fitted.predict_log_proba(X_test)), P)
 
 
-def test_class_bounds_match_infer(fitted, digits):
+def test_class_bounds_match_the_nets(fitted, digits):
     X = digits[1][:10]
     B = fitted.class_bounds(X)
-    np.testing.assert_allclose(B[:, 2], mf.infer(fitted.nets_[2], X, tol=fitted.score_tol).bound)
+    net = fitted.nets_[2]
+    assert net.infer_tol == fitted.infer_tol and net.infer_max_iter == fitted.infer_max_iter
+    np.testing.assert_array_equal(B[:, 2], net.score_samples(X))
+    np.testing.assert_array_equal(B[:, 2], mf.infer(net, X).bound)
+    # nets_ are copies: editing one leaves the classifier alone
+    net.weights_[0][...] = 0.0
+    np.testing.assert_array_equal(fitted.class_bounds(X), B)
 
 
 def test_beats_chance_by_a_wide_margin(fitted, digits):
@@ -94,8 +103,8 @@ def test_missing_pixels(fitted, digits):
 def test_reproducible(digits):
     X_train, X_test, y_train, _ = digits
     sub = np.concatenate([np.flatnonzero(y_train == c)[:15] for c in range(3)])
-    a = GenerativeClassifier(hidden=(3, 6), epochs=2, random_state=5).fit(X_train[sub], y_train[sub])
-    b = GenerativeClassifier(hidden=(3, 6), epochs=2, random_state=5).fit(X_train[sub], y_train[sub])
+    a = GenerativeClassifier(hidden=(3, 6), max_iter=2, random_state=5).fit(X_train[sub], y_train[sub])
+    b = GenerativeClassifier(hidden=(3, 6), max_iter=2, random_state=5).fit(X_train[sub], y_train[sub])
     np.testing.assert_array_equal(a.history_, b.history_)
     np.testing.assert_array_equal(a.predict(X_test[:30]), b.predict(X_test[:30]))
 
@@ -104,18 +113,18 @@ def test_string_labels_and_progress():
     rng = np.random.default_rng(0)
     X = (rng.random((30, 9)) < 0.5).astype(float)
     y = np.array(["cat", "dog"] * 15)
-    clf = GenerativeClassifier(hidden=(2,), epochs=2, learning_rate=[0.05, 0.01],
+    clf = GenerativeClassifier(hidden=(2,), max_iter=2, learning_rate=[0.05, 0.01],
                                progress=True).fit(X, y)
     assert list(clf.classes_) == ["cat", "dog"]
     assert set(clf.predict(X)) <= {"cat", "dog"}
-    assert clf.history_.shape == (2, 2)
+    assert np.shape(clf.history_) == (2, 2)
 
 
 def test_input_validation():
     rng = np.random.default_rng(0)
     X = (rng.random((20, 6)) < 0.5).astype(float)
     y = np.arange(20) % 2
-    small = dict(hidden=(2,), epochs=1)
+    small = dict(hidden=(2,), max_iter=1, progress=False)
     with pytest.raises(ValueError, match="binary"):
         GenerativeClassifier(**small).fit(X * 0.5, y)
     with pytest.raises(ValueError, match="NaN"):
@@ -129,13 +138,21 @@ def test_input_validation():
     with pytest.raises(ValueError, match="one class only"):
         GenerativeClassifier(**small).fit(X, np.zeros(20))
     with pytest.raises(ValueError, match="hidden"):
-        GenerativeClassifier(hidden=(0, 3), epochs=1).fit(X, y)
-    with pytest.raises(ValueError, match="epochs"):
-        GenerativeClassifier(hidden=(2,), epochs=0).fit(X, y)
+        GenerativeClassifier(hidden=(0, 3), max_iter=1).fit(X, y)
+    with pytest.raises(ValueError, match="max_iter"):
+        GenerativeClassifier(hidden=(2,), max_iter=0).fit(X, y)
     with pytest.raises(ValueError, match="learning_rate has 3"):
-        GenerativeClassifier(hidden=(2,), epochs=2, learning_rate=[0.1, 0.1, 0.1]).fit(X, y)
+        GenerativeClassifier(hidden=(2,), max_iter=2, learning_rate=[0.1, 0.1, 0.1]).fit(X, y)
+    with pytest.raises(TypeError, match="learning_rate"):
+        GenerativeClassifier(hidden=(2,), max_iter=3, learning_rate="0.1").fit(X, y)
     with pytest.raises(ValueError, match="batch_size"):
-        GenerativeClassifier(hidden=(2,), epochs=1, batch_size=0).fit(X, y)
+        GenerativeClassifier(hidden=(2,), max_iter=1, batch_size=0).fit(X, y)
+    with pytest.raises(ValueError, match="infer_tol"):
+        GenerativeClassifier(hidden=(2,), max_iter=1, infer_tol=-1.0).fit(X, y)
+    with pytest.raises(ValueError, match="infer_max_iter"):
+        GenerativeClassifier(hidden=(2,), max_iter=1, infer_max_iter=0).fit(X, y)
+    with pytest.raises(TypeError, match="warm_start"):
+        GenerativeClassifier(hidden=(2,), max_iter=1, warm_start="yes").fit(X, y)
     with pytest.raises(NotFittedError):
         GenerativeClassifier().predict(X)
     with pytest.raises(ValueError):  # NotFittedError is a ValueError, like scikit-learn's
@@ -152,13 +169,14 @@ def test_input_validation():
 
 
 def test_get_params_set_params_clone():
-    clf = GenerativeClassifier(hidden=(3, 5), epochs=7, random_state=3)
+    clf = GenerativeClassifier(hidden=(3, 5), max_iter=7, random_state=3)
     params = clf.get_params()
-    assert params["hidden"] == (3, 5) and params["epochs"] == 7 and params["random_state"] == 3
-    assert set(params) == {"hidden", "epochs", "learning_rate", "batch_size", "weight_scale", "tol",
-                           "max_sweeps", "score_tol", "n_threads", "random_state", "progress"}
-    clf.set_params(epochs=2)
-    assert clf.epochs == 2
+    assert params["hidden"] == (3, 5) and params["max_iter"] == 7 and params["random_state"] == 3
+    assert set(params) == {"hidden", "max_iter", "learning_rate", "batch_size", "weight_scale",
+                           "tol", "infer_tol", "infer_max_iter", "warm_start", "n_threads",
+                           "random_state", "progress"}
+    clf.set_params(max_iter=2)
+    assert clf.max_iter == 2
     with pytest.raises(ValueError, match="(?i)invalid parameter"):
         clf.set_params(nope=1)
     sk_base = pytest.importorskip("sklearn.base")
@@ -170,7 +188,7 @@ def test_get_params_set_params_clone():
 def test_default_schedule():
     assert default_schedule(4) == [0.1, 0.1, 0.02, 0.02]
     assert default_schedule(3) == [0.1, 0.1, 0.02]
-    assert len(default_schedule(GenerativeClassifier().epochs)) == GenerativeClassifier().epochs
+    assert len(default_schedule(GenerativeClassifier().max_iter)) == GenerativeClassifier().max_iter
 
 
 def test_works_inside_scikit_learn_model_selection(digits):
@@ -179,7 +197,7 @@ def test_works_inside_scikit_learn_model_selection(digits):
     from sklearn.model_selection import cross_val_score
 
     X_train, _, y_train, _ = digits
-    clf = GenerativeClassifier(hidden=(3, 8), epochs=2)
+    clf = GenerativeClassifier(hidden=(3, 8), max_iter=2, progress=False)
     assert is_classifier(clf)
     scores = cross_val_score(clf, X_train[:300], y_train[:300], cv=2)
     assert scores.shape == (2,) and np.all(scores > 0.5)
@@ -189,7 +207,7 @@ def test_default_configuration_on_digits(digits):
     """The tuned defaults (chosen by CV on the training split) keep a low test error."""
     X_train, X_test, y_train, y_test = digits
     clf = GenerativeClassifier(random_state=0).fit(X_train, y_train)
-    assert clf.history_.shape == (10, clf.epochs)
+    assert np.shape(clf.history_) == (10, clf.max_iter)
     assert 1.0 - clf.score(X_test, y_test) < 0.07  # 4.3% when the defaults were chosen
 
 
@@ -206,7 +224,7 @@ def test_refuses_sparse_continuous_targets_and_empty_input():
     rng = np.random.default_rng(1)
     X = (rng.random((20, 6)) < 0.5).astype(float)
     y = np.arange(20) % 2
-    small = dict(hidden=(2,), epochs=1, progress=False)
+    small = dict(hidden=(2,), max_iter=1, progress=False)
     with pytest.raises(TypeError, match="Sparse data was passed for X"):
         GenerativeClassifier(**small).fit(sp.csr_matrix(X), y)
     with pytest.raises(ValueError, match="Unknown label type: continuous"):
@@ -221,7 +239,7 @@ def test_refuses_sparse_continuous_targets_and_empty_input():
 def test_class_log_prior_assigned_after_fit_is_checked():
     rng = np.random.default_rng(2)
     X = (rng.random((20, 6)) < 0.5).astype(float)
-    clf = GenerativeClassifier(hidden=(2,), epochs=1, random_state=0, progress=False)
+    clf = GenerativeClassifier(hidden=(2,), max_iter=1, random_state=0, progress=False)
     clf.fit(X, np.arange(20) % 2)
     for bad, msg in ((np.array([np.nan, 0.0]), "NaN"), (np.array([np.inf, 0.0]), "inf"),
                      (np.full(2, -np.inf), "every class"), (np.zeros(3), "shape")):
@@ -238,10 +256,10 @@ def test_extreme_weight_scale_is_a_clear_error():
     rng = np.random.default_rng(3)
     X = (rng.random((20, 6)) < 0.5).astype(float)
     with pytest.raises(ValueError, match="weight_scale"):
-        GenerativeClassifier(hidden=(2,), epochs=1, weight_scale=1e300, progress=False,
+        GenerativeClassifier(hidden=(2,), max_iter=1, weight_scale=1e300, progress=False,
                              random_state=0).fit(X, np.arange(20) % 2)
     with pytest.raises(ValueError, match="weight_scale"):
-        GenerativeClassifier(hidden=(2,), epochs=1, weight_scale=np.nan).fit(X, np.arange(20) % 2)
+        GenerativeClassifier(hidden=(2,), max_iter=1, weight_scale=np.nan).fit(X, np.arange(20) % 2)
 
 
 def test_save_load_round_trip(tmp_path, fitted, digits):
@@ -250,3 +268,64 @@ def test_save_load_round_trip(tmp_path, fitted, digits):
     assert clf.get_params() == fitted.get_params()
     np.testing.assert_array_equal(clf.class_bounds(X), fitted.class_bounds(X))
     np.testing.assert_array_equal(clf.predict(X), fitted.predict(X))
+
+
+def _three_classes(n=90, d=12, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.repeat([0, 1, 2], n // 3)
+    X = (rng.random((n, d)) < 0.3).astype(float)
+    X[y == 1, :3] = 1.0
+    X[y == 2, -3:] = 1.0
+    return X, y
+
+
+def test_tol_stops_each_net_early():
+    X, y = _three_classes()
+    clf = GenerativeClassifier(hidden=(2,), max_iter=50, tol=0.5, learning_rate=0.05,
+                               random_state=0, progress=False).fit(X, y)
+    assert np.all(clf.n_iter_ < 50)
+    for h, n in zip(clf.history_, clf.n_iter_):
+        assert h.shape == (n,) and abs(h[-1] - h[-2]) < 0.5
+    with pytest.warns(ConvergenceWarning, match="tol"):
+        GenerativeClassifier(hidden=(2,), max_iter=2, tol=1e-12, random_state=0,
+                             progress=False).fit(X, y)
+
+
+def test_warm_start_continues_training():
+    X, y = _three_classes()
+    params = dict(hidden=(2,), learning_rate=0.05, random_state=0, progress=False)
+    cold = GenerativeClassifier(max_iter=2, **params).fit(X, y)
+    warm = GenerativeClassifier(max_iter=2, warm_start=True, **params).fit(X, y)
+    np.testing.assert_array_equal(warm.net_weights_[0][0], cold.net_weights_[0][0])
+    before = [w.copy() for w in warm.net_weights_[1]]
+    warm.fit(X, y)  # two more epochs from where it stopped
+    assert not np.array_equal(warm.net_weights_[1][0], before[0])
+    assert all(h2[0] > h1[0] - 1e-9 for h1, h2 in zip(cold.history_, warm.history_))
+    again = GenerativeClassifier(max_iter=2, **params).fit(X, y)  # cold: the same as before
+    np.testing.assert_array_equal(again.net_weights_[1][0], cold.net_weights_[1][0])
+    with pytest.raises(ValueError, match="warm_start"):
+        warm.fit(X[y < 2], y[y < 2])
+    assert list(warm.classes_) == [0, 1, 2] and warm.n_features_in_ == 12
+
+
+def test_one_convergence_warning_for_all_classes():
+    X, y = _three_classes()
+    clf = GenerativeClassifier(hidden=(4, 6), max_iter=2, random_state=0, progress=False).fit(X, y)
+    clf.set_params(infer_max_iter=1, infer_tol=1e-12)
+    with pytest.warns(ConvergenceWarning, match="class_bounds: .* of 270 solves") as rec:
+        B = clf.class_bounds(X)
+    assert len(rec) == 1 and np.all(np.isfinite(B))
+
+
+def test_net_parameters_assigned_after_fit_are_checked():
+    X, y = _three_classes()
+    clf = GenerativeClassifier(hidden=(2,), max_iter=1, random_state=0, progress=False).fit(X, y)
+    clf.net_weights_[1][0] = np.full((12, 2), np.nan)
+    with pytest.raises(ValueError, match="weights"):
+        clf.predict(X)
+    clf.net_weights_[1][0] = np.zeros((12, 3))
+    with pytest.raises(ValueError, match="weights"):
+        clf.predict(X)
+    clf.net_weights_ = clf.net_weights_[:2]
+    with pytest.raises(ValueError, match="net_weights_"):
+        clf.predict(X)
