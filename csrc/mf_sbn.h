@@ -1,6 +1,6 @@
 /* Vectorised per-child loops of the Gaussian-approximated mean-field solver for layered
  * sigmoid belief nets (Saul & Jordan, eqs. 8-9, 17-24).  See mfengine/sbn/_gaussian.pyx for
- * the solver that calls them and DESIGN notes for the mathematics.
+ * the solver that calls them.
  *
  * A hidden unit k with children c (weights J_c = J_ck, J2_c = J_ck^2) changes its mean from
  * mu0 to mu = mu0 + dmu (so mu(1-mu) changes by dvar).  Each child's input statistics move to
@@ -18,6 +18,13 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The largest |weight| or |bias| the Gaussian kernel accepts.  Its input variances grow as
+ * weight^2 and the curvatures of its 1-D problems as weight^4 (times a unit count): beyond
+ * about 1e77 those overflow to inf, and inf times a saturated unit's zero variance is NaN.
+ * Up to 1e50 every intermediate quantity stays finite for any net that fits in memory, so the
+ * bound is finite; larger parameters are refused (MF_EBADARG, ValueError). */
+#define MF_SBN_PARAM_LIMIT 1e50
 
 /* Full evaluation at a trial point: one exp per child; sig_out[c] receives sig_c and, if want_u
  * or want_f, u_out[c] = 1 + e^{-|a_c|}.  When want_f is 0, obs may be NULL (no child missing).  If want_f, out[2] = sum_c obs_c [ mu_c m_c' - 1/2 xi_c^2 s_c'

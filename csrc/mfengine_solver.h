@@ -7,12 +7,11 @@
 #define MFENGINE_SOLVER_H
 
 #include <stddef.h>
+#include "mf_status.h"   /* MF_OK, MF_NOT_CONVERGED, MF_EBADARG, MF_ENOMEM, MF_EOVERFLOW */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-enum { MF_OK = 0, MF_NOT_CONVERGED = 1, MF_EBADARG = -1, MF_ENOMEM = -2 };
 
 int mfengine_sbn_gaussian_infer(
     ptrdiff_t n_layers, const ptrdiff_t *sizes, const double *weights, const double *biases,

@@ -2,21 +2,32 @@
 
     from mfengine.solver cimport mf_sbn_gaussian_infer, MF_OK
 
-The contract (the same text is mfengine.solver's module docstring, help(mfengine.solver), and
-the C header csrc/mfengine_solver.h declares the same functions for C callers under the names
+A cimporting extension compiles with include_dirs=[mfengine.get_include()] (the status codes
+are the enum of the installed header mf_status.h).  The contract (the same text is
+mfengine.solver's module docstring, help(mfengine.solver), and the C header
+csrc/mfengine_solver.h declares the same functions for C callers under the names
 mfengine_sbn_gaussian_infer / mfengine_sbn_gaussian_gradient):
 
 Every function is noexcept nogil, takes raw pointers and sizes, writes its outputs through
 pointers the caller allocated, and returns a status code:
   MF_OK (0) success; MF_NOT_CONVERGED (1) results written, some pattern reached max_sweeps;
-  MF_EBADARG (-1) a bad argument (nothing written); MF_ENOMEM (-2) out of memory.
+  MF_EBADARG (-1) a bad argument (nothing written); MF_ENOMEM (-2) out of memory (nothing
+  written); MF_EOVERFLOW (-3) a size or offset computed from the sizes would overflow
+  ptrdiff_t (nothing written).
+Every argument is checked before anything is read beyond `sizes`; MF_EBADARG means one of:
+n_layers < 2; sizes NULL or some sizes[l] < 1; n_patterns < 0; weights or biases NULL, or an
+entry that is NaN, infinite or of magnitude above 1e50; an output or data pointer NULL while
+n_patterns > 0 (missing may always be NULL); an observed entry of V other than 0.0 and 1.0; a
+mean or xi that must lie in [0, 1] and does not; tol not positive and finite; inner_tol NaN
+or infinite; max_sweeps < 1.  n_threads is clamped to [1, min(n_patterns, 256)].  What cannot
+be checked is that each buffer really holds the number of entries stated below.
 
 Layered sigmoid belief net, L = n_layers layers, top first, the last one visible;
 sizes[l] units in layer l; U = sum(sizes) units, n_visible = sizes[L-1].
   weights  the L-1 matrices concatenated: block l is (sizes[l+1], sizes[l]), row-major,
            entry [i, j] the weight from unit j of layer l to unit i of layer l+1
-           (mfengine.SigmoidBeliefNet.weights[l].ravel()); finite.
-  biases   (U,) layers concatenated top first; finite.
+           (mfengine.SigmoidBeliefNet.weights[l].ravel()); finite, |w| <= 1e50.
+  biases   (U,) layers concatenated top first; finite, |h| <= 1e50.
   V        (n_patterns, n_visible) row-major, every observed entry 0.0 or 1.0.
   missing  NULL, or (n_patterns, n_visible) bytes: nonzero = missing (left out of the bound).
   mu, xi   (n_patterns, U) row-major, layers concatenated top first.
@@ -31,11 +42,15 @@ mf_sbn_gaussian_infer: Saul & Jordan's Gaussian-approximated mean field (as mfen
 
 mf_sbn_gaussian_gradient: the gradient of the bound summed over patterns at (mu, xi) (the
   output of mf_sbn_gaussian_infer), as mfengine.SigmoidBeliefNet.gradient: grad_weights in
-  the layout of weights, grad_biases (U,).  Deterministic, one thread.
+  the layout of weights, grad_biases (U,).  mu's hidden entries and its visible entries at
+  missing positions, and every xi, in [0, 1] (mu's observed visible entries are not read:
+  V's are used).  Deterministic, one thread.
 """
 
-# Status codes, as in the .pxd (for Python callers checking values from Cython wrappers).
+# Status codes, as in the .pxd and csrc/mf_status.h (for Python callers checking values from
+# Cython wrappers).
 MF_OK = 0
 MF_NOT_CONVERGED = 1
 MF_EBADARG = -1
 MF_ENOMEM = -2
+MF_EOVERFLOW = -3

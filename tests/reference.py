@@ -1,5 +1,5 @@
 """Slow, obviously-right NumPy/SciPy reference for the Gaussian-approximated mean-field bound
-of a layered sigmoid belief net (Saul & Jordan 1996; DESIGN.md section 3), for ONE pattern.
+of a layered sigmoid belief net (Saul & Jordan 1996, eqs. 8-9 and 24), for ONE pattern.
 
 Nothing here is fast or clever.  The bound is written straight from the formula
 
@@ -106,6 +106,53 @@ def dbound_dmu(weights, biases, mu, xi, obs, l, k):
     """dL/dmu_k = ln((1 - mu_k)/mu_k) + field (see ``field``)."""
     p = mu[l][k]
     return np.log1p(-p) - np.log(p) + field(weights, biases, mu, xi, obs, l, k)
+
+
+def gradient(weights, biases, mu, xi, obs=None):
+    """dL/dJ and dL/dh for one pattern at (mu, xi), held fixed (Saul & Jordan eqs. 10-11,
+    without assuming xi at its fixed point), differentiated by hand from ``bound``:
+
+    dL/dh_i = obs_i (mu_i - sig_i),
+    dL/dJ_ij = obs_i [ (mu_i - sig_i) mu_j - J_ij mu_j (1 - mu_j) (xi_i^2 + (1 - 2 xi_i) sig_i) ],
+    sig_i = sigmoid(m_i + (1/2 - xi_i) s_i).  Returns (grad_weights, grad_biases) as lists.
+    """
+    n_layers = len(biases)
+    if obs is None:
+        obs = np.ones(len(biases[-1]))
+    gW, gb = [], []
+    for l in range(n_layers):
+        m, s = layer_stats(weights, biases, mu, l)
+        sig = expit(m + (0.5 - xi[l]) * s)
+        o = obs if l == n_layers - 1 else 1.0
+        delta = o * (mu[l] - sig)
+        q = o * (xi[l] ** 2 + (1.0 - 2.0 * xi[l]) * sig)
+        gb.append(delta)
+        if l > 0:
+            var = mu[l - 1] * (1.0 - mu[l - 1])
+            gW.append(np.outer(delta, mu[l - 1]) - weights[l - 1] * np.outer(q, var))
+    return gW, gb
+
+
+def exact_log_likelihood(weights, biases, v, missing=None):
+    """ln P(v) of one pattern by enumerating every hidden state (and every value of the missing
+    visible entries, which sums them out).  Small nets only."""
+    weights = [np.asarray(w, dtype=np.float64) for w in weights]
+    biases = [np.asarray(b, dtype=np.float64) for b in biases]
+    sizes = [len(b) for b in biases]
+    v = np.asarray(v, dtype=np.float64)
+    free = np.zeros(sizes[-1], dtype=bool) if missing is None else np.asarray(missing, dtype=bool)
+    n_free = sum(sizes[:-1]) + int(free.sum())
+    states = ((np.arange(2**n_free)[:, None] >> np.arange(n_free)) & 1).astype(np.float64)
+    offs = np.cumsum([0] + sizes[:-1])
+    layers = [states[:, offs[l] : offs[l + 1]] for l in range(len(sizes) - 1)]
+    vis = np.broadcast_to(np.where(free, 0.0, v), (len(states), sizes[-1])).copy()
+    vis[:, free] = states[:, offs[-1] :]
+    layers.append(vis)
+    logp = np.zeros(len(states))
+    for l, x in enumerate(layers):
+        z = biases[l] + (layers[l - 1] @ weights[l - 1].T if l > 0 else 0.0)
+        logp += np.sum(x * z - np.logaddexp(0.0, z), axis=1)
+    return float(np.logaddexp.reduce(logp))
 
 
 # ----------------------------------------------------------------------------- updates

@@ -1,11 +1,14 @@
 # C-level entry points of the Gaussian mean-field solver; the contract is in mfengine/solver.pxd.
-from mfengine._typedefs cimport intp_t
+# The status codes are the one enum of every mfengine kernel, csrc/mf_status.h (a cimporting
+# extension compiles with include_dirs=[mfengine.get_include()], where that header is installed).
 
-cdef enum:
-    MF_OK = 0
-    MF_NOT_CONVERGED = 1
-    MF_EBADARG = -1
-    MF_ENOMEM = -2
+cdef extern from "mf_status.h":
+    enum:
+        MF_OK
+        MF_NOT_CONVERGED
+        MF_EBADARG
+        MF_ENOMEM
+        MF_EOVERFLOW
 
 cdef int mf_sbn_gaussian_infer(
     Py_ssize_t n_layers, const Py_ssize_t *sizes, const double *weights, const double *biases,

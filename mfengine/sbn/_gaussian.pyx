@@ -1,6 +1,8 @@
 """Kernel: Gaussian-approximated mean field for layered sigmoid belief nets (Saul & Jordan).
 
-Called only from ``mfengine.inference.infer``; the wrapper validates every input.
+Called from the layered sigmoid belief net's inference and training (``run``, ``fit_epoch``),
+and from C and Cython callers through the C-level API (``mfengine.solver``).  Every entry point
+checks its arguments against the net's sizes before any memory is touched.
 
 State per pattern (all units, layers concatenated top first): ``mu``, ``xi``, and the cached
 ``m`` (mean input), ``s`` (input variance) and ``sig = sigmoid(m + (1/2 - xi) s)``.
@@ -14,12 +16,19 @@ update is a safeguarded Newton root of xi = sigmoid(m + (1/2 - xi) s).  Both rai
 The first evaluation of a mu update reads the children's cached sig and needs no exp; a unit
 already at its optimum costs one pass over its children with no transcendental call.
 """
+import numbers
+import operator
+
 import numpy as np
 
 from cython.parallel cimport prange, parallel
+from libc.float cimport DBL_MAX
 from libc.math cimport fabs, log, sqrt
 from libc.stdlib cimport malloc, free
-from mfengine._typedefs cimport float64_t, intp_t, uint8_t, int8_t
+from mfengine._typedefs cimport intp_t, uint8_t, int8_t
+
+cdef extern from "<stdint.h>" nogil:
+    const Py_ssize_t PTRDIFF_MAX
 
 cdef extern from "mf_numerics.h" nogil:
     void mf_sig_u(double a, double *sig, double *u)
@@ -27,10 +36,13 @@ cdef extern from "mf_numerics.h" nogil:
     double mf_sigmoid(double x)
 
 cdef extern from "mf_parallel.h" nogil:
+    const int MF_MAX_THREADS
     ctypedef void (*mf_body_fn)(void *ctx, Py_ssize_t i, int thread) noexcept nogil
+    int mf_clamp_threads(Py_ssize_t n_threads, Py_ssize_t n_items)
     void mf_parallel_for(Py_ssize_t n, int n_threads, mf_body_fn body, void *ctx)
 
 cdef extern from "mf_sbn.h" nogil:
+    const double MF_SBN_PARAM_LIMIT
     void mf_sbn_children_eval(Py_ssize_t n, const double *J, const double *J2,
                               const double *m, const double *s, const double *xi,
                               const double *muc, const double *obs,
@@ -554,9 +566,15 @@ cdef int8_t solve_pattern(const Net *net, const double *v, const uint8_t *miss,
             break
         Lold2 = Lold
         Lold = Lnew
-    # report the bound from freshly computed statistics (no incremental round-off)
+    # Report the bound from freshly computed statistics (no incremental round-off).  L <= 0
+    # holds exactly for every mu in [0, 1] and xi (Saul & Jordan's bound on <ln(1 + e^z)>
+    # makes each visible unit's terms at most <ln sigmoid(+-z)> and each hidden unit's at most
+    # <max_mu [H(mu) + mu z] - ln(1 + e^z)> = 0), so a positive value is round-off in adding
+    # up terms that cancel (with parameters near 1e17 they can be ~1e2 apart); 0 is closer.
     recompute_stats(net, mu, xi, w)
     bound_out[0] = pattern_bound(net, mu, xi, w)
+    if bound_out[0] > 0.0:
+        bound_out[0] = 0.0
     for i in range(nv):
         if w.obs[i] == 0.0:
             mu[voff + i] = xi[voff + i]
@@ -593,195 +611,6 @@ cdef Work make_work(double *scratch, const Net *net, Py_ssize_t width, Py_ssize_
     for i in range(width):
         w.ones[i] = 1.0
     return w
-
-
-def _flatten(model):
-    sizes = np.asarray(model.sizes, dtype=np.intp)
-    offset = np.zeros(len(sizes) + 1, dtype=np.intp)
-    offset[1:] = np.cumsum(sizes)
-    woff = np.zeros(len(sizes), dtype=np.intp)
-    WT = np.ascontiguousarray(np.concatenate([w.T.ravel() for w in model.weights]))
-    woff[1:] = np.cumsum([w.size for w in model.weights])
-    bias = np.ascontiguousarray(np.concatenate(model.biases))
-    # A unit's 1-D problem is certainly concave when the sum of its squared outgoing weights is
-    # below 4; only the children of units that fail this test ever need the u cache.
-    need_u = np.zeros(len(sizes), dtype=np.int8)
-    for l, w in enumerate(model.weights):
-        need_u[l + 1] = np.any((w * w).sum(axis=0) >= 4.0 * (1.0 - 1e-9))
-    # per hidden unit: max |J|, max J^2 and C2 = 1/4 sum_c (|J_ck| + J_ck^2 / 2)^2 over children
-    n_units = int(offset[-1])
-    jmax = np.zeros(n_units)
-    j2max = np.zeros(n_units)
-    c2 = np.zeros(n_units)
-    for l, w in enumerate(model.weights):
-        a = np.abs(w)
-        jmax[offset[l]:offset[l + 1]] = a.max(axis=0)
-        j2max[offset[l]:offset[l + 1]] = (a * a).max(axis=0)
-        c2[offset[l]:offset[l + 1]] = 0.25 * ((a + 0.5 * a * a) ** 2).sum(axis=0)
-    return sizes, offset, woff, WT, WT * WT, bias, need_u, jmax, j2max, c2
-
-
-cdef void fill_net(Net *net, const intp_t[::1] sizes, const intp_t[::1] offset,
-                   const intp_t[::1] woff, const double[::1] WT, const double[::1] WT2,
-                   const double[::1] bias, const int8_t[::1] need_u, const double[::1] jmax,
-                   const double[::1] j2max, const double[::1] c2) noexcept:
-    net.n_layers = sizes.shape[0]
-    net.n_units = offset[sizes.shape[0]]
-    net.sizes = &sizes[0]
-    net.offset = &offset[0]
-    net.woff = &woff[0]
-    net.WT = &WT[0]
-    net.WT2 = &WT2[0]
-    net.bias = &bias[0]
-    net.need_u = &need_u[0]
-    net.jmax = &jmax[0]
-    net.j2max = &j2max[0]
-    net.c2 = &c2[0]
-
-
-def run(model, const double[:, ::1] V, miss, init_mu, double tol, double gtol,
-        Py_ssize_t max_sweeps, int n_threads, bint gain_rule=True):
-    """Solve every pattern of V; returns an InferenceResult (see mfengine.inference).
-
-    gain_rule: also skip a mu update whose predicted gain is below tol / (10 n_hidden) (so that
-    the skipped updates cost at most tol / 10 per sweep); off, only |dL/dmu| <= gtol stops.
-    """
-    from mfengine.inference import InferenceResult
-
-    flat = _flatten(model)
-    sizes_a, offset_a = flat[0], flat[1]
-    cdef Net net
-    fill_net(&net, flat[0], flat[1], flat[2], flat[3], flat[4], flat[5], flat[6], flat[7], flat[8], flat[9])
-    cdef Py_ssize_t n = V.shape[0], U = net.n_units, L = net.n_layers
-    cdef Py_ssize_t H = U - sizes_a[L - 1], nv = sizes_a[L - 1]
-    cdef Py_ssize_t width = int(sizes_a.max())
-    # updates gaining less than this are skipped: at most tol / 10 per sweep in all
-    cdef double gain_tol = tol / (10.0 * max(H, 1)) if gain_rule else 0.0
-
-    mu_a = np.empty((n, U), dtype=np.float64)
-    if init_mu is None:
-        mu_a[:, :H] = 0.5
-    else:
-        init = np.asarray(init_mu, dtype=np.float64)
-        if init.shape != (n, H):
-            raise ValueError(f"init_mu must have shape {(n, H)} (hidden layers concatenated), got {init.shape}")
-        if not np.all((init >= 0.0) & (init <= 1.0)):
-            raise ValueError("init_mu must lie in [0, 1] (and contain no NaN)")
-        lim = 1.0 / (1.0 + np.exp(40.0))
-        mu_a[:, :H] = np.clip(init, lim, 1.0 - lim)
-    xi_a = np.empty((n, U), dtype=np.float64)
-    bound_a = np.empty(n, dtype=np.float64)
-    sweeps_a = np.zeros(n, dtype=np.intp)
-    status_a = np.zeros(n, dtype=np.int8)
-    cdef double[:, ::1] mu = mu_a
-    cdef double[:, ::1] xi = xi_a
-    cdef double[::1] bound = bound_a
-    cdef intp_t[::1] sweeps = sweeps_a
-    cdef int8_t[::1] status = status_a
-    cdef const uint8_t[:, ::1] missv
-    cdef bint has_miss = miss is not None
-    if has_miss:
-        missv = miss
-    else:
-        missv = np.zeros((1, 1), dtype=np.uint8)
-
-    cdef Py_ssize_t p
-    cdef double *scratch
-    cdef Work w
-    cdef Py_ssize_t wsize = WORK_SIZE(U, width, nv)
-    cdef const uint8_t *mrow
-    with nogil, parallel(num_threads=n_threads):
-        scratch = <double *> malloc(wsize * sizeof(double))
-        for p in prange(n, schedule="dynamic", chunksize=4):
-            if scratch == NULL:
-                status[p] = -1
-                continue
-            w = make_work(scratch, &net, width, nv, gain_tol)
-            mrow = &missv[p, 0] if has_miss else NULL
-            status[p] = solve_pattern(&net, &V[p, 0], mrow, &mu[p, 0], &xi[p, 0], &w, tol, gtol,
-                                      max_sweeps, &bound[p], &sweeps[p])
-        free(scratch)
-    if np.any(status_a < 0):
-        raise MemoryError("could not allocate per-thread scratch space for mfengine.infer")
-
-    splits = offset_a[1:-1]
-    mus = [np.ascontiguousarray(a) for a in np.split(mu_a, splits, axis=1)]
-    xis = [np.ascontiguousarray(a) for a in np.split(xi_a, splits, axis=1)]
-    return InferenceResult(bound=bound_a, mu=mus, xi=xis, n_sweeps=sweeps_a,
-                           converged=status_a.astype(bool), method="gaussian", tol=tol)
-
-
-cdef double exact_bound(const Net *net, const double *mu, const double *xi, const Work *w,
-                        Work *w2) noexcept:
-    """The bound from statistics recomputed into a separate work area (the solver's cache untouched)."""
-    cdef Py_ssize_t i
-    for i in range(net.offset[net.n_layers - 1]):
-        w2.t[i] = w.t[i]
-    recompute_stats(net, mu, xi, w2)
-    return pattern_bound(net, mu, xi, w2)
-
-
-def trace(model, v, missing_row=None, Py_ssize_t max_sweeps=20, double inner_tol=1e-8,
-          double gain_tol=0.0):
-    """Run the solver on ONE pattern and record the exact bound around every single update.
-
-    For tests: returns a dict of arrays ``kind`` (0 = a mu update, 1 = a xi update), ``unit``
-    (flat unit index, layers concatenated top first), ``before`` and ``after`` (the bound
-    recomputed from scratch before and after the update).  Follows the same sweep order as
-    ``run``; no convergence test (all ``max_sweeps`` sweeps run).  ``gain_tol`` > 0 turns on
-    the default mode's shortcuts (skipped negligible updates, unevaluated short steps), as
-    ``run`` does with gain_tol = tol / (10 n_hidden).
-    """
-    flat = _flatten(model)
-    sizes_a, offset_a = flat[0], flat[1]
-    cdef Net net
-    fill_net(&net, flat[0], flat[1], flat[2], flat[3], flat[4], flat[5], flat[6], flat[7], flat[8], flat[9])
-    cdef Py_ssize_t U = net.n_units, L = net.n_layers, nv = sizes_a[L - 1]
-    cdef Py_ssize_t width = int(sizes_a.max()), vis = L - 1, voff = offset_a[L - 1]
-    cdef const double[::1] vv = np.ascontiguousarray(v, dtype=np.float64)
-    mrow = None if missing_row is None else np.ascontiguousarray(missing_row, dtype=np.uint8)
-    cdef double[::1] scratch = np.empty(WORK_SIZE(U, width, nv))
-    cdef double[::1] scratch2 = np.empty(WORK_SIZE(U, width, nv))
-    cdef double[::1] mu = np.full(U, 0.5)
-    cdef double[::1] xi = np.full(U, 0.5)
-    cdef Work w = make_work(&scratch[0], &net, width, nv, gain_tol)
-    cdef Work w2 = make_work(&scratch2[0], &net, width, nv)
-    cdef Py_ssize_t i, l, k, sweep
-    w.any_missing = 0
-    for i in range(nv):
-        if mrow is not None and mrow[i]:
-            w.obs[i] = 0.0
-            w.any_missing = 1
-        else:
-            w.obs[i] = 1.0
-            mu[voff + i] = vv[i]
-        w2.obs[i] = w.obs[i]
-    init_logits(&net, &mu[0], &w)
-    recompute_stats(&net, &mu[0], &xi[0], &w)
-    for i in range(net.sizes[0]):
-        xi[i] = w.sig[i]
-    for l in range(1, L):
-        refresh_xi(&net, l, &xi[0], &w, inner_tol)
-    kinds, units, before, after = [], [], [], []
-
-    for sweep in range(max_sweeps):
-        if sweep > 0 and sweep % RECOMPUTE_EVERY == 0:     # run's schedule
-            recompute_stats(&net, &mu[0], &xi[0], &w)
-        if sweep % 2 == 0:
-            layers = range(vis - 1 - turnaround_skip(&net, vis - 1, sweep), -1, -1)
-        else:
-            layers = range(turnaround_skip(&net, 0, sweep), vis)
-        for l in layers:
-            for k in range(net.sizes[l]):
-                b = exact_bound(&net, &mu[0], &xi[0], &w, &w2)
-                update_mu(&net, l, k, &mu[0], &xi[0], &w, inner_tol)
-                kinds.append(0); units.append(offset_a[l] + k); before.append(b); after.append(exact_bound(&net, &mu[0], &xi[0], &w, &w2))
-            for i in range(offset_a[l + 1], offset_a[l + 1] + net.sizes[l + 1]):
-                b = exact_bound(&net, &mu[0], &xi[0], &w, &w2)
-                refresh_xi_unit(i, &xi[0], &w, inner_tol, gain_tol > 0.0)
-                kinds.append(1); units.append(i); before.append(b); after.append(exact_bound(&net, &mu[0], &xi[0], &w, &w2))
-    return {"kind": np.array(kinds), "unit": np.array(units), "before": np.array(before),
-            "after": np.array(after), "mu": np.asarray(mu).copy(), "xi": np.asarray(xi).copy()}
 
 
 cdef void accumulate_gradient(const Net *net, const double *mu, const double *xi, const Work *w,
@@ -848,21 +677,319 @@ cdef void update_static(const Net *net, int8_t *need_u, double *jmax, double *j2
                 need_u[l + 1] = 1
 
 
-def fit_epoch(model, const double[:, ::1] V, miss, const intp_t[::1] order, double learning_rate,
-              Py_ssize_t batch_size, double tol, double gtol, Py_ssize_t max_sweeps,
-              double[:, ::1] state, progress_callback=None):
-    """One epoch of gradient ascent on the bound, compiled end to end.
 
-    Patterns are visited in ``order``; each batch's patterns are solved from the hidden means in
-    ``state`` (n, n_units; a warm start when it holds the previous epoch's solutions, else reset
-    to 0.5 by the caller), their gradients summed at the solutions, and the parameters moved by
-    learning_rate / len(batch) times the sum.  ``model``'s weights and biases are updated in
-    place at the end.  Returns the sum over patterns of the bound (each at its solution before
-    its batch's update).  ``progress_callback(k)`` is called (with the GIL) every few hundred
-    patterns with the number of batches done since the last call.
+# ----------------------------------------------------------------------------- Python entry points
+# Every array and scalar is checked here, immediately before the compiled code touches memory:
+# the model's current parameters against its sizes, the data against the net, the state and the
+# visiting order against the data.  Errors are ValueError naming the argument.
+
+_SIZE_LIMIT = np.iinfo(np.intp).max // 64   # unit and weight counts: byte sizes cannot overflow
+
+
+class GaussianSolution:
+    """What ``run`` returns: the per-pattern bound and the variational parameters.
+
+    Attributes: ``bound`` (n,), ``mu`` and ``xi`` (one (n, sizes[l]) array per layer, top
+    first), ``n_sweeps`` (n,) (also as ``n_iter``), ``converged`` (n,) bool, ``method``
+    ("gaussian") and ``tol``.
+    """
+
+    def __init__(self, bound, mu, xi, n_sweeps, converged, tol):
+        self.bound = bound
+        self.mu = mu
+        self.xi = xi
+        self.n_sweeps = n_sweeps
+        self.converged = converged
+        self.method = "gaussian"
+        self.tol = tol
+
+    @property
+    def n_iter(self):
+        return self.n_sweeps
+
+    def __repr__(self):
+        return (f"GaussianSolution(n_patterns={self.bound.shape[0]}, "
+                f"converged={int(self.converged.sum())}/{self.converged.shape[0]})")
+
+
+def _positive(x, name):
+    """A positive finite float."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not (0.0 < x < np.inf):
+        raise ValueError(f"{name} must be a positive finite number, got {x!r}")
+    return float(x)
+
+
+def _count(x, name, low=1):
+    """An integer in [low, the largest intp]."""
+    if isinstance(x, bool) or not isinstance(x, numbers.Integral) or not (low <= x <= np.iinfo(np.intp).max):
+        raise ValueError(f"{name} must be an integer in [{low}, {np.iinfo(np.intp).max}], got {x!r}")
+    return int(x)
+
+
+def _array(a, name, dtype, shape, writable=False):
+    """``a`` itself, after checking that it is a C-contiguous ndarray of ``dtype`` and ``shape``
+    (writable if asked)."""
+    if not isinstance(a, np.ndarray):
+        raise ValueError(f"{name} must be a numpy array, got {type(a).__name__}")
+    if a.dtype != dtype:
+        raise ValueError(f"{name} must have dtype {np.dtype(dtype)}, got {a.dtype}")
+    if a.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
+    if not a.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous")
+    if writable and not a.flags.writeable:
+        raise ValueError(f"{name} must be writable")
+    return a
+
+
+def _mask(miss, name, shape):
+    """None, or the missing-entry mask as C-contiguous uint8 (bool is viewed as uint8)."""
+    if miss is None:
+        return None
+    if isinstance(miss, np.ndarray) and miss.dtype == np.bool_:
+        miss = miss.view(np.uint8)
+    return _array(miss, name, np.uint8, shape)
+
+
+def _check_binary(V, miss, name):
+    if V.size == 0:
+        return
+    bad = (V != 0.0) & (V != 1.0)
+    if miss is not None:
+        bad &= miss == 0
+    if bad.any():
+        raise ValueError(f"{name} must be 0 or 1 at every observed entry")
+
+
+def _check_means(a, name):
+    if a.size and not ((a >= 0.0) & (a <= 1.0)).all():
+        raise ValueError(f"{name} must lie in [0, 1] (and contain no NaN)")
+
+
+def _check_counts(sizes):
+    """Layer sizes whose unit and weight counts have byte sizes that fit the index type."""
+    n_units = sum(sizes)
+    n_weights = sum(a * b for a, b in zip(sizes, sizes[1:]))
+    if n_units > _SIZE_LIMIT or n_weights > _SIZE_LIMIT:
+        raise ValueError(f"layer sizes {sizes} give a net too large to address "
+                         f"({n_units} units, {n_weights} weights)")
+
+
+def _parameter(a, name, shape, writable):
+    """One weight matrix or bias vector of the model: a float64 array of ``shape`` (writable
+    when the epoch writes it back), finite, and within the kernel's range."""
+    if not isinstance(a, np.ndarray):
+        raise ValueError(f"{name} must be a numpy array, got {type(a).__name__}")
+    if a.dtype != np.float64:
+        raise ValueError(f"{name} must have dtype float64, got {a.dtype}")
+    if a.shape != shape:
+        raise ValueError(f"{name} must have shape {shape} (from the bias vectors' lengths), "
+                         f"got {a.shape}")
+    if writable and not a.flags.writeable:
+        raise ValueError(f"{name} must be writable")
+    big = np.abs(a).max()
+    if not np.isfinite(big):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    if big > MF_SBN_PARAM_LIMIT:
+        raise ValueError(
+            f"{name} has an entry of magnitude {big:.3g}; the Gaussian method accepts "
+            f"|value| <= {MF_SBN_PARAM_LIMIT:g} (its input variances grow as weight^2 and would "
+            f"overflow)")
+    return a
+
+
+def _flatten(model, writable=False):
+    """The model's parameters, checked, in the kernel's layout:
+    (sizes, offset, woff, WT, WT2, bias, need_u, jmax, j2max, c2).
+
+    The layer sizes are the lengths of the bias vectors (at least two layers); every weight
+    matrix is checked against them."""
+    weights, biases = list(model.weights), list(model.biases)
+    if len(biases) < 2 or len(weights) != len(biases) - 1:
+        raise ValueError(f"a layered net needs at least 2 bias vectors and one weight matrix "
+                         f"fewer, got {len(weights)} weight matrices and {len(biases)} bias vectors")
+    sizes_l = []
+    for l, b in enumerate(biases):
+        if not isinstance(b, np.ndarray) or b.ndim != 1 or b.shape[0] < 1:
+            raise ValueError(f"biases[{l}] must be a non-empty 1-D numpy array, got "
+                             f"{getattr(b, 'shape', type(b).__name__)}")
+        sizes_l.append(b.shape[0])
+    _check_counts(sizes_l)
+    L = len(sizes_l)
+    weights = [_parameter(weights[l], f"weights[{l}]", (sizes_l[l + 1], sizes_l[l]), writable)
+               for l in range(L - 1)]
+    biases = [_parameter(biases[l], f"biases[{l}]", (sizes_l[l],), writable) for l in range(L)]
+    sizes = np.asarray(sizes_l, dtype=np.intp)
+    offset = np.zeros(L + 1, dtype=np.intp)
+    offset[1:] = np.cumsum(sizes)
+    woff = np.zeros(L, dtype=np.intp)
+    woff[1:] = np.cumsum([w.size for w in weights])
+    WT = np.ascontiguousarray(np.concatenate([w.T.ravel() for w in weights]))
+    bias = np.ascontiguousarray(np.concatenate(biases))
+    # A unit's 1-D problem is certainly concave when the sum of its squared outgoing weights is
+    # below 4; only the children of units that fail this test ever need the u cache.
+    need_u = np.zeros(L, dtype=np.int8)
+    for l, w in enumerate(weights):
+        need_u[l + 1] = np.any((w * w).sum(axis=0) >= 4.0 * (1.0 - 1e-9))
+    # per hidden unit: max |J|, max J^2 and C2 = 1/4 sum_c (|J_ck| + J_ck^2 / 2)^2 over children
+    n_units = int(offset[L])
+    jmax = np.zeros(n_units)
+    j2max = np.zeros(n_units)
+    c2 = np.zeros(n_units)
+    for l, w in enumerate(weights):
+        a = np.abs(w)
+        jmax[offset[l]:offset[l + 1]] = a.max(axis=0)
+        j2max[offset[l]:offset[l + 1]] = (a * a).max(axis=0)
+        c2[offset[l]:offset[l + 1]] = 0.25 * ((a + 0.5 * a * a) ** 2).sum(axis=0)
+    return sizes, offset, woff, WT, WT * WT, bias, need_u, jmax, j2max, c2
+
+
+cdef void fill_net(Net *net, const intp_t[::1] sizes, const intp_t[::1] offset,
+                   const intp_t[::1] woff, const double[::1] WT, const double[::1] WT2,
+                   const double[::1] bias, const int8_t[::1] need_u, const double[::1] jmax,
+                   const double[::1] j2max, const double[::1] c2) noexcept:
+    net.n_layers = sizes.shape[0]
+    net.n_units = offset[sizes.shape[0]]
+    net.sizes = &sizes[0]
+    net.offset = &offset[0]
+    net.woff = &woff[0]
+    net.WT = &WT[0]
+    net.WT2 = &WT2[0]
+    net.bias = &bias[0]
+    net.need_u = &need_u[0]
+    net.jmax = &jmax[0]
+    net.j2max = &j2max[0]
+    net.c2 = &c2[0]
+
+
+def run(model, V, miss, init_mu, tol, inner_tol, max_sweeps, n_threads, gain_rule=True):
+    """Solve every pattern of V; returns a GaussianSolution.
+
+    V (n, n_visible) float64 C-contiguous, 0 or 1 where observed; miss None or (n, n_visible)
+    uint8/bool (nonzero = missing); init_mu None or (n, n_hidden) in [0, 1] (hidden layers
+    concatenated; default 0.5); tol > 0 (per-pattern stopping rule on the bound), inner_tol > 0
+    (tolerance of each 1-D solve); max_sweeps >= 1; n_threads (clamped to [1, n]).
+    gain_rule: also skip a mu update whose predicted gain is below tol / (10 n_hidden) (so that
+    the skipped updates cost at most tol / 10 per sweep); off, only |dL/dmu| <= inner_tol stops.
     """
     flat = _flatten(model)
+    sizes_a, offset_a = flat[0], flat[1]
+    cdef Py_ssize_t L = sizes_a.shape[0], U = offset_a[L]
+    cdef Py_ssize_t nv = sizes_a[L - 1], H = U - nv
+    cdef Py_ssize_t width = int(sizes_a.max())
+    if not isinstance(V, np.ndarray) or V.ndim != 2:
+        raise ValueError(f"V must be a 2-D numpy array, got {type(V).__name__}")
+    cdef Py_ssize_t n = V.shape[0]
+    V = _array(V, "V", np.float64, (n, nv))
+    miss = _mask(miss, "missing", (n, nv))
+    _check_binary(V, miss, "V")
+    cdef double tol_ = _positive(tol, "tol")
+    cdef double gtol = _positive(inner_tol, "inner_tol")
+    cdef Py_ssize_t max_sweeps_ = _count(max_sweeps, "max_sweeps")
+    if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral):
+        raise ValueError(f"n_threads must be an integer, got {n_threads!r}")
+    cdef int n_threads_ = max(1, min(n_threads, n, MF_MAX_THREADS))
+    # updates gaining less than this are skipped: at most tol / 10 per sweep in all
+    cdef double gain_tol = tol_ / (10.0 * max(H, 1)) if gain_rule else 0.0
+    cdef Net net
+    fill_net(&net, flat[0], flat[1], flat[2], flat[3], flat[4], flat[5], flat[6], flat[7],
+             flat[8], flat[9])
+
+    mu_a = np.empty((n, U), dtype=np.float64)
+    if init_mu is None:
+        mu_a[:, :H] = 0.5
+    else:
+        init = np.asarray(init_mu, dtype=np.float64)
+        if init.shape != (n, H):
+            raise ValueError(f"init_mu must have shape {(n, H)} (hidden layers concatenated), got {init.shape}")
+        _check_means(init, "init_mu")
+        lim = 1.0 / (1.0 + np.exp(40.0))
+        mu_a[:, :H] = np.clip(init, lim, 1.0 - lim)
+    xi_a = np.empty((n, U), dtype=np.float64)
+    bound_a = np.empty(n, dtype=np.float64)
+    sweeps_a = np.zeros(n, dtype=np.intp)
+    status_a = np.zeros(n, dtype=np.int8)
+    cdef const double[:, ::1] Vv = V
+    cdef double[:, ::1] mu = mu_a
+    cdef double[:, ::1] xi = xi_a
+    cdef double[::1] bound = bound_a
+    cdef intp_t[::1] sweeps = sweeps_a
+    cdef int8_t[::1] status = status_a
+    cdef const uint8_t[:, ::1] missv
+    cdef bint has_miss = miss is not None
+    missv = miss if has_miss else np.zeros((1, 1), dtype=np.uint8)
+
+    cdef Py_ssize_t p
+    cdef double *scratch
+    cdef Work w
+    cdef Py_ssize_t wsize = WORK_SIZE(U, width, nv)
+    cdef const uint8_t *mrow
+    with nogil, parallel(num_threads=n_threads_):
+        scratch = <double *> malloc(wsize * sizeof(double))
+        for p in prange(n, schedule="dynamic", chunksize=4):
+            if scratch == NULL:
+                status[p] = -1
+                continue
+            w = make_work(scratch, &net, width, nv, gain_tol)
+            mrow = &missv[p, 0] if has_miss else NULL
+            status[p] = solve_pattern(&net, &Vv[p, 0], mrow, &mu[p, 0], &xi[p, 0], &w, tol_,
+                                      gtol, max_sweeps_, &bound[p], &sweeps[p])
+        free(scratch)
+    if np.any(status_a < 0):
+        raise MemoryError(f"could not allocate {wsize * 8} bytes of per-thread scratch space")
+
+    splits = offset_a[1:L]
+    mus = [np.ascontiguousarray(a) for a in np.split(mu_a, splits, axis=1)]
+    xis = [np.ascontiguousarray(a) for a in np.split(xi_a, splits, axis=1)]
+    return GaussianSolution(bound_a, mus, xis, sweeps_a, status_a.astype(bool), tol_)
+
+
+def fit_epoch(model, V, miss, order, learning_rate, batch_size, tol, inner_tol, max_sweeps,
+              state, progress_callback=None):
+    """One epoch of gradient ascent on the bound, compiled end to end.
+
+    Patterns are visited in ``order`` (n,) intp, values in [0, n); each batch's patterns are
+    solved from the hidden means in ``state`` ((n, n_units) float64, C-contiguous, writable;
+    a warm start when it holds the previous epoch's solutions, else reset to 0.5 by the
+    caller), their gradients summed at the solutions, and the parameters moved by
+    learning_rate / len(batch) times the sum.  ``V`` (n, n_visible) float64 C-contiguous, 0 or
+    1 where observed; ``miss`` None or (n, n_visible) uint8/bool.  ``model``'s weights and
+    biases are updated in place at the end (not at all if the epoch fails).  Returns the sum
+    over patterns of the bound (each at its solution before its batch's update).
+    ``progress_callback(k)`` is called (with the GIL) every few hundred patterns with the
+    number of batches done since the last call.
+
+    Every argument, and every parameter of the model against its sizes, is checked before
+    anything is read; a parameter that leaves the kernel's range during the epoch (a learning
+    rate that is too large) raises FloatingPointError and leaves the model unchanged.
+    """
+    flat = _flatten(model, writable=True)
     sizes_a, offset_a, woff_a = flat[0], flat[1], flat[2]
+    cdef Py_ssize_t L = sizes_a.shape[0], U = offset_a[L]
+    cdef Py_ssize_t nv = sizes_a[L - 1], width = int(sizes_a.max())
+    if not isinstance(V, np.ndarray) or V.ndim != 2:
+        raise ValueError(f"V must be a 2-D numpy array, got {type(V).__name__}")
+    cdef Py_ssize_t n = V.shape[0]
+    V = _array(V, "V", np.float64, (n, nv))
+    miss = _mask(miss, "missing", (n, nv))
+    _check_binary(V, miss, "V")
+    order = _array(order, "order", np.intp, (n,))
+    if n and not ((order >= 0) & (order < n)).all():
+        raise ValueError(f"order must hold pattern indices in [0, {n})")
+    state = _array(state, "state", np.float64, (n, U), writable=True)
+    _check_means(state[:, :U - nv], "state (hidden means)")
+    lr = learning_rate
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not np.isfinite(lr):
+        raise ValueError(f"learning_rate must be a finite number, got {lr!r}")
+    cdef double learning_rate_ = float(lr)
+    # a batch never holds more than the n patterns
+    cdef Py_ssize_t batch = min(_count(batch_size, "batch_size"), max(n, 1))
+    cdef double tol_ = _positive(tol, "tol")
+    cdef double gtol = _positive(inner_tol, "inner_tol")
+    cdef Py_ssize_t max_sweeps_ = _count(max_sweeps, "max_sweeps")
+    if progress_callback is not None and not callable(progress_callback):
+        raise ValueError(f"progress_callback must be callable or None, got {progress_callback!r}")
+
     WT_a = np.array(flat[3])
     WT2_a = WT_a * WT_a
     bias_a = np.array(flat[5])
@@ -880,52 +1007,61 @@ def fit_epoch(model, const double[:, ::1] V, miss, const intp_t[::1] order, doub
     cdef double[::1] bias = bias_a
     cdef Net net
     fill_net(&net, flat[0], flat[1], flat[2], WT_a, WT2_a, bias_a, need_u_a, jmax_a, j2max_a, c2_a)
-    cdef Py_ssize_t n = V.shape[0], U = net.n_units, L = net.n_layers
-    cdef Py_ssize_t nv = sizes_a[L - 1], width = int(sizes_a.max()), nw = WT_a.shape[0]
-    if state.shape[0] != n or state.shape[1] != U:
-        raise ValueError(f"state must have shape {(n, U)}")
+    cdef Py_ssize_t nw = WT_a.shape[0]
     cdef double[::1] scratch = np.empty(WORK_SIZE(U, width, nv))
     cdef double[::1] xi = np.empty(U)
     cdef double[::1] delta = np.empty(U)
     cdef double[::1] q = np.empty(U)
     cdef double[::1] gWT = np.zeros(nw)
     cdef double[::1] gb = np.zeros(U)
-    cdef Work w = make_work(&scratch[0], &net, width, nv, tol / (10.0 * max(U - nv, 1)))
-    cdef const uint8_t[:, ::1] missv
+    cdef Work w = make_work(&scratch[0], &net, width, nv, tol_ / (10.0 * max(U - nv, 1)))
     cdef bint has_miss = miss is not None
-    missv = miss if has_miss else np.zeros((1, 1), dtype=np.uint8)
-    cdef Py_ssize_t start, stop, b, p, i, done = 0, chunk = max(1, 256 // batch_size)
+    cdef const uint8_t[:, ::1] missv = miss if has_miss else np.zeros((1, 1), dtype=np.uint8)
+    cdef const double[:, ::1] Vv = V
+    cdef const intp_t[::1] orderv = order
+    cdef double[:, ::1] statev = state
+    cdef Py_ssize_t start, stop, b, e, p, i, chunk = max(1, 256 // batch)
     cdef double total = 0.0, step, bnd
     cdef intp_t sw
     cdef const uint8_t *mrow
-    for start in range(0, n, batch_size * chunk):
-        stop = min(n, start + batch_size * chunk)
+    cdef bint out_of_range = False
+    for start in range(0, n, batch * chunk):
+        stop = min(n, start + batch * chunk)
         with nogil:
             b = start
-            while b < stop:
-                for i in range(b, min(b + batch_size, n)):
-                    p = order[i]
+            while b < stop and not out_of_range:
+                e = min(b + batch, n)
+                for i in range(b, e):
+                    p = orderv[i]
                     mrow = &missv[p, 0] if has_miss else NULL
-                    solve_pattern(&net, &V[p, 0], mrow, &state[p, 0], &xi[0], &w, tol, gtol,
-                                  max_sweeps, &bnd, &sw)
+                    solve_pattern(&net, &Vv[p, 0], mrow, &statev[p, 0], &xi[0], &w, tol_, gtol,
+                                  max_sweeps_, &bnd, &sw)
                     total += bnd
-                    accumulate_gradient(&net, &state[p, 0], &xi[0], &w, &delta[0], &q[0],
+                    accumulate_gradient(&net, &statev[p, 0], &xi[0], &w, &delta[0], &q[0],
                                         &gWT[0], &gb[0])
-                step = learning_rate / (min(b + batch_size, n) - b)
+                step = learning_rate_ / (e - b)
                 for i in range(nw):
                     WT[i] += step * gWT[i]
                     WT2[i] = WT[i] * WT[i]
                     gWT[i] = 0.0
+                    out_of_range |= not (fabs(WT[i]) <= MF_SBN_PARAM_LIMIT)
                 for i in range(U):
                     bias[i] += step * gb[i]
                     gb[i] = 0.0
+                    out_of_range |= not (fabs(bias[i]) <= MF_SBN_PARAM_LIMIT)
                 update_static(&net, &need_u[0], &jmax[0], &j2max[0], &c2[0])
-                b += batch_size
+                b += batch
+        if out_of_range:
+            break
         if progress_callback is not None:
-            progress_callback((stop - start + batch_size - 1) // batch_size)
-    if not (np.all(np.isfinite(WT_a)) and np.all(np.isfinite(bias_a))):
-        raise FloatingPointError("the parameters became non-finite during learning; "
-                                 "lower the learning rate")
+            progress_callback((stop - start + batch - 1) // batch)
+    if out_of_range:
+        raise FloatingPointError(
+            f"the parameters left the range of the Gaussian method (finite, |value| <= "
+            f"{MF_SBN_PARAM_LIMIT:g}) during learning; lower the learning rate")
+    # the progress callback may have edited the model: check again before writing it back
+    if not np.array_equal(_flatten(model, writable=True)[0], sizes_a):
+        raise ValueError("the model's layer sizes changed during the epoch")
     for l in range(L - 1):
         block = WT_a[woff_a[l]:woff_a[l] + sizes_a[l] * sizes_a[l + 1]]
         model.weights[l][...] = block.reshape(sizes_a[l], sizes_a[l + 1]).T
@@ -934,18 +1070,156 @@ def fit_epoch(model, const double[:, ::1] V, miss, const intp_t[::1] order, doub
     return total
 
 
+cdef double exact_bound(const Net *net, const double *mu, const double *xi, const Work *w,
+                        Work *w2) noexcept:
+    """The bound from statistics recomputed into a separate work area (the solver's cache untouched)."""
+    cdef Py_ssize_t i
+    for i in range(net.offset[net.n_layers - 1]):
+        w2.t[i] = w.t[i]
+    recompute_stats(net, mu, xi, w2)
+    return pattern_bound(net, mu, xi, w2)
+
+
+def trace(model, v, missing_row=None, max_sweeps=20, inner_tol=1e-8, gain_tol=0.0):
+    """Run the solver on ONE pattern and record the exact bound around every single update.
+
+    For tests: returns a dict of arrays ``kind`` (0 = a mu update, 1 = a xi update), ``unit``
+    (flat unit index, layers concatenated top first), ``before`` and ``after`` (the bound
+    recomputed from scratch before and after the update), and the final ``mu`` and ``xi``.
+    Follows the same sweep order as ``run``; no convergence test (all ``max_sweeps`` sweeps
+    run).  ``gain_tol`` > 0 turns on the default mode's shortcuts (skipped negligible updates,
+    unevaluated short steps), as ``run`` does with gain_tol = tol / (10 n_hidden).
+    """
+    flat = _flatten(model)
+    sizes_a, offset_a = flat[0], flat[1]
+    cdef Net net
+    fill_net(&net, flat[0], flat[1], flat[2], flat[3], flat[4], flat[5], flat[6], flat[7], flat[8], flat[9])
+    cdef Py_ssize_t U = net.n_units, L = net.n_layers, nv = sizes_a[L - 1]
+    cdef Py_ssize_t width = int(sizes_a.max()), vis = L - 1, voff = offset_a[L - 1]
+    cdef const double[::1] vv = _array(np.ascontiguousarray(v, dtype=np.float64), "v",
+                                       np.float64, (nv,))
+    mrow = None if missing_row is None else _array(
+        np.ascontiguousarray(missing_row, dtype=np.uint8), "missing_row", np.uint8, (nv,))
+    _check_binary(np.asarray(vv)[None], None if mrow is None else mrow[None], "v")
+    cdef Py_ssize_t n_sweeps = _count(max_sweeps, "max_sweeps", low=0)
+    cdef double gtol = _positive(inner_tol, "inner_tol")
+    cdef double gain = 0.0 if gain_tol == 0 else _positive(gain_tol, "gain_tol")
+    cdef double[::1] scratch = np.empty(WORK_SIZE(U, width, nv))
+    cdef double[::1] scratch2 = np.empty(WORK_SIZE(U, width, nv))
+    cdef double[::1] mu = np.full(U, 0.5)
+    cdef double[::1] xi = np.full(U, 0.5)
+    cdef Work w = make_work(&scratch[0], &net, width, nv, gain)
+    cdef Work w2 = make_work(&scratch2[0], &net, width, nv)
+    cdef Py_ssize_t i, l, k, sweep
+    w.any_missing = 0
+    for i in range(nv):
+        if mrow is not None and mrow[i]:
+            w.obs[i] = 0.0
+            w.any_missing = 1
+        else:
+            w.obs[i] = 1.0
+            mu[voff + i] = vv[i]
+        w2.obs[i] = w.obs[i]
+    init_logits(&net, &mu[0], &w)
+    recompute_stats(&net, &mu[0], &xi[0], &w)
+    for i in range(net.sizes[0]):
+        xi[i] = w.sig[i]
+    for l in range(1, L):
+        refresh_xi(&net, l, &xi[0], &w, gtol)
+    kinds, units, before, after = [], [], [], []
+
+    for sweep in range(n_sweeps):
+        if sweep > 0 and sweep % RECOMPUTE_EVERY == 0:     # run's schedule
+            recompute_stats(&net, &mu[0], &xi[0], &w)
+        if sweep % 2 == 0:
+            layers = range(vis - 1 - turnaround_skip(&net, vis - 1, sweep), -1, -1)
+        else:
+            layers = range(turnaround_skip(&net, 0, sweep), vis)
+        for l in layers:
+            for k in range(net.sizes[l]):
+                b = exact_bound(&net, &mu[0], &xi[0], &w, &w2)
+                update_mu(&net, l, k, &mu[0], &xi[0], &w, gtol)
+                kinds.append(0)
+                units.append(offset_a[l] + k)
+                before.append(b)
+                after.append(exact_bound(&net, &mu[0], &xi[0], &w, &w2))
+            for i in range(offset_a[l + 1], offset_a[l + 1] + net.sizes[l + 1]):
+                b = exact_bound(&net, &mu[0], &xi[0], &w, &w2)
+                refresh_xi_unit(i, &xi[0], &w, gtol, gain > 0.0)
+                kinds.append(1)
+                units.append(i)
+                before.append(b)
+                after.append(exact_bound(&net, &mu[0], &xi[0], &w, &w2))
+    return {"kind": np.array(kinds), "unit": np.array(units), "before": np.array(before),
+            "after": np.array(after), "mu": np.asarray(mu).copy(), "xi": np.asarray(xi).copy()}
+
+
 # ----------------------------------------------------------------------------- C-level API
-# The contract (layouts, units, status codes) is written in mfengine/solver.pxd.
+# The contract (layouts, units, status codes) is written in mfengine/solver.pxd.  Nothing from
+# the caller is trusted: every size, pointer and value is checked before anything is read
+# beyond the sizes themselves, every size computation is checked for overflow, and on an error
+# nothing is written.
 
 cdef struct OwnedNet:
     Net net
     void *block
 
 
+cdef inline bint add_ok(Py_ssize_t a, Py_ssize_t b, Py_ssize_t *out) noexcept nogil:
+    """out = a + b for a, b >= 0, unless that overflows."""
+    if b > PTRDIFF_MAX - a:
+        return False
+    out[0] = a + b
+    return True
+
+
+cdef inline bint mul_ok(Py_ssize_t a, Py_ssize_t b, Py_ssize_t *out) noexcept nogil:
+    """out = a * b for a, b >= 0, unless that overflows."""
+    if a != 0 and b > PTRDIFF_MAX / a:
+        return False
+    out[0] = a * b
+    return True
+
+
+cdef inline bint in_range(double x) noexcept nogil:
+    """Finite, and within the parameter range of the kernel (false for NaN)."""
+    return fabs(x) <= MF_SBN_PARAM_LIMIT
+
+
+cdef int net_size(Py_ssize_t n_layers, const Py_ssize_t *sizes, Py_ssize_t *U, Py_ssize_t *W,
+                  Py_ssize_t *width, Py_ssize_t *nbytes) noexcept nogil:
+    """Check the layer sizes; the unit and weight counts, the widest layer, and the bytes of
+    build_net's block (every product and sum overflow-checked: MF_EOVERFLOW)."""
+    cdef Py_ssize_t l, prod, t
+    if n_layers < 2 or sizes == NULL:
+        return MF_EBADARG
+    U[0] = 0
+    W[0] = 0
+    width[0] = 0
+    for l in range(n_layers):
+        if sizes[l] < 1:
+            return MF_EBADARG
+    for l in range(n_layers):
+        if not add_ok(U[0], sizes[l], U):
+            return MF_EOVERFLOW
+        width[0] = sizes[l] if sizes[l] > width[0] else width[0]
+        if l + 1 < n_layers:
+            if not mul_ok(sizes[l], sizes[l + 1], &prod) or not add_ok(W[0], prod, W):
+                return MF_EOVERFLOW
+    # (3 L + 1) intp + (2 W + 4 U) doubles + L int8
+    if (not mul_ok(3, n_layers, &t) or not add_ok(t, 1, &t)
+            or not mul_ok(t, sizeof(intp_t), nbytes)
+            or not mul_ok(2, W[0], &t) or not mul_ok(4, U[0], &prod) or not add_ok(t, prod, &t)
+            or not mul_ok(t, sizeof(double), &t) or not add_ok(nbytes[0], t, nbytes)
+            or not add_ok(nbytes[0], n_layers, nbytes)):
+        return MF_EOVERFLOW
+    return MF_OK
+
+
 cdef int build_net(Py_ssize_t n_layers, const Py_ssize_t *sizes, const double *weights,
                    const double *biases, OwnedNet *out) noexcept nogil:
     """Check the arguments and build the solver's net (one malloc'd block) from raw arrays."""
-    cdef Py_ssize_t l, i, j, c, U = 0, W = 0, nbytes
+    cdef Py_ssize_t l, i, j, c, U, W, width, nbytes
     cdef char *p
     cdef intp_t *isz
     cdef intp_t *off
@@ -957,21 +1231,17 @@ cdef int build_net(Py_ssize_t n_layers, const Py_ssize_t *sizes, const double *w
     cdef double *j2max
     cdef double *c2
     cdef int8_t *need_u
-    if n_layers < 2 or sizes == NULL or weights == NULL or biases == NULL:
+    cdef int status = net_size(n_layers, sizes, &U, &W, &width, &nbytes)
+    if status != MF_OK:
+        return status
+    if weights == NULL or biases == NULL:
         return MF_EBADARG
-    for l in range(n_layers):
-        if sizes[l] < 1:
-            return MF_EBADARG
-        U += sizes[l]
-        if l + 1 < n_layers:
-            W += sizes[l] * sizes[l + 1]
     for i in range(W):
-        if not (weights[i] == weights[i] and fabs(weights[i]) < 1e300):
+        if not in_range(weights[i]):
             return MF_EBADARG
     for i in range(U):
-        if not (biases[i] == biases[i] and fabs(biases[i]) < 1e300):
+        if not in_range(biases[i]):
             return MF_EBADARG
-    nbytes = (3 * n_layers + 1) * sizeof(intp_t) + (2 * W + 4 * U) * sizeof(double) + n_layers
     p = <char *> malloc(nbytes)
     if p == NULL:
         return MF_ENOMEM
@@ -1022,15 +1292,25 @@ cdef int build_net(Py_ssize_t n_layers, const Py_ssize_t *sizes, const double *w
     return MF_OK
 
 
-cdef int check_data(Py_ssize_t n, Py_ssize_t nv, const double *V,
+cdef int check_data(Py_ssize_t n, Py_ssize_t nv, Py_ssize_t U, const double *V,
                     const unsigned char *missing) noexcept nogil:
-    cdef Py_ssize_t i
-    if n < 0 or (n > 0 and V == NULL):
+    """n >= 0 patterns whose sizes n nv and n U fit (MF_EOVERFLOW), V given when n > 0, and
+    every observed entry of V 0 or 1."""
+    cdef Py_ssize_t i, nnv, nU
+    if n < 0:
         return MF_EBADARG
-    for i in range(n * nv):
+    if not mul_ok(n, nv, &nnv) or not mul_ok(n, U, &nU):
+        return MF_EOVERFLOW
+    if n > 0 and V == NULL:
+        return MF_EBADARG
+    for i in range(nnv):
         if (missing == NULL or not missing[i]) and not (V[i] == 0.0 or V[i] == 1.0):
             return MF_EBADARG
     return MF_OK
+
+
+cdef inline bint is_mean(double x) noexcept nogil:
+    return x >= 0.0 and x <= 1.0      # false for NaN
 
 
 cdef struct InferJob:
@@ -1059,6 +1339,18 @@ cdef void infer_body(void *ctx, Py_ssize_t p, int thread) noexcept nogil:
     job.n_sweeps[p] = sw
 
 
+cdef int work_size(Py_ssize_t U, Py_ssize_t width, Py_ssize_t nv, Py_ssize_t extra,
+                   Py_ssize_t copies, Py_ssize_t *stride, Py_ssize_t *nbytes) noexcept nogil:
+    """stride = WORK_SIZE(U, width, nv) + extra doubles, nbytes = copies * stride * 8, unless
+    that overflows."""
+    cdef Py_ssize_t a, b
+    if (not mul_ok(5, U, &a) or not mul_ok(7, width, &b) or not add_ok(a, b, &a)
+            or not add_ok(a, nv, &a) or not add_ok(a, extra, stride)
+            or not mul_ok(stride[0], copies, &a) or not mul_ok(a, sizeof(double), nbytes)):
+        return MF_EOVERFLOW
+    return MF_OK
+
+
 cdef int mf_sbn_gaussian_infer(
         Py_ssize_t n_layers, const Py_ssize_t *sizes, const double *weights, const double *biases,
         Py_ssize_t n_patterns, const double *V, const unsigned char *missing,
@@ -1066,36 +1358,40 @@ cdef int mf_sbn_gaussian_infer(
         double *mu, double *xi, double *bound, Py_ssize_t *n_sweeps,
         signed char *converged) noexcept nogil:
     cdef OwnedNet own
-    cdef Py_ssize_t U, nv, H, width = 0, p, i, l
+    cdef Py_ssize_t U, W, nv, H, width, nbytes, stride, p, i
     cdef double gtol, gain_tol
-    cdef int status = build_net(n_layers, sizes, weights, biases, &own)
+    cdef int status = net_size(n_layers, sizes, &U, &W, &width, &nbytes)
     if status != MF_OK:
         return status
-    U = own.net.n_units
     nv = sizes[n_layers - 1]
     H = U - nv
-    for l in range(n_layers):
-        width = sizes[l] if sizes[l] > width else width
-    if (not (tol > 0.0) or max_sweeps < 1 or mu == NULL or xi == NULL or bound == NULL
-            or n_sweeps == NULL or converged == NULL
-            or check_data(n_patterns, nv, V, missing) != MF_OK):
-        free(own.block)
+    status = check_data(n_patterns, nv, U, V, missing)
+    if status != MF_OK:
+        return status
+    if not (tol > 0.0 and tol <= DBL_MAX) or not (inner_tol <= DBL_MAX) or max_sweeps < 1:
+        return MF_EBADARG
+    if n_patterns > 0 and (mu == NULL or xi == NULL or bound == NULL or n_sweeps == NULL
+                           or converged == NULL):
         return MF_EBADARG
     for p in range(n_patterns):
         for i in range(H):
-            if not (mu[p * U + i] >= 0.0 and mu[p * U + i] <= 1.0):
-                free(own.block)
+            if not is_mean(mu[p * U + i]):
                 return MF_EBADARG
+    n_threads = mf_clamp_threads(n_threads, n_patterns)
+    status = work_size(U, width, nv, 0, n_threads, &stride, &nbytes)
+    if status != MF_OK:
+        return status
+    status = build_net(n_layers, sizes, weights, biases, &own)
+    if status != MF_OK:
+        return status
     if inner_tol > 0.0:
         gtol = inner_tol
         gain_tol = 0.0
     else:
-        # the defaults of mfengine.infer
+        # the defaults of mfengine's infer
         gtol = 0.1 * sqrt(tol)
         gtol = 1e-13 if gtol < 1e-13 else (1e-3 if gtol > 1e-3 else gtol)
         gain_tol = tol / (10.0 * (H if H > 1 else 1))
-    if n_threads < 1:
-        n_threads = 1
     cdef InferJob job
     job.net = &own.net
     job.V = V
@@ -1112,8 +1408,8 @@ cdef int mf_sbn_gaussian_infer(
     job.U = U
     job.nv = nv
     job.width = width
-    job.stride = WORK_SIZE(U, width, nv)
-    job.scratch = <double *> malloc(n_threads * job.stride * sizeof(double))
+    job.stride = stride
+    job.scratch = <double *> malloc(nbytes)
     if job.scratch == NULL:
         free(own.block)
         return MF_ENOMEM
@@ -1132,26 +1428,42 @@ cdef int mf_sbn_gaussian_gradient(
         const double *mu, const double *xi, double *grad_weights,
         double *grad_biases) noexcept nogil:
     cdef OwnedNet own
-    cdef Py_ssize_t U, nv, width = 0, p, i, l, j, c, W
+    cdef Py_ssize_t U, nv, width, p, i, l, j, c, W, nbytes, stride
     cdef double *scratch
     cdef double *gWT
     cdef double *delta
     cdef double *q
     cdef double *murow
     cdef Work w
-    cdef int status = build_net(n_layers, sizes, weights, biases, &own)
+    cdef int status = net_size(n_layers, sizes, &U, &W, &width, &nbytes)
     if status != MF_OK:
         return status
-    U = own.net.n_units
     nv = sizes[n_layers - 1]
-    W = own.net.woff[n_layers - 1]
-    for l in range(n_layers):
-        width = sizes[l] if sizes[l] > width else width
-    if (mu == NULL or xi == NULL or grad_weights == NULL or grad_biases == NULL
-            or check_data(n_patterns, nv, V, missing) != MF_OK):
-        free(own.block)
+    status = check_data(n_patterns, nv, U, V, missing)
+    if status != MF_OK:
+        return status
+    if grad_weights == NULL or grad_biases == NULL:
         return MF_EBADARG
-    scratch = <double *> malloc((WORK_SIZE(U, width, nv) + W + 3 * U) * sizeof(double))
+    if n_patterns > 0 and (mu == NULL or xi == NULL):
+        return MF_EBADARG
+    # every mean the gradient reads (hidden, and visible where missing) and every xi in [0, 1]
+    for p in range(n_patterns):
+        for i in range(U):
+            if not is_mean(xi[p * U + i]):
+                return MF_EBADARG
+            if i < U - nv or (missing != NULL and missing[p * nv + i - (U - nv)]):
+                if not is_mean(mu[p * U + i]):
+                    return MF_EBADARG
+    # W + 3 U doubles beside the work arrays: the transposed gradient, delta, q, one row of mu
+    if not mul_ok(3, U, &i) or not add_ok(W, i, &i):
+        return MF_EOVERFLOW
+    status = work_size(U, width, nv, i, 1, &stride, &nbytes)
+    if status != MF_OK:
+        return status
+    status = build_net(n_layers, sizes, weights, biases, &own)
+    if status != MF_OK:
+        return status
+    scratch = <double *> malloc(nbytes)
     if scratch == NULL:
         free(own.block)
         return MF_ENOMEM
