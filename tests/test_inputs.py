@@ -285,10 +285,6 @@ def test_bad_sizes():
         mf.SigmoidBeliefNet([2, 3], weight_scale=np.nan).sample(1)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "SigmoidBeliefNet.copy() calls from_params(weights_, biases_, **self.get_params()), and "
-    "get_params() holds 'sizes', which from_params also passes positionally: TypeError "
-    "'__init__() got multiple values for argument sizes' on every net"))
 def test_copy_is_a_deep_copy(net, V):
     c = net.copy()
     assert type(c) is type(net) and c.get_params().keys() == net.get_params().keys()

@@ -434,9 +434,6 @@ def test_edited_layered_parameters_are_refused_before_any_kernel(no_kernel, edit
     assert no_kernel == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a bias vector of another length assigned to biases_[1] is refused with 'the parameters "
-    "have layer sizes [2, 5, 6] but sizes=[2, 3, 6]', which does not name biases_[1]"))
 def test_wider_bias_vector_is_named(no_kernel):
     net = edited_layered(lambda n: n.biases_.__setitem__(1, np.zeros(5)))
     with pytest.raises(ValueError, match=r"biases_\[1\]"):
@@ -473,10 +470,6 @@ def test_edited_dag_parameters_are_refused_before_any_kernel(no_kernel, kind, ed
     assert no_kernel == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BeliefNet/BeliefNetBatch check W_ and h_ with the constructor's names: "
-    "'h must have shape (6,), got (9,)', 'W contains NaN or infinite values'; the error "
-    "should name the attribute that was assigned (W_, h_), since W and h are unchanged"))
 @pytest.mark.parametrize("kind", ["BeliefNet", "BeliefNetBatch"])
 def test_edited_dag_parameters_are_named(kind):
     for edit in ("h_ wider", "W_ NaN", "h_ NaN"):
@@ -488,10 +481,6 @@ def test_edited_dag_parameters_are_named(kind):
             model.infer(data(kind))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "_check_weights returns np.ascontiguousarray(W, float64), the caller's own array when it "
-    "is already float64 and C-contiguous: W_ and h_ alias W and h (and the user's arrays), so "
-    "an in-place edit of W_ changes the constructor parameter W, get_params() and clone()"))
 @pytest.mark.parametrize("kind", ["BeliefNet", "BeliefNetBatch"])
 def test_fitted_parameters_do_not_alias_the_constructor_arguments(kind):
     model = make(kind)
@@ -543,11 +532,6 @@ def test_callback_replacing_a_weight_makes_fit_raise():
     assert "ValueError: weights_[1] has shape (9, 9), expected (6, 3)" in child.stdout
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "fit with a DAG method (BeliefNet.fit, and SigmoidBeliefNet.fit through to_dag) trains a "
-    "private packed copy of the weights: a parameter the callback replaces is neither checked "
-    "nor used, and is overwritten when fit ends, so the edit is silently lost instead of "
-    "raising ValueError"))
 @pytest.mark.parametrize("kind", ["SigmoidBeliefNet", "BeliefNet"])
 def test_callback_replacing_a_weight_makes_dag_fit_raise(kind):
     child = run_callback_child(kind, "sjj")
@@ -560,15 +544,9 @@ def empty(kind):
     return data(kind)[..., :0, :]
 
 
-_EMPTY_DAG = pytest.mark.xfail(strict=True, reason=(
-    "run_dag reshapes mu with r.mu.reshape(shape + (-1,)), which NumPy cannot do for 0 items: "
-    "every DAG method raises 'cannot reshape array of size 0 into shape (0,newaxis)' on 0 "
-    "patterns (issue 14 lists 0 patterns as valid input)"))
-
-
 @pytest.mark.parametrize("kind, method", [
     ("SigmoidBeliefNet", "gaussian"),
-    *[pytest.param(k, m, marks=_EMPTY_DAG) for k in CLASSES for m in DAG_METHODS],
+    *[(k, m) for k in CLASSES for m in DAG_METHODS],
 ])
 def test_zero_patterns_give_empty_results(kind, method):
     model = make(kind, method=method)
@@ -609,18 +587,8 @@ def _names(cls, verb):
     return [(p.name, p.kind, p.default) for p in params]
 
 
-_SIGNATURE_DEFECTS = {
-    "sample": ("BeliefNetBatch has no sample(n_samples=1, random_state=None, return_all=False), "
-               "which SigmoidBeliefNet and BeliefNet have (a batch could draw n_samples per net)"),
-    "fit": "SigmoidBeliefNet.fit(X, y=None, missing=None) but BeliefNet.fit(X, y=None): no missing",
-    "exact_log_likelihood": ("BeliefNetBatch.exact_log_likelihood(X, max_hidden=20) has no "
-                             "missing, which SigmoidBeliefNet's and BeliefNet's take"),
-}
-
-
 @pytest.mark.parametrize("verb", [
-    pytest.param(v, marks=pytest.mark.xfail(strict=True, reason=_SIGNATURE_DEFECTS[v]))
-    if v in _SIGNATURE_DEFECTS else v for v in VERBS])
+    v for v in VERBS])
 def test_same_verbs_and_argument_names_in_every_class(verb):
     # a batch of nets is not fitted (fit does not apply); every other verb is shared
     classes = [getattr(mf, k) for k in CLASSES]

@@ -119,7 +119,7 @@ def dag_items(model, V, missing=None):
         V3, squeeze = model._check_data(V)
         k, m = V3.shape[:2]
         clamp = np.full((k * m, model.n_units), np.nan)
-        clamp[:, model.visible_] = V3.reshape(k * m, -1)
+        clamp[:, model.visible_] = V3.reshape(k * m, V3.shape[2])
         shape = (k,) if squeeze else (k, m)
         return model, clamp, np.repeat(np.arange(k, dtype=np.intp), m), shape
     V, miss = model._check_data(V, missing)
@@ -184,8 +184,8 @@ def run_dag(model, V, missing, method, tol, max_iter, inner_tol, n_threads, init
     r.bound = r.bound.reshape(shape)
     r.converged = r.converged.reshape(shape)
     r.n_iter = r.n_iter.reshape(shape)
-    r.mu = r.mu.reshape(shape + (-1,))
-    r.xi = None if r.xi is None else r.xi.reshape(shape + (-1,))
+    r.mu = r.mu.reshape(shape + r.mu.shape[-1:])
+    r.xi = None if r.xi is None else r.xi.reshape(shape + r.xi.shape[-1:])
     return r
 
 

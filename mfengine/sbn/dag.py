@@ -41,10 +41,13 @@ def _check_activation(activation):
     return activation
 
 
-def _check_weights(W, h, activation, batch):
+def _check_weights(W, h, activation, batch, names=("W", "h"), copy=False):
     """W and h as float64 arrays: square, strictly lower triangular, finite; noisy-OR
-    parameters non-negative.  ``batch``: W is (n_nets, n, n) and h (n_nets, n)."""
-    name_W, name_h = ("W", "h")
+    parameters non-negative.  ``batch``: W is (n_nets, n, n) and h (n_nets, n).  ``names``
+    are the names errors use; ``copy`` forces fresh arrays (never the caller's)."""
+    name_W, name_h = names
+    if copy:
+        W, h = np.array(W), np.array(h)
     W = np.asarray(W)
     if W.dtype.kind not in "biuf":
         raise TypeError(f"{name_W} must be numeric, got dtype {W.dtype}")
@@ -114,18 +117,22 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         """Check (and on first use copy) the parameters; returns self."""
         activation = _check_activation(self.activation)
         if "W_" not in vars(self) or "h_" not in vars(self):
-            W, h = _check_weights(self.W, self.h, activation, self._batch)
+            W, h = _check_weights(self.W, self.h, activation, self._batch, copy=True)
             self.W_, self.h_ = W, h
             self.visible_ = _check_visible(self.visible, W.shape[-1])
             self._structure = DagStructure(np.any(W != 0.0, axis=0) if self._batch else W != 0.0)
-        W, h = _check_weights(self.W_, self.h_, activation, self._batch)
+        s = getattr(self, "_structure", None)
+        W_ = np.asarray(self.W_)
+        if s is not None and W_.shape[-2:] != (s.n_units, s.n_units):
+            raise ValueError(f"W_ must have shape {(s.n_units, s.n_units)} per net (the net's "
+                             f"units), got {W_.shape}")
+        W, h = _check_weights(self.W_, self.h_, activation, self._batch, names=("W_", "h_"))
         self.W_, self.h_ = W, h
         n = W.shape[-1]
         vis = np.asarray(self.visible_)
         if vis.dtype != np.bool_ or vis.shape != (n,) or not vis.any():
             raise ValueError(f"visible_ must be a boolean mask of shape ({n},) with a visible unit")
         self.visible_ = vis
-        s = getattr(self, "_structure", None)
         if s is None or s.n_units != n:
             # after load, or when W_ was replaced by another net's: the edges of W (the
             # constructor's) when the sizes agree, else those of W_
@@ -392,7 +399,7 @@ class BeliefNet(_DagModel):
         self.h_ = np.ascontiguousarray(h, dtype=np.float64)
 
     # ------------------------------------------------------------------ learning
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, missing=None):
         """Learn the weights and biases by gradient ascent on the mean-field objective.
 
         Each step solves the mean-field problem of ``batch_size`` patterns (in parallel,
@@ -406,6 +413,8 @@ class BeliefNet(_DagModel):
             Binary training data.
         y : None
             Ignored.
+        missing : array_like of bool, optional
+            Missing visible entries: free units of each solve, left out of the objective.
 
         Returns
         -------
@@ -422,7 +431,7 @@ class BeliefNet(_DagModel):
         """
         from mfengine.sbn.learning import fit_dag
 
-        return fit_dag(self, X)
+        return fit_dag(self, X, missing)
 
     # ------------------------------------------------------------------ generative model
     def sample(self, n_samples=1, random_state=None, return_all=False):
@@ -706,13 +715,46 @@ class BeliefNetBatch(_DagModel):
         l1, l0 = _log_probs(z, self.activation)
         return np.sum(np.where(S > 0, l1, 0.0) + np.where(S > 0, 0.0, l0), axis=-1)
 
-    def exact_log_likelihood(self, X, max_hidden=MAX_ENUMERATED_HIDDEN):
+    def sample(self, n_samples=1, random_state=None, return_all=False):
+        """Draw patterns from every net by ancestral sampling.
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+            Patterns per net.
+        random_state : None, int or numpy.random.Generator, default=None
+            Seed of the draw.
+        return_all : bool, default=False
+            Return the states of every unit instead of the visible ones.
+
+        Returns
+        -------
+        X : ndarray of shape (n_nets, n_samples, n_visible), or (n_nets, n_samples, n_units)
+        """
+        if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) or n_samples < 0:
+            raise ValueError(f"n_samples must be a non-negative integer, got {n_samples!r}")
+        rng = check_random_state(random_state)
+        self._params()
+        s = self._structure
+        W = s.pack(self.W_)                       # (n_nets, nnz)
+        k = W.shape[0]
+        S = np.zeros((k, n_samples, s.n_units))
+        for i in range(s.n_units):
+            a, b = s.par_ptr[i], s.par_ptr[i + 1]
+            z = self.h_[:, i, None] + np.einsum("kmp,kp->km", S[:, :, s.par_idx[a:b]], W[:, a:b])
+            S[:, :, i] = rng.random((k, n_samples)) < np.exp(_log_probs(z, self.activation)[0])
+        return S if return_all else S[:, :, self.visible_]
+
+    def exact_log_likelihood(self, X, missing=None, max_hidden=MAX_ENUMERATED_HIDDEN):
         """Exact ln P(v) of every net and pattern, by enumerating the hidden states.
 
         Parameters
         ----------
         X : array_like of shape (n_nets, n_visible) or (n_nets, m, n_visible)
             Binary data.
+        missing : None
+            Missing entries are not supported for a batch (solve the nets one by one);
+            anything but None raises ValueError.
         max_hidden : int, default=20
             Refuse to enumerate more hidden units than this.
 
@@ -725,6 +767,9 @@ class BeliefNetBatch(_DagModel):
         ValueError
             Above ``max_hidden`` hidden units.
         """
+        if missing is not None:
+            raise ValueError("missing is not supported for a BeliefNetBatch; use each net's "
+                             "exact_log_likelihood")
         self._params()
         V, squeeze = self._check_data(X)
         K = self.n_hidden

@@ -229,7 +229,8 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         net : SigmoidBeliefNet
         """
         self._params()
-        return type(self).from_params(self.weights_, self.biases_, **self.get_params())
+        params = {k: v for k, v in self.get_params().items() if k != "sizes"}
+        return type(self).from_params(self.weights_, self.biases_, **params)
 
     def to_dag(self):
         """The same network as a ``BeliefNet`` over a DAG.
@@ -303,8 +304,12 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                     raise ValueError(f"{name}[{l}] must be {ndim}-D, got shape {arr.shape}")
                 if arr.dtype != np.float64 or not arr.flags.c_contiguous:
                     arrays[l] = np.ascontiguousarray(arr, dtype=np.float64)
-        sizes = sizes_from_biases(self.biases_)
         want = check_sizes(self.sizes)
+        for l, b in enumerate(self.biases_[: len(want)]):
+            if b.shape != (want[l],):
+                raise ValueError(f"biases_[{l}] has shape {b.shape}, expected ({want[l]},) "
+                                 f"(sizes={self.sizes!r})")
+        sizes = sizes_from_biases(self.biases_)
         if want != sizes:
             raise ValueError(f"the parameters have layer sizes {list(sizes)} but sizes={self.sizes!r}; "
                              "refit with warm_start=False or build the net with from_params")
@@ -807,6 +812,10 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             copy_back(d)
             if user_callback is not None:
                 user_callback(epoch, self, value)
+                # edits the callback made to weights_/biases_ reach the net being trained
+                self._check_params()
+                d.W_ = self.to_dag()._params().W_
+                d.h_ = np.concatenate(self.biases_)
 
         dag.set_params(callback=cb)
         dag.fit(X)

@@ -37,7 +37,7 @@ def objective_gradient(batch, w, h, clamp, net_of, method, mu, xi):
     return -gw, -gh
 
 
-def fit_dag(net, X):
+def fit_dag(net, X, missing=None):
     """Train ``net`` (a BeliefNet, changed in place; its hyperparameters say how) on binary
     ``X``; sets ``W_``, ``h_``, ``history_`` (the mean objective per pattern in each epoch,
     each pattern scored at its mean-field solution just before the update that used it) and
@@ -57,7 +57,7 @@ def fit_dag(net, X):
         for k in ("W_", "h_", "visible_"):
             vars(net).pop(k, None)
     net._params()
-    batch, clamp, _, _ = dag_items(net, X)
+    batch, clamp, _, _ = dag_items(net, X, missing)
     n = clamp.shape[0]
     if n == 0:
         raise ValueError("X has no patterns")
@@ -93,7 +93,12 @@ def fit_dag(net, X):
                 mu_state[idx] = mu
                 if xi is not None:
                     if xi_state is None:
-                        xi_state = np.full((n, xi.shape[1]), -1.0 if noisy else 0.5)
+                        xi_state = np.empty((n, xi.shape[1]))
+                        if noisy:       # each unit's q uniform over its parents
+                            k = np.diff(s.par_ptr)
+                            xi_state[:] = np.repeat(1.0 / np.maximum(k, 1), k)
+                        else:
+                            xi_state[:] = 0.5
                     xi_state[idx] = xi
                 total += bound.sum()
                 gw, gh = objective_gradient(batch, w, h, clamp[idx], net_of, method, mu, xi)
@@ -120,6 +125,10 @@ def fit_dag(net, X):
             if callback is not None:
                 net._set_learned(s.unpack(w[0]), h[0].copy())
                 callback(epoch, net, history[-1])
+                # the callback may have edited or replaced the parameters: check and use them
+                net._params()
+                w = s.pack(net.W_[None])
+                h = net.h_[None].copy()
             if stop(history, tol):
                 break
     finally:
