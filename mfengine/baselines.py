@@ -28,11 +28,18 @@ _EPS = 1e-10
 
 # --------------------------------------------------------------------------- shared checks
 # (used by mfengine.classify too; generic enough for mfengine._validation, see the report)
-def _check_int(value, name, min_val):
-    """``value`` as an int >= ``min_val``; TypeError/ValueError naming ``name`` otherwise."""
-    if isinstance(value, bool):
+#: Largest iteration budget (EM iterations, epochs) accepted: larger budgets would run for days
+#: or allocate schedules that do not fit in memory.
+_MAX_ITER_LIMIT = 10**6
+#: Largest size (components, batch, sweeps) accepted: what a C int holds.
+_MAX_SIZE = 2**31 - 1
+
+
+def _check_int(value, name, min_val, max_val=_MAX_SIZE):
+    """``value`` as an int in [min_val, max_val]; TypeError/ValueError naming ``name``."""
+    if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an integer, got {value!r}")
-    check_scalar(value, name, numbers.Integral, min_val=min_val)
+    check_scalar(value, name, numbers.Integral, min_val=min_val, max_val=max_val)
     return int(value)
 
 
@@ -78,6 +85,9 @@ def _validate_array(estimator, X, *, reset, y="no_validation"):
     (also None) returns ``(X, y)``; a classifier's y=None is refused there.
     """
     kw = dict(dtype=np.float64, order="C", accept_sparse=False, ensure_all_finite=False)
+    # scikit-learn's own message for complex input prints the whole array and names no argument
+    if getattr(getattr(X, "dtype", None), "kind", None) == "c":
+        raise ValueError("Complex data not supported in X: X must be binary (0/1)")
     if isinstance(y, str) and y == "no_validation":
         return validate_data(estimator, X, reset=reset, **kw)
     return validate_data(estimator, X, y, reset=reset, **kw)
@@ -332,7 +342,7 @@ class BernoulliMixture(PersistMixin, DensityMixin, BaseEstimator):
 
     def _check_hyper(self):
         return (_check_int(self.n_components, "n_components", 1),
-                _check_int(self.max_iter, "max_iter", 0),
+                _check_int(self.max_iter, "max_iter", 0, _MAX_ITER_LIMIT),
                 _check_real(self.alpha, "alpha", 0.0),
                 _check_real(self.tol, "tol", 0.0, allow_none=True))
 

@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 from mfengine._base import ConvergenceWarning, PersistMixin, warn_unconverged
 from mfengine._validation import check_random_state, effective_n_threads
 from mfengine.baselines import (
+    _MAX_ITER_LIMIT,
     _accuracy,
     _binary_input_tags,
     _check_binary_values,
@@ -173,7 +174,7 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
         return tuple(int(h) for h in hidden)
 
     def _rates(self):
-        epochs = _check_int(self.max_iter, "max_iter", 1)
+        epochs = _check_int(self.max_iter, "max_iter", 1, _MAX_ITER_LIMIT)
         lr = self.learning_rate
         if lr is None:
             return default_schedule(epochs)
@@ -486,6 +487,6 @@ def default_schedule(max_iter):
     >>> default_schedule(4)
     [0.1, 0.1, 0.02, 0.02]
     """
-    max_iter = _check_int(max_iter, "max_iter", 1)
+    max_iter = _check_int(max_iter, "max_iter", 1, _MAX_ITER_LIMIT)
     first = (max_iter + 1) // 2
     return [0.1] * first + [0.02] * (max_iter - first)

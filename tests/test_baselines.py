@@ -83,6 +83,14 @@ def test_mixture_validation_errors():
         m.fit(np.array([[0.0, np.nan]]))
     with pytest.raises(ValueError, match="n_components"):
         BernoulliMixture(n_components=0).fit(np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="n_components"):
+        BernoulliMixture(n_components=2**40).fit(np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="max_iter"):  # refused at once rather than a hang
+        BernoulliMixture(max_iter=2**62, tol=None).fit(np.zeros((3, 2)))
+    with pytest.raises(ValueError, match="alpha"):
+        BernoulliMixture(alpha=np.nan).fit(np.zeros((3, 2)))
+    with pytest.raises(TypeError, match="tol"):
+        BernoulliMixture(tol="1e-3").fit(np.zeros((3, 2)))
     m.fit(np.eye(3))
     with pytest.raises(ValueError, match="X has 4 features, but BernoulliMixture is expecting 3"):
         m.score_samples(np.zeros((2, 4)))

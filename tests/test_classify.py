@@ -153,6 +153,11 @@ def test_input_validation():
         GenerativeClassifier(hidden=(2,), max_iter=1, infer_max_iter=0).fit(X, y)
     with pytest.raises(TypeError, match="warm_start"):
         GenerativeClassifier(hidden=(2,), max_iter=1, warm_start="yes").fit(X, y)
+    for name, value in (("max_iter", 2**62), ("batch_size", 2**40), ("infer_max_iter", 2**31)):
+        with pytest.raises(ValueError, match=name):  # refused at once: no hang, no MemoryError
+            GenerativeClassifier(hidden=(2,), **{"max_iter": 1, name: value}).fit(X, y)
+    with pytest.raises(TypeError, match="max_iter"):
+        GenerativeClassifier(hidden=(2,), max_iter=True).fit(X, y)
     with pytest.raises(NotFittedError):
         GenerativeClassifier().predict(X)
     with pytest.raises(ValueError):  # NotFittedError is a ValueError, like scikit-learn's
