@@ -457,6 +457,18 @@ def test_fit_returns_self_history_and_tol():
     assert g.set_params(warm_start=False).fit(X).history_[0] < g.history_[-1] - 1.0
 
 
+def test_progress_bar_shows_only_when_asked_and_after_the_delay(capfd, monkeypatch):
+    X = mf.datasets.make_continuous_bars(40, random_state=0)
+    monkeypatch.delenv("MFENGINE_PROGRESS_DELAY", raising=False)
+    mf.NLGBN(**BARS_NET, max_iter=3, random_state=0).fit(X)      # a short run: no bar
+    assert capfd.readouterr().err == ""
+    monkeypatch.setenv("MFENGINE_PROGRESS_DELAY", "0")
+    mf.NLGBN(**BARS_NET, max_iter=3, random_state=0, progress=False).fit(X)
+    assert capfd.readouterr().err == ""
+    mf.NLGBN(**BARS_NET, max_iter=3, random_state=0, progress=True).fit(X)
+    assert "NLGBN EM" in capfd.readouterr().err
+
+
 def test_unconverged_estep_warns():
     X = mf.datasets.make_continuous_bars(50, noisy=True, random_state=0)
     g = mf.NLGBN(**BARS_NET, max_iter=2, infer_max_iter=1, random_state=0, progress=False)
@@ -499,6 +511,37 @@ def test_pickle_does_not_grow_with_the_training_set():
         assert g.n_iter_ == 2
         sizes.append(len(pickle.dumps(g)))
     assert sizes[0] == sizes[1] < 10_000
+
+
+# ---------------------------------------------------------------------- documentation
+PUBLIC = ["mfengine.nlgbn.model", "mfengine.nlgbn.NLGBN", "mfengine.nlgbn.NLGBNInference"] + [
+    f"mfengine.nlgbn.NLGBN.{name}" for name in (
+        "fit", "infer", "score_samples", "score", "sample", "bound_at", "from_params",
+        "weights", "biases", "variances")
+]
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_numpydoc_validation(name):
+    validate = pytest.importorskip("numpydoc.validate").validate
+    # extended summaries, See Also and Examples are optional on methods (scikit-learn's rule);
+    # the classes carry examples, run below
+    errors = [(code, msg) for code, msg in validate(name)["errors"]
+              if code not in ("ES01", "SA01") and not (code == "EX01" and name.count(".") > 2)]
+    assert errors == []
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import mfengine.nlgbn
+    import mfengine.nlgbn.model
+
+    for module in (mfengine.nlgbn.model, mfengine.nlgbn):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0
+    assert doctest.testmod(mfengine.nlgbn.model).attempted >= 8
+    assert mfengine.nlgbn.__doc__ and "NLGBN" in mfengine.nlgbn.__doc__
 
 
 # ---------------------------------------------------------------------- data sets

@@ -91,7 +91,7 @@ def estep(const double[:, ::1] X, double[:, ::1] mu, double[:, ::1] logvar,
     """
     cdef mf_nlgbn_net net
     cdef Py_ssize_t n = X.shape[0], L = sizes.shape[0]
-    _need(L >= 2, "the network needs at least two layers")
+    _need(L >= 2, "the network must have at least two layers (MF_EBADARG)")
     _need(offset.shape[0] == L + 1, "offset must have one entry per layer plus one")
     net.n_layers = L
     net.sizes = &sizes[0]

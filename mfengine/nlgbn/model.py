@@ -59,10 +59,6 @@ _TINY = np.finfo(np.float64).tiny
 _HINT = "raise infer_max_iter (or pass max_iter=) or loosen infer_tol (or pass tol=)"
 
 
-class _NonFinite(ValueError):
-    """A solve or an M-step met a number that is not finite."""
-
-
 def _unit_output(kind, x):
     if kind == "linear":
         return x
@@ -82,7 +78,7 @@ class NLGBNInference(InferenceResult):
     Returned by :meth:`NLGBN.infer`; adds the Gaussian q's parameters to the fields of
     :class:`mfengine._base.InferenceResult`.
 
-    Attributes
+    Parameters
     ----------
     bound : ndarray of shape (n_patterns,)
         The bound F (eq. 11 of Frey & Hinton), in nats, at the solution: a lower bound on
@@ -100,6 +96,18 @@ class NLGBNInference(InferenceResult):
         units' pre-activations; in the visible (last) layer the data.
     sigma : list of ndarray
         The standard deviations of q, laid out as ``mu``; 0 in the visible layer.
+
+    See Also
+    --------
+    NLGBN.infer : Computes it.
+
+    Examples
+    --------
+    >>> import mfengine as mf
+    >>> g = mf.NLGBN([2, 5], units="rectified", random_state=0)
+    >>> r = g.infer(g.sample(4, random_state=1))
+    >>> r.method, r.bound.shape, [m.shape for m in r.mu]
+    ('nlgbn', (4,), [(4, 2), (4, 5)])
     """
 
     mu: list = field(default=None)
@@ -144,6 +152,17 @@ def _check_n_threads(n_threads, name="n_threads"):
     except ValueError as exc:
         raise ValueError(f"{name} must be None or a non-zero integer, got {n_threads!r}") from exc
     return int(max(1, min(n, os.cpu_count() or 1)))
+
+
+def _check_random_state(random_state):
+    """``check_random_state`` with errors that name ``random_state``."""
+    try:
+        return check_random_state(random_state)
+    except (ValueError, TypeError) as exc:
+        if "random_state" in str(exc):
+            raise
+        raise type(exc)(f"random_state must be None, a non-negative int or a numpy Generator, "
+                        f"got {random_state!r} ({exc})") from None
 
 
 def _check_layer_sizes(sizes):
@@ -300,7 +319,7 @@ class _Network:
                     mean = mean + self.weights[l - 1] @ M_prev
                 lv = np.log(self.variances[l])
                 if not np.all(np.isfinite(mean)):
-                    raise _NonFinite(
+                    raise ValueError(
                         f"the prior mean of layer {l} overflows: weights_[{l - 1}] or biases_ "
                         "are too large"
                     )
@@ -343,7 +362,8 @@ class NLGBN(PersistMixin, BaseEstimator):
         units.
     weight_scale : float, default 1.0
         Initial weights are drawn from N(0, weight_scale**2 / fan_in); biases start at 0, model
-        variances at 1 (visible ones at ``max(1, min_variance)``).
+        variances at 1 (visible ones at ``max(1, min_variance)``).  At most 1e100 (larger
+        weights overflow the bound in float64).
     max_iter : int, default 100
         EM iterations of ``fit`` (the paper's 100).
     tol : float or None, default None
@@ -392,7 +412,8 @@ class NLGBN(PersistMixin, BaseEstimator):
 
     See Also
     --------
-    sklearn.decomposition.FactorAnalysis : the model with one layer of linear hidden units.
+    sklearn.decomposition.FactorAnalysis : The model with one layer of linear hidden units.
+    NLGBNInference : What ``infer`` returns.
 
     Examples
     --------
@@ -487,9 +508,9 @@ class NLGBN(PersistMixin, BaseEstimator):
         """Draw initial parameters from the constructor's settings."""
         sizes = _check_layer_sizes(self.sizes)
         units = _check_units(self.units, sizes)
-        scale = _check_float(self.weight_scale, "weight_scale", 0.0, max_val=1e150)
+        scale = _check_float(self.weight_scale, "weight_scale", 0.0, max_val=1e100)
         min_variance = self._check_min_variance()
-        rng = check_random_state(self.random_state)
+        rng = _check_random_state(self.random_state)
         try:
             weights = [
                 rng.normal(0.0, scale / np.sqrt(sizes[l]), size=(sizes[l + 1], sizes[l]))
@@ -589,7 +610,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         except TypeError as exc:
             raise TypeError(f"{name}: {exc}") from exc
         except ValueError as exc:
-            msg = str(exc)
+            msg = str(exc).split("\n")[0]
             if "convert" in msg:
                 raise TypeError(f"{name} must be numeric: {msg}") from exc
             if name not in msg:
@@ -600,9 +621,11 @@ class NLGBN(PersistMixin, BaseEstimator):
                              f"got {X.shape[1]}")
         return X
 
-    def _solve(self, X, mu, lv, tol, max_sweeps, n_threads, want_stats=False, flat=None):
+    def _solve(self, X, mu, lv, tol, max_sweeps, n_threads, want_stats=False, flat=None,
+               inputs="X"):
         """The compiled E-step, in place on mu and lv.  Returns (bound, n_sweeps, converged,
-        stats); raises _NonFinite when a pattern's bound is not a finite number."""
+        stats); raises ValueError when a pattern's bound is not a finite number (``inputs``
+        names the arguments that may be to blame besides the parameters)."""
         flat = self._flat() if flat is None else flat
         n = X.shape[0]
         nblocks = (n + _estep.BLOCK - 1) // _estep.BLOCK
@@ -623,9 +646,9 @@ class NLGBN(PersistMixin, BaseEstimator):
         )
         bad = ~np.isfinite(bound)
         if np.any(bad):
-            raise _NonFinite(
+            raise ValueError(
                 f"the bound is not a finite number for {int(bad.sum())} of {n} patterns (first: "
-                f"row {int(np.flatnonzero(bad)[0])} of X): X or the model's parameters "
+                f"row {int(np.flatnonzero(bad)[0])} of X): {inputs} or the model's parameters "
                 "(weights_, biases_, variances_) are too extreme for float64"
             )
         return bound, n_sweeps, converged.astype(bool), stats
@@ -649,9 +672,9 @@ class NLGBN(PersistMixin, BaseEstimator):
 
         Returns
         -------
-        X : ndarray of shape (n_samples, sizes[-1])
+        ndarray of shape (n_samples, sizes[-1]) or list of ndarray
             Visible vectors.  With ``return_all``, a list of (n_samples, sizes[l])
-            pre-activation arrays, one per layer (the last is X).
+            pre-activation arrays, one per layer (the last is the visible vectors).
 
         Raises
         ------
@@ -661,8 +684,10 @@ class NLGBN(PersistMixin, BaseEstimator):
         n_samples = _check_int(n_samples, "n_samples", 0)
         return_all = _check_bool(return_all, "return_all")
         net = self._network()
-        rng = check_random_state(random_state)
+        rng = _check_random_state(random_state)
         need = 8 * n_samples * (sum(net.sizes) if return_all else 2 * max(net.sizes))
+        if n_samples * max(net.sizes) > _INTP_MAX // 16:
+            raise ValueError(f"n_samples={n_samples} is too large: {need} bytes of samples")
         layers = []
         out_prev = None
         try:
@@ -836,7 +861,8 @@ class NLGBN(PersistMixin, BaseEstimator):
         if np.any(sigma <= 0):
             raise ValueError("sigma must be positive")
         lv = np.ascontiguousarray(2.0 * np.log(sigma))
-        return self._solve(X, mu, lv, 1.0, 0, n_threads, flat=net.flat())[0]
+        return self._solve(X, mu, lv, 1.0, 0, n_threads, flat=net.flat(),
+                           inputs="X, mu, sigma")[0]
 
     def _check_fit_params(self):
         return dict(
@@ -868,8 +894,8 @@ class NLGBN(PersistMixin, BaseEstimator):
 
         Returns
         -------
-        self : NLGBN
-            The fitted model.
+        NLGBN
+            The fitted model (``self``).
 
         Raises
         ------
@@ -889,7 +915,8 @@ class NLGBN(PersistMixin, BaseEstimator):
     def _fit(self, X):
         """fit's work; returns the training posterior (mu, log sigma^2) for the tests."""
         p = self._check_fit_params()
-        if not (p["warm_start"] and self._has_params()):
+        drawn = not (p["warm_start"] and self._has_params())
+        if drawn:
             self._draw_params()
         net = self._network()
         X = self._check_X(X, net.sizes[-1])
@@ -903,8 +930,15 @@ class NLGBN(PersistMixin, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         n = X.shape[0]
         solve = dict(tol=p["infer_tol"], max_sweeps=p["infer_max_iter"], n_threads=p["n_threads"])
-        mu, lv = net.prior_state(n)
-        bound, _, conv, stats = self._solve(X, mu, lv, want_stats=True, flat=net.flat(), **solve)
+        try:
+            mu, lv = net.prior_state(n)
+            bound, _, conv, stats = self._solve(X, mu, lv, want_stats=True, flat=net.flat(),
+                                                **solve)
+        except ValueError as exc:
+            if drawn and ("too extreme" in str(exc) or "overflows" in str(exc)):
+                raise ValueError(f"{exc}; the initial parameters were drawn with weight_scale="
+                                 f"{self.weight_scale!r}: lower it") from None
+            raise
         history = [float(bound.mean())]
         met_tol = False
         with progress_bar(total=p["max_iter"], desc="NLGBN EM", disable=not p["progress"]) as bar:
@@ -923,7 +957,7 @@ class NLGBN(PersistMixin, BaseEstimator):
                             problem = f"the bound fell by {drop:.3g} nats per pattern"
                         else:
                             problem = ""        # float64 cannot raise it further: converged
-                except (_NonFinite, ValueError) as exc:
+                except ValueError as exc:
                     problem = f"a number was not finite ({exc})"
                 if problem is not None:
                     self.weights_, self.biases_, self.variances_, mu, lv, conv = saved
@@ -939,7 +973,7 @@ class NLGBN(PersistMixin, BaseEstimator):
                 gain = new - history[-1]
                 history.append(new)
                 bar.update(1)
-                bar.set_postfix(bound=f"{new:.3f}")
+                bar.set_postfix(bound=f"{new:.3f}", refresh=False)   # no print before the delay
                 if p["tol"] is not None and gain <= p["tol"]:
                     met_tol = True
                     break
@@ -958,7 +992,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         """Weights and biases by eq. 14 (one SVD least-squares solve per layer, shared by its
         units), then the model variances by eq. 15 with the mean squared error evaluated at the
         new weights; ``st`` holds the sufficient statistics averaged over patterns.  The new
-        parameters are assigned only if they are finite (else _NonFinite)."""
+        parameters are assigned only if they are finite (else ValueError)."""
         net = self._network() if net is None else net
         sizes = net.sizes
         U = sum(sizes)
@@ -983,7 +1017,7 @@ class NLGBN(PersistMixin, BaseEstimator):
                 bvec = np.concatenate([[0.0], mean_v[offset[l]:offset[l + 1]]])
                 K = AA + np.diag(bvec)
                 if not (np.all(np.isfinite(K)) and np.all(np.isfinite(CC))):
-                    raise _NonFinite("the sufficient statistics are not finite")
+                    raise ValueError("the sufficient statistics are not finite")
                 Wt = np.linalg.lstsq(K, CC.T, rcond=None)[0]          # (P + 1, C)
                 new_b[l + 1] = Wt[0].copy()
                 new_w[l] = np.ascontiguousarray(Wt[1:].T)
@@ -999,7 +1033,7 @@ class NLGBN(PersistMixin, BaseEstimator):
             if l < L - 1:
                 finite = finite and np.all(np.isfinite(new_w[l]))
             if not finite:
-                raise _NonFinite("the M-step produced parameters that are not finite")
+                raise ValueError("the M-step produced parameters that are not finite")
         self.weights_ = new_w
         self.biases_ = new_b
         self.variances_ = new_v
