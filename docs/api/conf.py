@@ -39,6 +39,9 @@ autodoc_default_options = {"member-order": "groupwise"}
 # whose own member tables would point at pages that do not exist.
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
+# Types stay plain text (cross-referencing them would need intersphinx, a network fetch at
+# every build).  A fitted attribute named in a type is written in backquotes, as scikit-learn
+# does: "ndarray of shape (`n_iter_`,)" (a bare n_iter_ is a reStructuredText link).
 numpydoc_xref_param_type = False
 
 HERE = os.path.dirname(os.path.abspath(__file__))
