@@ -137,44 +137,38 @@ static int fb_core(ptrdiff_t T, ptrdiff_t n, const double *startprob, const doub
     double lz = 0.0;
     ptrdiff_t t, i, j;
 
+    /* forward, alpha kept (normalised) in gamma.  Each step is scaled by the largest potential
+     * among the states the chain can be in (predicted mass > 0), so that a reachable state far
+     * below an unreachable one cannot underflow the whole step to zero. */
     for (t = 0; t < T; t++) {
         const double *lp = logpot + t * n;
-        double mx = -INFINITY;
-        for (i = 0; i < n; i++) {
+        double *an = gamma + t * n, *ph = phi + t * n;
+        double mx = -INFINITY, s = 0.0;
+        for (i = 0; i < n; i++)
             if (isnan(lp[i]) || lp[i] == INFINITY) return HMM_NONFINITE;
-            if (lp[i] > mx) mx = lp[i];
+        if (t == 0) {
+            for (j = 0; j < n; j++) an[j] = startprob[j];
+        } else {
+            const double *ap = gamma + (t - 1) * n;
+            for (j = 0; j < n; j++) an[j] = 0.0;
+            for (i = 0; i < n; i++) {
+                const double ai = ap[i];
+                const double *row = transmat + i * n;
+                if (ai == 0.0) continue;
+                for (j = 0; j < n; j++) an[j] += ai * row[j];
+            }
         }
+        for (j = 0; j < n; j++)
+            if (an[j] > 0.0 && lp[j] > mx) mx = lp[j];
         if (mx == -INFINITY) return HMM_IMPOSSIBLE;
-        for (i = 0; i < n; i++) phi[t * n + i] = exp(lp[i] - mx);
-        lz += mx;
-    }
-    /* forward, alpha kept (normalised) in gamma */
-    {
-        double s = 0.0;
-        for (i = 0; i < n; i++) {
-            gamma[i] = startprob[i] * phi[i];
-            s += gamma[i];
-        }
-        if (!(s > 0.0)) return HMM_IMPOSSIBLE;
-        c[0] = s;
-        for (i = 0; i < n; i++) gamma[i] /= s;
-    }
-    for (t = 1; t < T; t++) {
-        const double *ap = gamma + (t - 1) * n;
-        double *an = gamma + t * n;
-        double s = 0.0;
-        for (j = 0; j < n; j++) an[j] = 0.0;
-        for (i = 0; i < n; i++) {
-            const double ai = ap[i];
-            const double *row = transmat + i * n;
-            if (ai == 0.0) continue;
-            for (j = 0; j < n; j++) an[j] += ai * row[j];
-        }
         for (j = 0; j < n; j++) {
-            an[j] *= phi[t * n + j];
+            const double dl = lp[j] - mx;
+            ph[j] = exp(dl < 0.0 ? dl : 0.0);   /* > 0 only off the chain's support */
+            an[j] *= ph[j];
             s += an[j];
         }
-        if (!(s > 0.0)) return HMM_IMPOSSIBLE;
+        if (!(s > 0.0)) return HMM_NONFINITE;
+        lz += mx;
         c[t] = s;
         for (j = 0; j < n; j++) an[j] /= s;
     }
@@ -816,14 +810,10 @@ int mf_hmm_exact(const mf_hmm_model *m0, ptrdiff_t T, const double *X, double *l
                 alpha[idx] = pr; /* prior of the first window, combined below */
             }
             le[idx] = l;
-            if (l > mx) mx = l;
         }
-        if (!isfinite(mx)) { status = HMM_NONFINITE; goto done; }
+        /* predicted mass of every window, then the step scaled by the best reachable one */
         if (k == 0) {
-            for (idx = 0; idx < N; idx++) {
-                anew[idx] = alpha[idx] * exp(le[idx] - mx);
-                s += anew[idx];
-            }
+            for (idx = 0; idx < N; idx++) anew[idx] = alpha[idx];
         } else {
             const ptrdiff_t top = pw[0];
             for (idx = 0; idx < N; idx++) {
@@ -836,11 +826,19 @@ int mf_hmm_exact(const mf_hmm_model *m0, ptrdiff_t T, const double *X, double *l
                     for (so = 0; so < n; so++) acc += alpha[so * top + rest];
                     acc *= m->transmat[(rest % n) * n + snew];
                 }
-                anew[idx] = acc * exp(le[idx] - mx);
-                s += anew[idx];
+                anew[idx] = acc;
             }
         }
-        if (!(s > 0.0)) { status = HMM_IMPOSSIBLE; goto done; }
+        for (idx = 0; idx < N; idx++) {
+            if (isnan(le[idx]) || le[idx] == INFINITY) { status = HMM_NONFINITE; goto done; }
+            if (anew[idx] > 0.0 && le[idx] > mx) mx = le[idx];
+        }
+        if (mx == -INFINITY) { status = HMM_IMPOSSIBLE; goto done; }
+        for (idx = 0; idx < N; idx++) {
+            anew[idx] = anew[idx] > 0.0 ? anew[idx] * exp(le[idx] - mx) : 0.0;
+            s += anew[idx];
+        }
+        if (!(s > 0.0)) { status = HMM_NONFINITE; goto done; }
         ll += log(s) + mx;
         for (idx = 0; idx < N; idx++) alpha[idx] = anew[idx] / s;
     }
@@ -952,14 +950,11 @@ static int xchain_pass(xchain_t *x, const double *h, double *logz)
     ptrdiff_t t, i, j;
     for (t = 0; t < T; t++) {
         const double *lp = h + t * n;
+        double *al = x->alpha + t * n, *ph = x->phi + t * n;
         double mx = -INFINITY, s = 0.0;
-        for (i = 0; i < n; i++) {
+        for (i = 0; i < n; i++)
             if (isnan(lp[i]) || lp[i] == INFINITY) return HMM_NONFINITE;
-            if (lp[i] > mx) mx = lp[i];
-        }
-        if (mx == -INFINITY) return HMM_IMPOSSIBLE;
-        for (i = 0; i < n; i++) x->phi[t * n + i] = exp(lp[i] - mx);
-        lz += mx;
+        /* predicted mass of s_t; the step is scaled by the best reachable potential (fb_core) */
         for (j = 0; j < n; j++) {
             double a;
             if (t == 0) a = x->m->startprob[j];
@@ -967,12 +962,19 @@ static int xchain_pass(xchain_t *x, const double *h, double *logz)
                 a = 0.0;
                 for (i = 0; i < n; i++) a += x->alpha[(t - 1) * n + i] * A[i * n + j];
             }
-            a *= x->phi[t * n + j];
-            x->alpha[t * n + j] = a;
-            s += a;
+            al[j] = a;
+            if (a > 0.0 && lp[j] > mx) mx = lp[j];
         }
-        if (!(s > 0.0)) return HMM_IMPOSSIBLE;
-        for (j = 0; j < n; j++) x->alpha[t * n + j] /= s;
+        if (mx == -INFINITY) return HMM_IMPOSSIBLE;
+        for (j = 0; j < n; j++) {
+            const double dl = lp[j] - mx;
+            ph[j] = exp(dl < 0.0 ? dl : 0.0);
+            al[j] *= ph[j];
+            s += al[j];
+        }
+        if (!(s > 0.0)) return HMM_NONFINITE;
+        lz += mx;
+        for (j = 0; j < n; j++) al[j] /= s;
         lz += log(s);
     }
     for (i = 0; i < n; i++) x->beta[(T - 1) * n + i] = 1.0;
@@ -1202,21 +1204,29 @@ static int xchain_sweep(xchain_t *x, double *h)
                       - sd[i];
         for (i = 0; i < n; i++)
             if (!isfinite(term[i])) return HMM_NONFINITE;
-        shift_max(term, n);
-        /* new h_t and the forward message alpha_t it gives */
-        for (j = 0; j < n; j++) {
-            double al;
-            h[t * n + j] = term[j];
-            if (t == 0) al = x->m->startprob[j];
-            else {
-                al = 0.0;
-                for (i = 0; i < n; i++) al += x->alpha[(t - 1) * n + i] * A[i * n + j];
+        /* new h_t and the forward message alpha_t it gives, scaled by the best reachable term */
+        {
+            double mx = -INFINITY;
+            double *al = x->alpha + t * n;
+            for (j = 0; j < n; j++) {
+                double pr;
+                if (t == 0) pr = x->m->startprob[j];
+                else {
+                    pr = 0.0;
+                    for (i = 0; i < n; i++) pr += x->alpha[(t - 1) * n + i] * A[i * n + j];
+                }
+                al[j] = pr;
+                if (pr > 0.0 && term[j] > mx) mx = term[j];
             }
-            al *= exp(term[j]);
-            x->alpha[t * n + j] = al;
-            s += al;
+            if (mx == -INFINITY) return HMM_IMPOSSIBLE;
+            for (j = 0; j < n; j++) {
+                const double dl = term[j] - mx;
+                h[t * n + j] = dl;
+                al[j] = al[j] > 0.0 ? al[j] * exp(dl) : 0.0;
+                s += al[j];
+            }
         }
-        if (!(s > 0.0)) return HMM_IMPOSSIBLE;
+        if (!(s > 0.0)) return HMM_NONFINITE;
         for (j = 0; j < n; j++) x->alpha[t * n + j] /= s;
         if (t + 1 < T) {
             for (j = 0; j < n; j++) w[j] = cl[j] + x->e[t * n + j] - h[t * n + j] - khi[j];

@@ -18,10 +18,15 @@ LAM2_MIN, LAM2_MAX = 1e-6, 1e6   # the kernel's clip of lambda^2 (csrc/mf_hmm.h)
 
 
 def params_of(h):
-    """The parameters of a ContextHMM as a plain dict."""
-    return dict(pi=np.asarray(h.startprob_, float), A=np.asarray(h.transmat_, float),
-                U=np.asarray(h.means_, float), V=np.asarray(h.right_means_, float),
-                W=np.asarray(h.left_means_, float), lag=h.lag,
+    """The parameters of a ContextHMM as a plain dict (unset ones at their defaults: uniform
+    startprob_ and transmat_, zero context means)."""
+    n, D = h.n_states, np.shape(h.means_)[1]
+    get = lambda name, default: np.asarray(default if getattr(h, name, None) is None
+                                           else getattr(h, name), float)
+    return dict(pi=get("startprob_", np.full(n, 1.0 / n)),
+                A=get("transmat_", np.full((n, n), 1.0 / n)),
+                U=np.asarray(h.means_, float), V=get("right_means_", np.zeros((n, D))),
+                W=get("left_means_", np.zeros((n, D))), lag=h.lag,
                 right=h.context in ("right", "both"), left=h.context in ("left", "both"))
 
 

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from hmmlearn.hmm import GaussianHMM
 from scipy.special import roots_hermitenorm
+from sklearn.exceptions import NotFittedError
 
 import mfengine as mf
 from mfengine.hmm import _chain
@@ -13,7 +14,8 @@ import reference_hmm as R
 def random_hmm(n=3, D=2, lag=2, context="both", sep=1.5, cscale=0.5, sticky=1.0, seed=0,
                **kw):
     rng = np.random.default_rng(seed)
-    h = mf.ContextHMM(n, D, lag=lag, context=context, sweep_tol=1e-13, max_sweeps=400, **kw)
+    h = mf.ContextHMM(n, D, lag=lag, context=context, infer_tol=1e-13, infer_max_iter=400,
+                      progress=False, **kw)
     h.means_ = sep * rng.normal(size=(n, D))
     A = rng.random((n, n)) + sticky * np.eye(n)
     h.transmat_ = A / A.sum(1, keepdims=True)
@@ -60,7 +62,7 @@ def test_exact_matches_augmented_reference_on_longer_sequences(context):
     h = random_hmm(n=3, lag=2, context=context, seed=5)
     p = R.params_of(h)
     Xs = [h.sample(T, random_state=T)[0] for T in (25, 4, 40)]
-    got = h.score_sequences(Xs, method="exact")
+    got = h.infer(Xs, method="exact").bound
     want = [R.augmented_loglik(p, X) for X in Xs]
     np.testing.assert_allclose(got, want, rtol=1e-11)
 
@@ -71,11 +73,11 @@ def test_naive_bound_is_the_elbo_of_its_marginals(context):
     p = R.params_of(h)
     X, _ = h.sample(6, random_state=2)
     r = h.infer(X, method="naive")
-    assert r.bound[0] == pytest.approx(R.naive_elbo(p, X, r.gamma), abs=1e-10)
+    assert r.bound[0] == pytest.approx(R.naive_elbo(p, X, r.posteriors), abs=1e-10)
     q0 = R.forward_backward(p["pi"], p["A"], R._site_terms(p, X))[0]
     q, hist = R.naive_solve(p, X, q0, tol=1e-13)
     assert r.bound[0] == pytest.approx(hist[-1], abs=1e-8)
-    np.testing.assert_allclose(r.gamma, q, atol=1e-6)
+    np.testing.assert_allclose(r.posteriors, q, atol=1e-6)
 
 
 def kernel_args(h):
@@ -165,24 +167,31 @@ def test_link_iteration_matches_slow_reference(context):
         assert np.all(np.diff(hist) >= -1e-12 * np.abs(hist[:-1]))
 
 
+def shifted_run(h, X, **kw):
+    """The kernel's inputs exactly as the model passes them (data and means shifted by the
+    centre of the means) and its structured result."""
+    Xc, off = h._check_X(X, None)
+    P, Xs = h._shifted(Xc)
+    r = h._solve(Xs, off, "structured", P, **kw)
+    return P + (h.lag, h._right, h._left), Xs, r
+
+
 @pytest.mark.parametrize("context", CONTEXTS)
 def test_structured_is_the_best_ascent_from_its_starts(context):
     h = random_hmm(context=context, seed=12, cscale=1.0)
     p = R.params_of(h)
     X, _ = h.sample(7, random_state=3)
-    Xc, off = h._check_X(X, None)
-    r = h._run(Xc, off, "structured", want_stats=True)
+    args, Xs, r = shifted_run(h, X, want_stats=True)
     # the reported bound is the exact objective of the chain returned (enumerated)
     assert r["bound"][0] == pytest.approx(R.exact_elbo(p, X, r["logpot"]), abs=1e-10)
     np.testing.assert_allclose(r["gamma"], R.link_bound(p, X, r["logpot"])[1], atol=1e-12)
     np.testing.assert_allclose(r["xi"][0], R.chain_pair_marginals(p, r["logpot"], 1), atol=1e-12)
     # the starts: the link solutions from both inits and the first-order posterior
-    args = kernel_args(h)
-    e = R._site_terms(p, X)
-    qn = h.infer(X, method="naive").gamma
-    starts = [_chain.link(*args, X, h.max_sweeps, h.sweep_tol)[2],
-              _chain.link(*args, X, h.max_sweeps, h.sweep_tol, qn)[2], e]
-    finals = [_chain.ascent(*args, X, s0, h.max_sweeps, h.sweep_tol)[0] for s0 in starts]
+    e = R._site_terms(dict(p, U=args[2]), Xs)   # the first-order posterior's potentials
+    qn = h.infer(X, method="naive").posteriors
+    mi, tol = h.infer_max_iter, h.infer_tol
+    starts = [_chain.link(*args, Xs, mi, tol)[2], _chain.link(*args, Xs, mi, tol, qn)[2], e]
+    finals = [_chain.ascent(*args, Xs, s0, mi, tol)[0] for s0 in starts]
     assert r["bound"][0] == max(finals)
     for s0 in starts:
         assert r["bound"][0] >= R.link_bound(p, X, s0)[0] - 1e-12
@@ -194,17 +203,15 @@ def test_mstep_statistics_are_the_objective_in_the_means(context):
     # with Q held fixed the objective is -1/2 th^T H_d th + g_d^T th + const in the means
     h = random_hmm(n=3, D=2, lag=2, context=context, seed=9, cscale=0.8)
     X, _ = h.sample(25, random_state=9)
-    Xc, off = h._check_X(X, None)
-    r = h._run(Xc, off, "structured", want_stats=True)
+    (sp, A, U, V, W, lag, right, left), Xs, r = shifted_run(h, X, want_stats=True)
     H, g = r["H"][0], r["g"][0]
-    sp, A, U, V, W = h._params()
 
     def quad(U, V, W):
         th = np.concatenate([U, V, W])
         return sum(-0.5 * th[:, d] @ H[d] @ th[:, d] + g[d] @ th[:, d] for d in range(2))
 
     def obj(U, V, W):
-        return _chain.chain_objective(sp, A, U, V, W, 2, h._right, h._left, X, r["logpot"])[0]
+        return _chain.chain_objective(sp, A, U, V, W, lag, right, left, Xs, r["logpot"])[0]
 
     rng = np.random.default_rng(0)
     for _ in range(3):
@@ -233,8 +240,8 @@ def test_zero_context_structured_equals_exact_equals_first_order_hmm():
     Xs = [h.sample(T, random_state=T)[0] for T in (50, 7, 1, 120)]
     lengths = [len(X) for X in Xs]
     X = np.concatenate(Xs)
-    st = h.score_sequences(X, lengths)
-    ex = h.score_sequences(X, lengths, method="exact")
+    st = h.infer(X, lengths).bound
+    ex = h.infer(X, lengths, method="exact").bound
     ref = [R.first_order_loglik(h.startprob_, h.transmat_, h.means_, x) for x in Xs]
     np.testing.assert_allclose(st, ref, rtol=1e-12)
     np.testing.assert_allclose(ex, ref, rtol=1e-12)
@@ -266,8 +273,8 @@ def test_structured_at_least_naive_for_lag_two_and_more():
                 h = random_hmm(n=3, lag=lag, context=context, seed=10 * lag + k, sep=1.5,
                                cscale=cscale, sticky=1.0)
                 Xs = [h.sample(40, random_state=100 * k + s)[0] for s in range(3)]
-                st = h.score_sequences(Xs)
-                nv = h.score_sequences(Xs, method="naive")
+                st = h.infer(Xs).bound
+                nv = h.infer(Xs, method="naive").bound
                 assert np.all(st >= nv - 1e-9 * 40), (context, lag, cscale, st - nv)
 
 
@@ -293,7 +300,7 @@ def test_bound_never_decreases_over_sweeps(method, context):
         h = random_hmm(n=4, lag=3, context=context, seed=seed, cscale=0.8, sep=1.0)
         X, _ = h.sample(80, random_state=seed)
         r = h.infer(X, method=method)
-        hist = r.history[0][: r.n_sweeps[0] + 1]
+        hist = r.history[0][: r.n_iter[0] + 1]
         assert np.all(np.isfinite(hist))
         assert np.all(np.diff(hist) >= -1e-12 * np.abs(hist[:-1])), np.diff(hist)
         assert r.bound[0] == hist[-1]
@@ -305,8 +312,8 @@ def test_several_sequences_list_and_lengths_agree_and_threads_do_not_matter():
     lengths = [len(X) for X in Xs]
     X = np.concatenate(Xs)
     for method in ("structured", "naive", "exact"):
-        a = h.score_sequences(Xs, method=method)
-        b = h.score_sequences(X, lengths, method=method)
+        a = h.infer(Xs, method=method).bound
+        b = h.infer(X, lengths, method=method).bound
         single = [h.score(x, method=method) for x in Xs]
         np.testing.assert_array_equal(a, b)
         np.testing.assert_allclose(a, single, rtol=1e-13)
@@ -315,10 +322,10 @@ def test_several_sequences_list_and_lengths_agree_and_threads_do_not_matter():
     h.n_threads = 2
     r2 = h.infer(X, lengths)
     np.testing.assert_array_equal(r1.bound, r2.bound)
-    np.testing.assert_array_equal(r1.gamma, r2.gamma)
+    np.testing.assert_array_equal(r1.posteriors, r2.posteriors)
     Xro = X.copy()
     Xro.setflags(write=False)
-    np.testing.assert_array_equal(h.score_sequences(Xro, lengths), r1.bound)
+    np.testing.assert_array_equal(h.infer(Xro, lengths).bound, r1.bound)
 
 
 # ------------------------------------------------------------------------------------------
@@ -337,6 +344,11 @@ def test_sample_follows_the_model():
     np.testing.assert_allclose(counts / counts.sum(1, keepdims=True), h.transmat_, atol=0.03)
 
 
+def phases(h):
+    """history_ split into its Baum-Welch and mean-field parts."""
+    return h.history_[: h.bw_n_iter_], h.history_[h.bw_n_iter_:]
+
+
 def test_fit_bound_never_decreases_and_context_model_wins_on_context_data():
     rng = np.random.default_rng(0)
     n, D, lag = 3, 2, 2
@@ -348,15 +360,17 @@ def test_fit_bound_never_decreases_and_context_model_wins_on_context_data():
     true.left_means_ = 0.8 * rng.normal(size=(n, D))
     train = [true.sample(150, random_state=s)[0] for s in range(4)]
     test = [true.sample(150, random_state=50 + s)[0] for s in range(2)]
-    h = mf.ContextHMM(n, D, lag=lag, context="both", n_iter=15, n_iter_bw=30, random_state=0)
-    h.fit(train, progress=False)
-    for phase in ("baum_welch", "mean_field"):
-        hist = np.asarray(h.history_[phase])
+    h = mf.ContextHMM(n, D, lag=lag, context="both", max_iter=15, bw_max_iter=30,
+                      random_state=0, progress=False)
+    assert h.fit(train) is h
+    assert isinstance(h.history_, np.ndarray) and h.n_iter_ == len(h.history_)
+    for hist in phases(h):
         assert len(hist) >= 2
-        assert np.all(np.diff(hist) >= -1e-9 * np.abs(hist[:-1])), (phase, np.diff(hist))
-    first = mf.ContextHMM(n, D, lag=lag, context="both", n_iter=0, n_iter_bw=30, random_state=0)
-    first.fit(train, progress=False)
-    assert not np.any(first.right_means_)
+        assert np.all(np.diff(hist) >= 0), np.diff(hist)
+    first = mf.ContextHMM(n, D, lag=lag, context="both", max_iter=0, bw_max_iter=30,
+                          random_state=0, progress=False)
+    first.fit(train)
+    assert not np.any(first.right_means_) and first.bw_n_iter_ == first.n_iter_
     assert h.score(test) > first.score(test) + 0.05 * 300
     # the output means of every (s_t, s_{t+lag}, s_{t-lag}) match the truth up to relabelling
     # (a constant can move between the three tables, so only their sums are identifiable)
@@ -376,26 +390,25 @@ def test_fit_keeps_old_transitions_when_new_ones_lower_the_bound(monkeypatch):
     true = random_hmm(n=3, D=2, lag=2, context="both", seed=3, cscale=0.8, sep=3.0, sticky=3.0)
     train = [true.sample(100, random_state=s)[0] for s in range(2)]
 
-    def model(n_iter):
-        return mf.ContextHMM(3, 2, lag=2, context="both", n_iter=n_iter, n_iter_bw=10, tol=0.0,
-                             random_state=0)
+    def model(max_iter):
+        return mf.ContextHMM(3, 2, lag=2, context="both", max_iter=max_iter, bw_max_iter=10,
+                             tol=None, random_state=0, progress=False)
 
-    bw = np.array(model(0).fit(train, progress=False).transmat_)   # Baum-Welch transitions
+    bw = np.array(model(0).fit(train).transmat_)   # Baum-Welch transitions
     bad = np.array([[0.02, 0.49, 0.49], [0.49, 0.02, 0.49], [0.49, 0.49, 0.02]])
     seen = []
     original = mf.ContextHMM._mstep_chain
 
-    def bad_mstep_chain(self, r, offsets):
+    def bad_mstep_chain(self, P, r, offsets):
         if r["H"][0, 0, 0, 3] != 0.0 or r["H"][0, 0, 0, 6] != 0.0:   # mean-field phase only
-            seen.append(np.array(self.transmat_))
-            self.transmat_ = bad
-        else:
-            original(self, r, offsets)
+            seen.append(np.array(P[1]))
+            return P[0], bad
+        return original(self, P, r, offsets)
 
     monkeypatch.setattr(mf.ContextHMM, "_mstep_chain", bad_mstep_chain)
-    h = model(6).fit(train, progress=False)
-    hist = np.asarray(h.history_["mean_field"])
-    assert len(hist) == 6 and np.all(np.diff(hist) >= -1e-9 * np.abs(hist[:-1])), np.diff(hist)
+    h = model(6).fit(train)
+    hist = phases(h)[1]
+    assert len(hist) == 6 and np.all(np.diff(hist) >= 0), np.diff(hist)
     assert len(seen) == 6
     for t in seen + [h.transmat_]:     # every bad update was refused
         np.testing.assert_allclose(t, bw, rtol=1e-12)
@@ -406,18 +419,31 @@ def test_structured_with_forbidden_transitions():
     h.transmat_ = np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.5, 0.0, 0.5]])
     p = R.params_of(h)
     X, _ = h.sample(7, random_state=0)
-    Xc, off = h._check_X(X, None)
-    r = h._run(Xc, off, "structured")
+    r = shifted_run(h, X)[2]
     assert r["bound"][0] == pytest.approx(R.exact_elbo(p, X, r["logpot"]), abs=1e-10)
     assert r["bound"][0] <= R.brute_force_loglik(p, X) + 1e-10
     assert r["bound"][0] > R.exact_elbo(p, X, R._site_terms(p, X)) - 1e-10
 
 
-def test_fit_progress_bar_runs(capsys):
-    h = mf.ContextHMM(2, 1, lag=1, context="right", n_iter=2, n_iter_bw=2, random_state=0)
+def test_fit_draws_a_progress_bar_only_when_asked(capsys, monkeypatch):
     X = np.random.default_rng(0).normal(size=(40, 1))
-    assert h.fit(X, progress=True) is h
-    assert len(h.history_["baum_welch"]) + len(h.history_["mean_field"]) <= 4
+
+    def model(progress):
+        return mf.ContextHMM(2, 1, lag=1, context="right", max_iter=2, bw_max_iter=2, tol=None,
+                             random_state=0, progress=progress)
+
+    # a fit shorter than the bar's delay (2 s by default) prints nothing, bar or not
+    monkeypatch.setenv("MFENGINE_PROGRESS_DELAY", "2")
+    assert model(True).fit(X) is not None
+    assert capsys.readouterr() == ("", "")
+    # with no delay the bar is drawn (on stderr) when asked for, and only then
+    monkeypatch.setenv("MFENGINE_PROGRESS_DELAY", "0")
+    h = model(True)
+    assert h.fit(X) is h and 1 <= h.n_iter_ <= 4
+    out, err = capsys.readouterr()
+    assert out == "" and "ContextHMM.fit" in err
+    assert model(False).fit(X) is not None
+    assert capsys.readouterr() == ("", "")
 
 
 # ------------------------------------------------------------------------------------------
@@ -442,10 +468,10 @@ def test_bad_input_raises_clear_errors():
     with pytest.raises(ValueError, match="method must be one of"):
         h.score(X, method="gibbs")
     with pytest.raises(ValueError, match="context must be one of"):
-        mf.ContextHMM(3, 2, lag=2, context="middle")
+        mf.ContextHMM(3, 2, lag=2, context="middle").score(X)
     with pytest.raises(ValueError, match="lag must be an integer >= 1"):
-        mf.ContextHMM(3, 2, lag=0)
-    with pytest.raises(ValueError, match="means_ is not set"):
+        mf.ContextHMM(3, 2, lag=0).fit(X)
+    with pytest.raises(NotFittedError, match="has no means_"):
         mf.ContextHMM(3, 2).score(X)
     bad = random_hmm(n=3, context="right", seed=0)
     bad.transmat_ = np.ones((3, 3))
@@ -464,8 +490,8 @@ def test_bad_input_raises_clear_errors():
     with pytest.raises(ValueError, match="max_augmented_states"):
         big.score(Xb, method="exact")
     assert np.isfinite(big.score(Xb))
-    with pytest.raises(ValueError, match="'structured' or 'naive'"):
-        h.infer(X, method="exact")
+    with pytest.raises(ValueError, match=r"method must be one of \('structured', 'naive'\)"):
+        h.score_samples(X, method="exact")
     imp = random_hmm(n=3, context="right", seed=0)
     imp.startprob_ = np.array([1.0, 0.0, 0.0])
     imp.transmat_ = np.eye(3)

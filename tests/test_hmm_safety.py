@@ -17,7 +17,7 @@ import mfengine as mf
 from mfengine.hmm import _chain
 warnings.simplefilter("ignore")
 def model(lag=2, context="both", **kw):
-    h = mf.ContextHMM(2, 1, lag=lag, context=context, **kw)
+    h = mf.ContextHMM(2, 1, lag=lag, context=context, progress=False, **kw)
     h.means_ = np.array([[0.0], [1.0]])
     h.transmat_ = np.array([[0.9, 0.1], [0.2, 0.8]])
     if context in ("right", "both"):
@@ -139,15 +139,15 @@ def test_sweep_budget_assigned_after_construction(method):
     out = child(f"""
     for bad in (-1, -2**63, 2**63, 2**64, 1.5, "3", None, True):
         h = model()
-        h.max_sweeps = bad
+        h.infer_max_iter = bad
         print(err(lambda: h.score(X, method="{method}")))
         print(err(lambda: h.infer(X) if "{method}" != "exact" else h.score(X, method="exact")))
     h = model()
-    h.max_sweeps = 2**62          # a huge budget is valid: the history buffer stays small
+    h.infer_max_iter = 2**62          # a huge budget is valid: the history buffer stays small
     print("huge", np.isfinite(h.score(X, method="{method}")))
     """)
     lines = [l for l in out.splitlines() if l.startswith(("ValueError", "no error", "TypeError"))]
-    assert len(lines) == 16 and all(l.startswith("ValueError: max_sweeps") for l in lines), out
+    assert len(lines) == 16 and all(l.startswith("ValueError: infer_max_iter") for l in lines), out
     assert "huge True" in out
 
 
@@ -212,7 +212,7 @@ def test_kernel_refuses_bad_sizes_itself():
 
 def test_thread_count_is_clamped_before_openmp():
     out = child("""
-    from mfengine.hmm.model import _n_threads
+    from mfengine.hmm._checks import n_threads_for as _n_threads
     import os
     ref = model(n_threads=1).score(X)
     for nt in (10**6, 2**31, 2**70, -10**6, -2**70):

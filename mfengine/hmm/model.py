@@ -6,15 +6,24 @@ the long-range couplings between the state at t and the states at t +- lag in me
 bound is Q's exact mean-field objective E_Q[ln P(s, x)] + H(Q), maximised by coordinate ascent
 over the potentials from several starts (one of them the paper's link-variable solution).  The
 derivation, written for this model's Gaussian outputs, is in ``docs/context_hmm.md``.
+
+The estimator speaks hmmlearn's language (``fit(X, lengths)``, ``score``, ``score_samples``,
+``predict``, ``predict_proba``, ``decode``, ``sample``, ``params`` / ``init_params``), with
+mfengine's ``infer`` beside it.
 """
-import numbers
-import os
-from dataclasses import dataclass
+import warnings
+from dataclasses import dataclass, field
 
 import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.cluster import KMeans
+from sklearn.exceptions import NotFittedError
 
+from mfengine._base import InferenceResult, PersistMixin, warn_unconverged
+from mfengine._base import ConvergenceWarning
 from mfengine._progress import progress_bar
-from mfengine._validation import as_float_matrix, check_random_state, effective_n_threads
+from mfengine._validation import as_float_matrix, check_random_state
+from mfengine.hmm._checks import check_int, check_lengths, check_real, n_threads_for
 
 try:
     from mfengine.hmm import _chain
@@ -28,193 +37,212 @@ __all__ = ["ContextHMM", "HMMInferenceResult"]
 
 _CONTEXTS = ("right", "left", "both")
 _METHODS = ("structured", "naive", "exact")
+_ALGORITHMS = ("viterbi", "map")
+_PARAM_CODES = "stmrl"
+_HALF_LOG_2PI = 0.5 * np.log(2.0 * np.pi)
+_UNCONVERGED_HINT = "raise infer_max_iter or loosen infer_tol"
 
 
-@dataclass
-class HMMInferenceResult:
-    """What :meth:`ContextHMM.infer` returns.
+@dataclass(repr=False)
+class HMMInferenceResult(InferenceResult):
+    """What :meth:`ContextHMM.infer` returns: the mean-field solution of every sequence.
 
     Attributes
     ----------
     bound : ndarray of shape (n_sequences,)
-        Lower bound on ln P(x) of each sequence, in nats.
-    gamma : ndarray of shape (n_samples, n_states)
-        Marginals Q(S_t = i) of the approximating distribution, sequences concatenated.
-    n_sweeps : ndarray of shape (n_sequences,)
-        Mean-field sweeps made for each sequence.
-    converged : ndarray of shape (n_sequences,)
-        Whether the bound stopped rising (by at most ``sweep_tol`` per time step) before
-        ``max_sweeps`` sweeps.
-    history : ndarray of shape (n_sequences, max_sweeps + 1)
-        The bound after each sweep, NaN after the last.  For ``"structured"``: the coordinate-ascent
-        sweeps of the kept start (entry 0: its starting chain); for ``"naive"``: entry 0 is the
-        first-order posterior's marginals as the product Q.
+        Lower bound on ln P(x) of each sequence, in nats (``method="exact"``: ln P(x) itself).
+    converged : ndarray of bool, shape (n_sequences,)
+        Whether the solve of each sequence stopped because a sweep raised the bound by at most
+        ``tol`` nats per time step (rather than by reaching ``max_iter`` sweeps).
+    n_iter : ndarray of int, shape (n_sequences,)
+        Sweeps made for each sequence (for ``"structured"``: those of the kept start).
+    method : str
+        ``"structured"``, ``"naive"`` or ``"exact"``.
+    tol : float
+        The per-time-step tolerance used.
+    posteriors : ndarray of shape (n_samples, n_states) or None
+        Marginals Q(S_t = i) of the approximating distribution, sequences concatenated
+        (None for ``"exact"``).
+    potentials : ndarray of shape (n_samples, n_states) or None
+        For ``"structured"``: the log-potentials h_t of the chain
+        Q(s) ~ startprob[s_0] prod transmat[s_t, s_t+1] prod exp(h_t(s_t)) -- the variational
+        parameters; None otherwise.
+    history : ndarray of shape (n_sequences, min(max_iter, 1000) + 1) or None
+        The bound before the first sweep and after each sweep, NaN after the last.  For
+        ``"structured"``: the sweeps of the kept start; for ``"naive"``: entry 0 is the
+        first-order posterior's marginals taken as the product Q.
+    lengths : ndarray of int, shape (n_sequences,)
+        Lengths of the sequences.
     """
 
-    bound: np.ndarray
-    gamma: np.ndarray
-    n_sweeps: np.ndarray
-    converged: np.ndarray
-    history: np.ndarray
+    posteriors: np.ndarray = field(default=None)
+    potentials: np.ndarray = field(default=None)
+    history: np.ndarray = field(default=None)
+    lengths: np.ndarray = field(default=None)
 
 
-_INT64_MAX = 2**63 - 1
-
-
-def _check_int(value, name, low, high=_INT64_MAX):
-    """``value`` as a Python int in [low, high] (high defaults to what a C ptrdiff_t holds)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer >= {low}"
-                         + (f" and <= {high}" if high != _INT64_MAX else "") + f", got {value!r}")
-    return int(value)
-
-
-def _check_real(value, name):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) \
-            or value < 0:
-        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
-
-
-def _check_lengths(lengths, n_rows):
-    """Offsets (n_seq + 1,) of the sequences, refusing lengths that do not tile ``n_rows``.
-
-    Each length is checked against ``n_rows`` as a Python integer before anything is summed, so
-    no integer type can wrap around."""
-    arr = np.asarray(lengths) if not isinstance(lengths, np.ndarray) else lengths
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError("lengths must be a non-empty 1-D sequence of integers")
-    if arr.dtype.kind not in "iuO" or (arr.dtype.kind == "O" and not all(
-            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in arr)):
-        raise ValueError(f"lengths must be a non-empty 1-D sequence of integers, got dtype {arr.dtype}")
-    if arr.size > n_rows:
-        raise ValueError(f"lengths has {arr.size} entries but X has only {n_rows} rows")
-    vals = [int(v) for v in arr]
-    if min(vals) < 1:
-        raise ValueError("lengths must all be >= 1 (empty sequences are not allowed)")
-    if max(vals) > n_rows:
-        raise ValueError(f"lengths must each be at most the {n_rows} rows of X, got {max(vals)}")
-    total = sum(vals)
-    if total != n_rows:
-        raise ValueError(f"lengths sum to {total} but X has {n_rows} rows")
-    offsets = np.zeros(len(vals) + 1, dtype=np.intp)
-    np.cumsum(np.asarray(vals, dtype=np.intp), out=offsets[1:])
-    return offsets
-
-
-def _n_threads(n_threads, n_items):
-    """Threads for the kernel: ``n_threads`` (None: OMP_NUM_THREADS or all cores), at most the
-    machine's core count and the number of sequences, at least 1."""
-    if n_threads is not None and (isinstance(n_threads, bool)
-                                  or not isinstance(n_threads, numbers.Integral)):
-        raise ValueError(f"n_threads must be a non-zero integer or None, got {n_threads!r}")
-    if n_threads is not None and abs(n_threads) > _INT64_MAX:
-        n_threads = _INT64_MAX if n_threads > 0 else -1
-    n = effective_n_threads(n_threads)
-    return int(max(1, min(n, os.cpu_count() or 1, n_items)))
-
-
-class ContextHMM:
+class ContextHMM(PersistMixin, BaseEstimator):
     """Hidden Markov model whose outputs depend on the states at t and at t +- lag.
 
     States ``S_t`` in ``0 .. n_states - 1`` follow a first-order Markov chain with initial
     probabilities ``startprob_`` and transitions ``transmat_``.  The output ``x_t`` in
     R^n_features is Gaussian with unit covariance (Saul & Jordan 1996, eq. 23) and mean
+    ``means_[S_t] + right_means_[S_{t+lag}] + left_means_[S_{t-lag}]``, where the right-context
+    term is present for ``context="right"`` or ``"both"`` and the left-context term for
+    ``"left"`` or ``"both"``.
 
-        means_[S_t] + right_means_[S_{t+lag}] + left_means_[S_{t-lag}],
+    A context state that falls outside the sequence (t + lag >= T or t - lag < 0) contributes
+    nothing, so the first ``lag`` outputs have no left context and the last ``lag`` no right
+    context; every output x_0 .. x_{T-1} is modelled.  A sequence no longer than ``lag`` is
+    therefore a first-order HMM, whatever the size of ``lag``.
 
-    where the right-context term is present for ``context="right"`` or ``"both"`` and the
-    left-context term for ``"left"`` or ``"both"``.
-
-    Sequence ends: a context state that falls outside the sequence (t + lag >= T or t - lag < 0)
-    contributes nothing, so the first ``lag`` outputs have no left context and the last ``lag``
-    no right context; every output x_0 .. x_{T-1} is modelled.  A sequence shorter than or equal
-    to ``lag`` is therefore a first-order HMM.
+    Inference is mean field: ``"structured"`` (Q is the model's own chain with free per-site
+    potentials, optimised exactly by coordinate ascent), ``"naive"`` (fully factorised), or
+    ``"exact"`` (ln P(x) by forward recursion over the augmented state; small lags only).
 
     Parameters
     ----------
-    n_states : int
+    n_states : int, default=2
         Number of hidden states n.
-    n_features : int
-        Output dimension.
+    n_features : int or None, default=None
+        Output dimension; None takes it from X in :meth:`fit`, or from ``means_``.
     lag : int, default=1
-        Distance of the context states.
+        Distance of the context states (any integer >= 1).
     context : {"right", "left", "both"}, default="right"
         Which context states shift the output mean.
-    n_iter_bw : int, default=50
-        Baum-Welch iterations of :meth:`fit` (first-order model, context means held at zero).
-    n_iter : int, default=50
-        Mean-field EM iterations of :meth:`fit` after Baum-Welch.
-    tol : float, default=1e-4
-        :meth:`fit` stops a phase when the bound rises by less than ``tol`` nats per time step.
-    max_sweeps : int, default=100
-        Mean-field sweeps per inference.
-    sweep_tol : float, default=1e-10
-        Inference stops when a sweep raises the bound by at most this many nats per time step.
-    max_augmented_states : int, default=2**20
-        ``score(method="exact")`` refuses an augmented state space (n^w states, w = 1 + lag per
-        context, capped at T) larger than this.
+    method : {"structured", "naive", "exact"}, default="structured"
+        Inference method of :meth:`infer`, :meth:`score`, :meth:`score_samples`,
+        :meth:`predict`, :meth:`predict_proba` and :meth:`decode` (each takes ``method=`` to
+        override it for one call; ``"exact"`` only gives ln P(x), not posteriors).
+    max_iter : int, default=50
+        Mean-field EM iterations of :meth:`fit` (after the Baum-Welch warm-up).
+    tol : float or None, default=1e-4
+        :meth:`fit` stops a phase when an iteration raises the objective by less than ``tol``
+        nats per time step (the per-sample scale of scikit-learn's ``GaussianMixture``;
+        hmmlearn's ``tol`` is the total gain).  None: a fixed budget of iterations.  When
+        ``tol`` is given and not met within ``max_iter`` iterations, a ConvergenceWarning.
+    bw_max_iter : int, default=50
+        Baum-Welch iterations of :meth:`fit` (first-order model, context means held at zero)
+        before mean-field EM.
+    infer_max_iter : int, default=100
+        Mean-field sweeps per sequence of one solve (any integer >= 0).
+    infer_tol : float, default=1e-10
+        A solve stops when a sweep raises the bound by at most this many nats per time step.
+    algorithm : {"viterbi", "map"}, default="viterbi"
+        Decoder of :meth:`decode` and :meth:`predict` (as hmmlearn's): ``"viterbi"`` is the
+        most probable path of the structured posterior's chain Q, ``"map"`` the most probable
+        state of each marginal.
+    params : str, default="stmrl"
+        Parameters that :meth:`fit` updates: any of ``s`` (startprob_), ``t`` (transmat_),
+        ``m`` (means_), ``r`` (right_means_), ``l`` (left_means_).
+    init_params : str, default="stmrl"
+        Parameters that :meth:`fit` initialises (same codes).  A parameter left out keeps the
+        value it was given before fit (and is initialised only when it was not set); a
+        parameter that is set and listed here is overwritten, with a warning, as in hmmlearn.
     context_init_scale : float, default=0.1
-        At the start of mean-field EM the context means are drawn with this standard deviation
-        (times the data's standard deviation); 0 starts them at zero, from where the M-step
+        At the start of mean-field EM the context means (when initialised) are drawn with
+        this standard deviation times the data's; 0 starts them at zero, from where the M-step
         moves them as well.
-    random_state : None, int or numpy Generator
-        Seed for :meth:`fit`'s initialisation and the default of :meth:`sample`.
-    n_threads : int or None
-        OpenMP threads over sequences (None: ``OMP_NUM_THREADS`` or all cores).
+    max_augmented_states : int, default=2**20
+        ``method="exact"`` refuses an augmented state space (n^w states, w = 1 + lag per
+        context, capped at the sequence length) larger than this.
+    warm_start : bool, default=False
+        When True and the model has parameters (``means_`` set), :meth:`fit` continues
+        mean-field EM from them: no initialisation, no Baum-Welch warm-up.
+    n_threads : int or None, default=None
+        OpenMP threads over sequences (None: ``OMP_NUM_THREADS`` or all cores); clamped to
+        the number of cores and of sequences.  The answers do not depend on it.
+    random_state : None, int or numpy Generator, default=None
+        Seed of :meth:`fit`'s initialisation and the default of :meth:`sample`.
+    progress : bool, default=True
+        Show a progress bar during :meth:`fit` (it appears only after 2 s).
 
     Attributes
     ----------
-    startprob_ : ndarray (n_states,)
-    transmat_ : ndarray (n_states, n_states), rows sum to one
-    means_ : ndarray (n_states, n_features) or None before fitting or setting
-    right_means_, left_means_ : ndarray (n_states, n_features); all zeros for an absent context
-    history_ : dict
-        After :meth:`fit`: ``"baum_welch"`` (exact log-likelihood per iteration) and
-        ``"mean_field"`` (structured bound per iteration), summed over sequences, in nats.
+    startprob_ : ndarray of shape (n_states,)
+        Initial state probabilities (uniform when not set).
+    transmat_ : ndarray of shape (n_states, n_states)
+        Transition probabilities, rows summing to one (uniform when not set).
+    means_ : ndarray of shape (n_states, n_features)
+        Own-state output means; must be set (or fitted) before scoring.
+    right_means_, left_means_ : ndarray of shape (n_states, n_features)
+        Context output means (zeros when not set; must stay zero for an absent context).
+    history_ : ndarray of shape (n_iter_,)
+        After :meth:`fit`: the objective of each EM iteration, summed over sequences, in nats:
+        the first ``bw_n_iter_`` entries the exact log-likelihood of the first-order model
+        (Baum-Welch), the others the structured bound (mean-field EM).  Neither part ever
+        decreases: an iteration that would lower it (new transitions that move Q's family, or
+        rounding at the precision limit) is refused.
+    n_iter_ : int
+        Iterations made by :meth:`fit` (``len(history_)``).
+    bw_n_iter_ : int
+        Of which Baum-Welch.
+    converged_ : bool
+        Whether the last phase of :meth:`fit` met ``tol`` (or could not rise any further).
+    n_features_in_ : int
+        Columns of the data seen by :meth:`fit`.
+
+    See Also
+    --------
+    hmmlearn.hmm.GaussianHMM : the first-order model (the same verbs).
+
+    Notes
+    -----
+    Saul, L. K. and Jordan, M. I. (1996), "Exploiting tractable substructures in intractable
+    networks", NIPS 8.  The structured bound is never above ln P(x); with all context means
+    zero it equals the first-order HMM's log-likelihood.  Numbers are computed with the data
+    and the means shifted by a common offset (the mean of ``means_``, or of X during fit),
+    which leaves every quantity unchanged and keeps data far from zero (1e17) accurate.
 
     Examples
     --------
+    >>> import numpy as np
     >>> import mfengine as mf
     >>> h = mf.ContextHMM(n_states=3, n_features=2, lag=2, context="both", random_state=0)
-    >>> h.means_ = [[0, 0], [3, 0], [0, 3]]
-    >>> h.right_means_ = [[0.3, 0.0], [0.0, 0.3], [-0.3, 0.1]]
-    >>> h.left_means_ = [[-0.2, 0.1], [0.2, 0.0], [0.0, -0.2]]
-    >>> X, states = h.sample(50, random_state=1)
-    >>> h.score(X, method="structured") <= h.score(X, method="exact")
+    >>> h.means_ = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
+    >>> h.right_means_ = np.array([[0.3, 0.0], [0.0, 0.3], [-0.3, 0.1]])
+    >>> h.left_means_ = np.array([[-0.2, 0.1], [0.2, 0.0], [0.0, -0.2]])
+    >>> X, states = h.sample(60, random_state=1)
+    >>> bound, exact = h.score(X), h.score(X, method="exact")   # structured bound, ln P(X)
+    >>> bool(bound <= exact + 1e-9)
     True
+    >>> logprob, posteriors = h.score_samples(X)
+    >>> posteriors.shape
+    (60, 3)
+    >>> fitted = mf.ContextHMM(3, 2, lag=2, context="both", max_iter=5, tol=None,
+    ...                        random_state=0, progress=False).fit(X)
+    >>> fitted.n_iter_ == len(fitted.history_)
+    True
+    >>> fitted.predict(X).shape
+    (60,)
     """
 
-    def __init__(self, n_states, n_features, lag=1, context="right", n_iter_bw=50, n_iter=50,
-                 tol=1e-4, max_sweeps=100, sweep_tol=1e-10, max_augmented_states=2**20,
-                 context_init_scale=0.1, random_state=None, n_threads=None):
-        self.n_states = _check_int(n_states, "n_states", 1)
-        self.n_features = _check_int(n_features, "n_features", 1)
-        self.lag = _check_int(lag, "lag", 1)
-        if context not in _CONTEXTS:
-            raise ValueError(f"context must be one of {_CONTEXTS}, got {context!r}")
+    def __init__(self, n_states=2, n_features=None, lag=1, context="right", method="structured",
+                 max_iter=50, tol=1e-4, bw_max_iter=50, infer_max_iter=100, infer_tol=1e-10,
+                 algorithm="viterbi", params="stmrl", init_params="stmrl",
+                 context_init_scale=0.1, max_augmented_states=2**20, warm_start=False,
+                 n_threads=None, random_state=None, progress=True):
+        self.n_states = n_states
+        self.n_features = n_features
+        self.lag = lag
         self.context = context
-        self.n_iter_bw = _check_int(n_iter_bw, "n_iter_bw", 0)
-        self.n_iter = _check_int(n_iter, "n_iter", 0)
-        self.max_sweeps = _check_int(max_sweeps, "max_sweeps", 0)
-        self.max_augmented_states = _check_int(max_augmented_states, "max_augmented_states", 1)
-        for name, val in (("tol", tol), ("sweep_tol", sweep_tol),
-                          ("context_init_scale", context_init_scale)):
-            if not isinstance(val, numbers.Real) or not np.isfinite(val) or val < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {val!r}")
-        self.tol = float(tol)
-        self.sweep_tol = float(sweep_tol)
-        self.context_init_scale = float(context_init_scale)
-        self.random_state = random_state
+        self.method = method
+        self.max_iter = max_iter
+        self.tol = tol
+        self.bw_max_iter = bw_max_iter
+        self.infer_max_iter = infer_max_iter
+        self.infer_tol = infer_tol
+        self.algorithm = algorithm
+        self.params = params
+        self.init_params = init_params
+        self.context_init_scale = context_init_scale
+        self.max_augmented_states = max_augmented_states
+        self.warm_start = warm_start
         self.n_threads = n_threads
-        n, D = self.n_states, self.n_features
-        self.startprob_ = np.full(n, 1.0 / n)
-        self.transmat_ = np.full((n, n), 1.0 / n)
-        self.means_ = None
-        self.right_means_ = np.zeros((n, D))
-        self.left_means_ = np.zeros((n, D))
+        self.random_state = random_state
+        self.progress = progress
 
-    # ------------------------------------------------------------------------------------
+    # -------------------------------------------------------------------------- validation
     @property
     def _right(self):
         return self.context in ("right", "both")
@@ -223,42 +251,81 @@ class ContextHMM:
     def _left(self):
         return self.context in ("left", "both")
 
-    def _check_hyper(self):
-        """Validate the hyperparameters as they are now (they may have been assigned)."""
-        _check_int(self.n_states, "n_states", 1)
-        _check_int(self.n_features, "n_features", 1)
-        _check_int(self.lag, "lag", 1)
-        if self.context not in _CONTEXTS:
+    def _check_hyper(self, fitting=False):
+        """Validate the hyperparameters as they are now (any may have been assigned)."""
+        check_int(self.n_states, "n_states", 1)
+        if self.n_features is not None:
+            check_int(self.n_features, "n_features", 1)
+        check_int(self.lag, "lag", 1)
+        if not isinstance(self.context, str) or self.context not in _CONTEXTS:
             raise ValueError(f"context must be one of {_CONTEXTS}, got {self.context!r}")
-        _check_int(self.max_sweeps, "max_sweeps", 0)
-        _check_real(self.sweep_tol, "sweep_tol")
-        _check_int(self.max_augmented_states, "max_augmented_states", 1)
+        self._check_method(self.method, "method")
+        check_int(self.infer_max_iter, "infer_max_iter", 0)
+        check_real(self.infer_tol, "infer_tol")
+        check_int(self.max_augmented_states, "max_augmented_states", 1)
+        if not isinstance(self.algorithm, str) or self.algorithm not in _ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {_ALGORITHMS}, got {self.algorithm!r}")
+        n_threads_for(self.n_threads, 1)
+        if fitting:
+            check_int(self.max_iter, "max_iter", 0)
+            check_int(self.bw_max_iter, "bw_max_iter", 0)
+            check_real(self.tol, "tol", allow_none=True)
+            check_real(self.context_init_scale, "context_init_scale")
+            for name in ("params", "init_params"):
+                val = getattr(self, name)
+                if not isinstance(val, str) or set(val) - set(_PARAM_CODES):
+                    raise ValueError(f"{name} must be a string of the letters "
+                                     f"{_PARAM_CODES!r} (s, t, m, r, l), got {val!r}")
+            for name in ("warm_start", "progress"):
+                if not isinstance(getattr(self, name), (bool, np.bool_)):
+                    raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+
+    @staticmethod
+    def _check_method(method, name="method", allowed=_METHODS):
+        if not isinstance(method, str) or method not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {method!r}")
+        return method
+
+    def _n_features(self, X=None):
+        if self.n_features is not None:
+            return int(self.n_features)
+        means = getattr(self, "means_", None)
+        if means is not None and np.ndim(means) == 2:
+            return int(np.shape(means)[1])
+        if X is not None:
+            return None     # the data say (and are checked for being 2-D)
+        raise NotFittedError(
+            f"This {type(self).__name__} has no means_: call fit() or assign means_ "
+            "(an array of shape (n_states, n_features))")
+
+    @staticmethod
+    def _prob(value, name, shape, rows):
+        A = np.asarray(value)
+        if A.dtype.kind not in "biuf":
+            raise TypeError(f"{name} must be numeric, got dtype {A.dtype}")
+        A = np.ascontiguousarray(A, dtype=np.float64)
+        if A.shape != shape:
+            raise ValueError(f"{name} must have shape {shape}, got {A.shape}")
+        if not np.all(np.isfinite(A)) or np.any(A < 0) or np.any(np.abs(A.sum(-1) - 1.0) > 1e-8):
+            what = "rows must be probability vectors" if rows else "must be a probability vector"
+            raise ValueError(f"{name} {what} (non-negative, summing to 1)")
+        return A
 
     def _params(self):
-        """The parameters, validated, as C-contiguous float64 arrays."""
+        """The parameters, validated, as C-contiguous float64 arrays (defaults filled in)."""
         self._check_hyper()
-        n, D = self.n_states, self.n_features
-        sp = np.asarray(self.startprob_, dtype=np.float64) if self.startprob_ is not None else None
-        if sp is None or sp.shape != (n,):
-            raise ValueError(f"startprob_ must have shape ({n},), got "
-                             f"{None if sp is None else sp.shape}")
-        if not np.all(np.isfinite(sp)) or np.any(sp < 0) or abs(sp.sum() - 1.0) > 1e-8:
-            raise ValueError("startprob_ must be a probability vector (non-negative, summing to 1)")
-        A = np.asarray(self.transmat_, dtype=np.float64) if self.transmat_ is not None else None
-        if A is None or A.shape != (n, n):
-            raise ValueError(f"transmat_ must have shape ({n}, {n}), got "
-                             f"{None if A is None else A.shape}")
-        if not np.all(np.isfinite(A)) or np.any(A < 0) or np.any(np.abs(A.sum(1) - 1.0) > 1e-8):
-            raise ValueError("transmat_ rows must be probability vectors (non-negative, summing to 1)")
-        if self.means_ is None:
-            raise ValueError("means_ is not set: call fit() or assign means_ (n_states, n_features)")
+        n = int(self.n_states)
+        means = getattr(self, "means_", None)
+        if means is None:
+            raise NotFittedError(
+                f"This {type(self).__name__} has no means_: call fit() or assign means_ "
+                "(an array of shape (n_states, n_features))")
+        D = self._n_features()
         out = []
         for name, present in (("means_", True), ("right_means_", self._right),
                               ("left_means_", self._left)):
-            M = getattr(self, name)
-            if M is None:
-                M = np.zeros((n, D))
-            M = np.asarray(M)
+            M = getattr(self, name, None)
+            M = np.zeros((n, D)) if M is None else np.asarray(M)
             if M.dtype.kind not in "biuf":
                 raise TypeError(f"{name} must be numeric, got dtype {M.dtype}")
             M = np.ascontiguousarray(M, dtype=np.float64)
@@ -270,109 +337,291 @@ class ContextHMM:
                 raise ValueError(f"{name} must be all zeros: context={self.context!r} has no "
                                  f"{name.split('_')[0]} context")
             out.append(M)
-        return np.ascontiguousarray(sp), np.ascontiguousarray(A), out[0], out[1], out[2]
+        sp = getattr(self, "startprob_", None)
+        sp = np.full(n, 1.0 / n) if sp is None else self._prob(sp, "startprob_", (n,), False)
+        A = getattr(self, "transmat_", None)
+        A = np.full((n, n), 1.0 / n) if A is None else self._prob(A, "transmat_", (n, n), True)
+        return sp, A, out[0], out[1], out[2]
 
-    def _check_X(self, X, lengths):
+    def _check_X(self, X, lengths, n_features=None):
         """Concatenated (N, n_features) data and offsets (n_seq + 1,) of its sequences."""
+        D = self._n_features(X) if n_features is None else n_features
         if isinstance(X, (list, tuple)) and len(X) > 0 and all(np.ndim(x) == 2 for x in X):
             if lengths is not None:
                 raise ValueError("lengths must be None when X is a list of sequences")
-            parts = [as_float_matrix(x, f"X[{i}]", n_cols=self.n_features) for i, x in enumerate(X)]
+            parts = [as_float_matrix(X[0], "X[0]", n_cols=D)]
+            D = parts[0].shape[1]
+            parts += [as_float_matrix(x, f"X[{i}]", n_cols=D) for i, x in enumerate(X) if i]
             lengths = [p.shape[0] for p in parts]
             Xc = np.ascontiguousarray(np.concatenate(parts, axis=0))
         else:
-            Xc = as_float_matrix(X, "X", n_cols=self.n_features)
-        N = Xc.shape[0]
-        if N == 0:
+            Xc = as_float_matrix(X, "X", n_cols=D)
+        if Xc.shape[0] == 0:
             raise ValueError("X has no rows")
-        return Xc, _check_lengths([N] if lengths is None else lengths, N)
+        return Xc, check_lengths([Xc.shape[0]] if lengths is None else lengths, Xc.shape[0])
 
-    def _run(self, X, offsets, method, want_stats=False, params=None, first_order=False,
-             init=None):
-        if method not in _METHODS:
-            raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-        sp, A, U, V, W = self._params() if params is None else params
+    # --------------------------------------------------------------------------- kernels
+    def _solve(self, Xs, offsets, method, P, want_stats=False, first_order=False, init=None,
+               max_iter=None, tol=None):
+        """Run the kernel on data and means already shifted by a common offset.
+
+        ``P`` = (startprob, transmat, U, V, W) as validated float64 arrays."""
         self._check_hyper()
+        method = self._check_method(method)
+        sp, A, U, V, W = P
         right = self._right and not first_order
         left = self._left and not first_order
         longest = int(np.max(np.diff(offsets)))
-        # a lag >= a sequence's length leaves it first-order; so does any larger lag
+        # a lag >= a sequence's length leaves it first-order, and so does every larger lag
         lag = min(int(self.lag), longest)
         if method == "exact":
-            size = _chain.exact_states(self.n_states, lag, right, left, longest)
+            size = _chain.exact_states(int(self.n_states), lag, right, left, longest)
             if size < 0 or size > self.max_augmented_states:
-                w = min(longest, 1 + self.lag * (right + left))
+                w = min(longest, 1 + lag * (right + left))
                 raise ValueError(
                     f"method='exact' walks n_states**w = {self.n_states}**{w} augmented states "
                     f"(lag={self.lag}, context={self.context!r}), more than "
                     f"max_augmented_states={self.max_augmented_states}; use method='structured' "
                     "or raise max_augmented_states"
                 )
-        n_threads = _n_threads(self.n_threads, len(offsets) - 1)
-        return _chain.run(method, sp, A, U, V, W, lag, right, left, X, offsets,
-                          int(self.max_sweeps), float(self.sweep_tol), want_stats, n_threads,
-                          init)
+        max_iter = check_int(self.infer_max_iter if max_iter is None else max_iter,
+                             "infer_max_iter" if max_iter is None else "max_iter", 0)
+        tol = check_real(self.infer_tol if tol is None else tol,
+                         "infer_tol" if tol is None else "tol")
+        n_threads = n_threads_for(self.n_threads, len(offsets) - 1)
+        return _chain.run(method, sp, A, U, V, W, lag, right, left, Xs, offsets, max_iter, tol,
+                          want_stats, n_threads, init)
 
-    # ------------------------------------------------------------------------------------
-    def infer(self, X, lengths=None, method="structured"):
+    def _shifted(self, Xc):
+        """Validated parameters and data, both shifted by the centre of the state means."""
+        sp, A, U, V, W = self._params()
+        shift = U.mean(axis=0)
+        return (sp, A, U - shift, V, W), np.ascontiguousarray(Xc - shift)
+
+    def _run(self, Xc, offsets, method, want_stats=False, init=None, max_iter=None, tol=None):
+        P, Xs = self._shifted(Xc)
+        return self._solve(Xs, offsets, method, P, want_stats=want_stats, init=init,
+                           max_iter=max_iter, tol=tol)
+
+    def _public_solve(self, X, lengths, method, what, max_iter=None, tol=None,
+                      allowed=_METHODS, stacklevel=4):
+        self._check_hyper()
+        method = self._check_method(self.method if method is None else method, "method", allowed)
+        Xc, offsets = self._check_X(X, lengths)
+        r = self._run(Xc, offsets, method, max_iter=max_iter, tol=tol)
+        hint = _UNCONVERGED_HINT if max_iter is None and tol is None else "raise max_iter or loosen tol"
+        warn_unconverged(r["converged"], f"ContextHMM.{what}(method={method!r})", hint,
+                         stacklevel=stacklevel)
+        return Xc, offsets, method, r
+
+    # ------------------------------------------------------------------------ inference
+    def infer(self, X, lengths=None, method=None, tol=None, max_iter=None):
         """Mean-field inference on each sequence.
 
         Parameters
         ----------
-        X : array-like (n_samples, n_features) or list of such arrays
+        X : array-like of shape (n_samples, n_features), or list of such arrays
             Sequences, concatenated (with ``lengths``) or as a list.
         lengths : array-like of int, optional
-            Lengths of the concatenated sequences (hmmlearn convention); default one sequence.
-        method : {"structured", "naive"}
-            Structured (the model's chain with free per-site potentials) or fully factorised
-            mean field.
+            Lengths of the concatenated sequences (hmmlearn's convention); default: one
+            sequence.
+        method : {"structured", "naive", "exact"}, optional
+            Overrides the constructor's ``method`` for this call.
+        tol : float, optional
+            Overrides ``infer_tol`` for this call (nats per time step).
+        max_iter : int, optional
+            Overrides ``infer_max_iter`` for this call.
 
         Returns
         -------
-        HMMInferenceResult
+        result : HMMInferenceResult
+            Per-sequence bound, convergence, sweeps, and the posteriors.
+
+        Raises
+        ------
+        ValueError
+            If X, lengths, a hyperparameter or a parameter is invalid, or a sequence has
+            probability zero under the model.
+        sklearn.exceptions.NotFittedError
+            If ``means_`` is not set.
+
+        Warns
+        -----
+        ConvergenceWarning
+            When the solve of some sequence did not converge within ``max_iter`` sweeps.
         """
-        if method not in ("structured", "naive"):
-            raise ValueError(f"method must be 'structured' or 'naive' for infer(), got {method!r}")
-        Xc, offsets = self._check_X(X, lengths)
-        r = self._run(Xc, offsets, method)
+        Xc, offsets, method, r = self._public_solve(X, lengths, method, "infer", max_iter, tol)
+        used_tol = check_real(self.infer_tol if tol is None else tol, "tol")
         return HMMInferenceResult(
-            bound=r["bound"], gamma=r["gamma"], n_sweeps=r["n_sweeps"],
-            converged=r["converged"], history=r["history"],
+            bound=r["bound"], converged=r["converged"], n_iter=r["n_sweeps"], method=method,
+            tol=used_tol, posteriors=r.get("gamma"), potentials=r.get("logpot"),
+            history=r.get("history"), lengths=np.diff(offsets),
         )
 
-    def score_sequences(self, X, lengths=None, method="structured"):
-        """ln P(x) of each sequence (``"exact"``) or a lower bound on it, in nats.
+    def score(self, X, lengths=None, method=None):
+        """Total over sequences of the bound on ln P(x) (``"exact"``: ln P(x) itself), in nats.
 
         Parameters
         ----------
-        X, lengths : as in :meth:`infer`.
-        method : {"structured", "naive", "exact"}
-            ``"exact"`` runs forward-backward over the augmented state (S_{t-lag} .. S_{t+lag})
-            and raises ValueError when that has more than ``max_augmented_states`` states.
+        X : array-like of shape (n_samples, n_features), or list of such arrays
+            Sequences, concatenated (with ``lengths``) or as a list.
+        lengths : array-like of int, optional
+            Lengths of the concatenated sequences; default: one sequence.
+        method : {"structured", "naive", "exact"}, optional
+            Overrides the constructor's ``method``.
 
         Returns
         -------
-        ndarray of shape (n_sequences,)
+        log_prob : float
+            As hmmlearn's ``score``: the sum over sequences (the per-sequence values are
+            ``infer(X, lengths).bound``).
         """
-        Xc, offsets = self._check_X(X, lengths)
-        return self._run(Xc, offsets, method)["bound"]
+        return float(np.sum(self._public_solve(X, lengths, method, "score")[3]["bound"]))
 
-    def score(self, X, lengths=None, method="structured"):
-        """Sum over sequences of :meth:`score_sequences` (nats)."""
-        return float(np.sum(self.score_sequences(X, lengths, method)))
+    def score_samples(self, X, lengths=None, method=None):
+        """The bound on ln P(X) and the posterior marginals of every sample (hmmlearn's meaning).
 
-    def sample(self, n_samples, random_state=None):
-        """Draw one sequence of length ``n_samples``.
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or list of such arrays
+            Sequences, concatenated (with ``lengths``) or as a list.
+        lengths : array-like of int, optional
+            Lengths of the concatenated sequences; default: one sequence.
+        method : {"structured", "naive"}, optional
+            Overrides the constructor's ``method``.
 
         Returns
         -------
-        X : ndarray (n_samples, n_features)
-        states : ndarray (n_samples,) of int
+        log_prob : float
+            The bound, summed over sequences.
+        posteriors : ndarray of shape (n_samples, n_states)
+            Q(S_t = i) for every sample.
         """
-        T = _check_int(n_samples, "n_samples", 1)
+        r = self._public_solve(X, lengths, method, "score_samples",
+                               allowed=("structured", "naive"))[3]
+        return float(np.sum(r["bound"])), r["gamma"]
+
+    def predict_proba(self, X, lengths=None, method=None):
+        """Posterior marginals Q(S_t = i) of every sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or list of such arrays
+            Sequences, concatenated (with ``lengths``) or as a list.
+        lengths : array-like of int, optional
+            Lengths of the concatenated sequences; default: one sequence.
+        method : {"structured", "naive"}, optional
+            Overrides the constructor's ``method``.
+
+        Returns
+        -------
+        posteriors : ndarray of shape (n_samples, n_states)
+            Rows sum to one.
+        """
+        return self._public_solve(X, lengths, method, "predict_proba",
+                                  allowed=("structured", "naive"))[3]["gamma"]
+
+    def decode(self, X, lengths=None, algorithm=None, method=None):
+        """Most likely state sequence under the mean-field posterior.
+
+        ``algorithm="viterbi"`` returns the most probable path of the structured posterior's
+        chain Q(s) ~ startprob[s_0] prod transmat prod exp(h_t(s_t)) (the exact Viterbi path of
+        the model when the context means are zero); with ``method="naive"`` Q is a product and
+        its most probable path is the argmax of each marginal.  ``algorithm="map"`` returns the
+        argmax of each marginal.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or list of such arrays
+            Sequences, concatenated (with ``lengths``) or as a list.
+        lengths : array-like of int, optional
+            Lengths of the concatenated sequences; default: one sequence.
+        algorithm : {"viterbi", "map"}, optional
+            Overrides the constructor's ``algorithm``.
+        method : {"structured", "naive"}, optional
+            Overrides the constructor's ``method``.
+
+        Returns
+        -------
+        log_prob : float
+            ln P(x, s) of the decoded path under the model (context terms included), summed
+            over sequences.
+        state_sequence : ndarray of int, shape (n_samples,)
+            The decoded states.
+        """
+        return self._decode(X, lengths, algorithm, method, "decode")
+
+    def predict(self, X, lengths=None, method=None):
+        """Most likely state of every sample (the path of :meth:`decode`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), or list of such arrays
+            Sequences, concatenated (with ``lengths``) or as a list.
+        lengths : array-like of int, optional
+            Lengths of the concatenated sequences; default: one sequence.
+        method : {"structured", "naive"}, optional
+            Overrides the constructor's ``method``.
+
+        Returns
+        -------
+        state_sequence : ndarray of int, shape (n_samples,)
+        """
+        return self._decode(X, lengths, None, method, "predict")[1]
+
+    def _decode(self, X, lengths, algorithm, method, what):
+        algorithm = self.algorithm if algorithm is None else algorithm
+        if not isinstance(algorithm, str) or algorithm not in _ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {_ALGORITHMS}, got {algorithm!r}")
+        Xc, offsets, method, r = self._public_solve(X, lengths, method, what,
+                                                    allowed=("structured", "naive"), stacklevel=5)
+        if algorithm == "viterbi" and method == "structured":
+            sp, A = self._params()[:2]
+            path = _chain.viterbi(sp, A, r["logpot"], offsets)[0]
+        else:
+            path = np.argmax(r["gamma"], axis=1).astype(np.intp)
+        return self._log_joint(Xc, offsets, path), path
+
+    def _log_joint(self, Xc, offsets, path):
+        """ln P(x, s) of the state sequence ``path`` under the model, summed over sequences."""
+        sp, A, U, V, W = self._params()
+        lag = int(self.lag)
+        total = 0.0
+        with np.errstate(divide="ignore"):
+            logA, logsp = np.log(A), np.log(sp)
+            for a, b in zip(offsets[:-1], offsets[1:]):
+                s, x = path[a:b], Xc[a:b]
+                T = b - a
+                mean = U[s].copy()
+                if self._right and lag < T:
+                    mean[:T - lag] += V[s[lag:]]
+                if self._left and lag < T:
+                    mean[lag:] += W[s[:T - lag]]
+                total += logsp[s[0]] + np.sum(logA[s[:-1], s[1:]])
+                total += -0.5 * np.sum((x - mean) ** 2) - T * x.shape[1] * _HALF_LOG_2PI
+        return float(total)
+
+    def sample(self, n_samples=1, random_state=None):
+        """Draw one sequence of length ``n_samples`` from the model.
+
+        Parameters
+        ----------
+        n_samples : int, default=1
+            Length of the sequence.
+        random_state : None, int or numpy Generator, optional
+            Seed; None uses the constructor's ``random_state``.
+
+        Returns
+        -------
+        X : ndarray of shape (n_samples, n_features)
+            The outputs.
+        state_sequence : ndarray of int, shape (n_samples,)
+            The hidden states.
+        """
+        T = check_int(n_samples, "n_samples", 1)
         sp, A, U, V, W = self._params()
         rng = check_random_state(self.random_state if random_state is None else random_state)
-        n = self.n_states
+        n = int(self.n_states)
         states = np.empty(T, dtype=np.intp)
         states[0] = rng.choice(n, p=sp)
         cum = np.cumsum(A, axis=1)
@@ -380,136 +629,232 @@ class ContextHMM:
         for t in range(1, T):
             states[t] = min(int(np.searchsorted(cum[states[t - 1]], u[t], side="right")), n - 1)
         mean = U[states].copy()
-        L = self.lag
+        L = int(self.lag)
         if self._right and T > L:
             mean[:-L] += V[states[L:]]
         if self._left and T > L:
             mean[L:] += W[states[:-L]]
-        X = mean + rng.standard_normal((T, self.n_features))
+        X = mean + rng.standard_normal((T, U.shape[1]))
         return X, states
 
-    # ------------------------------------------------------------------------------------
-    def _init_params(self, X, rng):
-        n, D = self.n_states, self.n_features
-        # k-means++ seeding then Lloyd iterations for the state means
-        centers = [X[rng.integers(X.shape[0])]]
-        for _ in range(1, n):
-            d2 = np.min(((X[:, None, :] - np.asarray(centers)[None]) ** 2).sum(-1), axis=1)
-            p = d2 / d2.sum() if d2.sum() > 0 else None
-            centers.append(X[rng.choice(X.shape[0], p=p)])
-        C = np.asarray(centers, dtype=np.float64)
-        for _ in range(20):
-            lab = np.argmin(((X[:, None, :] - C[None]) ** 2).sum(-1), axis=1)
-            for k in range(n):
-                if np.any(lab == k):
-                    C[k] = X[lab == k].mean(0)
-        self.means_ = C
-        self.startprob_ = np.full(n, 1.0 / n)
-        self.transmat_ = np.full((n, n), 1.0 / n)
-        self.right_means_ = np.zeros((n, D))
-        self.left_means_ = np.zeros((n, D))
+    # ------------------------------------------------------------------------- learning
+    def _needs_init(self, code, name):
+        """hmmlearn's rule: initialise when listed in init_params (warning when the attribute
+        was set) or when the attribute is not set."""
+        if code in self.init_params:
+            if getattr(self, name, None) is not None:
+                warnings.warn(
+                    f"Even though the {name!r} attribute is set, it will be overwritten during "
+                    f"initialization because 'init_params' contains {code!r}",
+                    UserWarning, stacklevel=4)
+            return True
+        return getattr(self, name, None) is None
 
-    def _mstep_chain(self, r, offsets):
-        n = self.n_states
-        g0 = r["gamma"][offsets[:-1]].sum(0)
-        self.startprob_ = g0 / g0.sum()
-        xi = r["xi"].sum(0)
-        rows = xi.sum(1)
-        A = np.array(self.transmat_, dtype=np.float64)
-        ok = rows > 0
-        A[ok] = xi[ok] / rows[ok, None]
-        self.transmat_ = A
-        del n
+    def _init(self, Xc, D, rng):
+        """Set the parameters that ``init_params`` (or their absence) asks to initialise, as
+        hmmlearn does; return them validated, and whether each context table is to be drawn at
+        the start of mean-field EM."""
+        n = int(self.n_states)
+        if self._needs_init("s", "startprob_"):
+            self.startprob_ = np.full(n, 1.0 / n)
+        if self._needs_init("t", "transmat_"):
+            self.transmat_ = np.full((n, n), 1.0 / n)
+        if self._needs_init("m", "means_"):
+            km = KMeans(n_clusters=n, n_init=10, random_state=int(rng.integers(2**31 - 1)))
+            with warnings.catch_warnings():
+                # fewer distinct points than states: KMeans says so; the means are still usable
+                warnings.filterwarnings("ignore", module="sklearn")
+                self.means_ = np.ascontiguousarray(km.fit(Xc).cluster_centers_, dtype=np.float64)
+        draw = {}
+        for code, name, present in (("r", "right_means_", self._right),
+                                    ("l", "left_means_", self._left)):
+            draw[name] = present and self._needs_init(code, name)
+            if not present or draw[name]:
+                setattr(self, name, np.zeros((n, D)))   # zero during the Baum-Welch warm-up
+        P = self._params()
+        if P[2].shape[1] != D:
+            raise ValueError(f"means_ has {P[2].shape[1]} columns but X has {D}")
+        return P, draw["right_means_"], draw["left_means_"]
 
-    def _mstep_means(self, r, tables):
-        """Maximise the bound over the means with Q held fixed (a quadratic)."""
-        n = self.n_states
+    def _mstep_chain(self, P, r, offsets):
+        """New (startprob, transmat) from the E-step's marginals, as ``params`` allows."""
+        sp, A = P[0], P[1]
+        if "s" in self.params:
+            g0 = r["gamma"][offsets[:-1]].sum(0)
+            sp = g0 / g0.sum()
+        if "t" in self.params:
+            xi = r["xi"].sum(0)
+            rows = xi.sum(1)
+            A = np.array(A, dtype=np.float64)
+            ok = rows > 0
+            A[ok] = xi[ok] / rows[ok, None]
+        return np.ascontiguousarray(sp), np.ascontiguousarray(A)
+
+    def _mstep_means(self, P, r, tables):
+        """Maximise the bound over the mean tables in ``tables`` (0 = means_, 1 = right, 2 =
+        left) with Q and the other tables held fixed: one linear solve per output dimension."""
+        if not tables:
+            return P[2], P[3], P[4]
+        n = int(self.n_states)
         H = r["H"].sum(0)
         g = r["g"].sum(0)
         idx = np.concatenate([np.arange(k * n, (k + 1) * n) for k in tables])
-        theta = np.concatenate([self.means_, self.right_means_, self.left_means_], axis=0)
-        for d in range(self.n_features):
-            Hd = H[d][np.ix_(idx, idx)]
-            th = theta[idx, d]
-            step = np.linalg.lstsq(Hd, g[d][idx] - Hd @ th, rcond=1e-12)[0]
-            theta[idx, d] = th + step
-        self.means_ = theta[:n].copy()
-        if 1 in tables:
-            self.right_means_ = theta[n:2 * n].copy()
-        if 2 in tables:
-            self.left_means_ = theta[2 * n:].copy()
+        theta = np.concatenate([P[2], P[3], P[4]], axis=0)
+        for d in range(theta.shape[1]):
+            Hd = H[d]
+            rhs = g[d][idx] - Hd[idx] @ theta[:, d]
+            theta[idx, d] += np.linalg.lstsq(Hd[np.ix_(idx, idx)], rhs, rcond=1e-12)[0]
+        return (np.ascontiguousarray(theta[:n]), np.ascontiguousarray(theta[n:2 * n]),
+                np.ascontiguousarray(theta[2 * n:]))
 
-    def fit(self, X, lengths=None, progress=True):
+    def fit(self, X, lengths=None):
         """Baum-Welch for the first-order model, then mean-field EM over all parameters.
 
         The procedure of Saul & Jordan (1996, sec. 3): the context means are held at zero while
         Baum-Welch fits the first-order HMM (its E-step is exact); then they are released and
-        every parameter is re-estimated by EM whose E-step is structured mean field and whose
+        the parameters are re-estimated by EM whose E-step is structured mean field and whose
         M-step maximises the same bound with Q fixed (startprob_ and transmat_ in closed form,
-        the three mean tables by one linear solve per output dimension).  When new transitions
+        the mean tables by one linear solve per output dimension).  When new transitions
         would lower the bound (Q's family is the chain with the model's transitions, so moving
-        them moves the family) they are not taken, so the bound never falls.
+        them moves the family) they are not taken, and an M-step that still lowers it (at the
+        precision limit) ends the phase, so neither part of ``history_`` ever decreases.
 
         Parameters
         ----------
-        X, lengths : as in :meth:`infer`.
-        progress : bool, default=True
-            Show a progress bar with the current bound.
+        X : array-like of shape (n_samples, n_features), or list of such arrays
+            Training sequences, concatenated (with ``lengths``) or as a list.
+        lengths : array-like of int, optional
+            Lengths of the concatenated sequences; default: one sequence.
 
         Returns
         -------
-        self
+        self : ContextHMM
+            The fitted model.
+
+        Raises
+        ------
+        ValueError
+            If X, lengths, a hyperparameter or a parameter kept from before fit is invalid.
+
+        Warns
+        -----
+        ConvergenceWarning
+            When ``tol`` is given and the last phase did not meet it within its iterations,
+            or when the last E-step left sequences unconverged.
         """
-        Xc, offsets = self._check_X(X, lengths)
+        self._check_hyper(fitting=True)
+        if self.n_features is not None:
+            D = int(self.n_features)
+        else:   # hmmlearn's rule: the data say how many features
+            first = X[0] if isinstance(X, (list, tuple)) and X and np.ndim(X[0]) == 2 else X
+            D = int(np.shape(first)[1]) if np.ndim(first) == 2 else None
+        Xc, offsets = self._check_X(X, lengths, n_features=D)
+        D = Xc.shape[1]
         N = Xc.shape[0]
-        if N < self.n_states:
-            raise ValueError(f"X has {N} rows, fewer than n_states={self.n_states}")
+        n = int(self.n_states)
+        if N < n:
+            raise ValueError(f"X has {N} rows, fewer than n_states={n}")
         rng = check_random_state(self.random_state)
-        self._init_params(Xc, rng)
-        self.history_ = {"baum_welch": [], "mean_field": []}
-        tables = [0] + ([1] if self._right else []) + ([2] if self._left else [])
-        with progress_bar(total=self.n_iter_bw + self.n_iter, desc="ContextHMM.fit",
-                          disable=not progress) as bar:
-            prev = -np.inf
-            for _ in range(self.n_iter_bw):
-                r = self._run(Xc, offsets, "structured", want_stats=True, first_order=True)
+        warm = bool(self.warm_start) and getattr(self, "means_", None) is not None
+        if warm:
+            P, init_right, init_left = self._params(), False, False
+            if P[2].shape[1] != D:
+                raise ValueError(f"means_ has {P[2].shape[1]} columns but X has {D}")
+        else:
+            P, init_right, init_left = self._init(Xc, D, rng)
+        # every computation of fit runs with data and means shifted by the data's mean
+        shift = Xc.mean(axis=0)
+        Xs = np.ascontiguousarray(Xc - shift)
+        U_start = P[2]
+        P = (P[0], P[1], np.ascontiguousarray(P[2] - shift), P[3], P[4])
+        U_start_shifted = P[2]
+        tol = None if self.tol is None else float(self.tol) * N
+        history, bw_n_iter, converged, last_r = [], 0, False, None
+        n_bw = 0 if warm else int(self.bw_max_iter)
+        n_mf = int(self.max_iter)
+        tables = [k for k, code, present in ((0, "m", True), (1, "r", self._right),
+                                             (2, "l", self._left))
+                  if code in self.params and present]
+
+        with progress_bar(total=n_bw + n_mf, desc="ContextHMM.fit",
+                          disable=not self.progress) as bar:
+            # -- Baum-Welch on the first-order model (context means ignored)
+            prev, saved = -np.inf, None
+            for _ in range(n_bw):
+                r = self._solve(Xs, offsets, "structured", P, want_stats=True, first_order=True)
                 ll = float(r["bound"].sum())
-                self.history_["baum_welch"].append(ll)
-                bar.update(1)
-                bar.set_postfix(phase="baum-welch", loglik=f"{ll:.4f}")
-                if ll - prev < self.tol * N:
+                if saved is not None and not ll >= prev:
+                    P, converged = saved, True     # the M-step lowered it: rounding; stop
                     break
-                prev = ll
-                self._mstep_chain(r, offsets)
-                self._mstep_means(r, [0])
-            if self.n_iter > 0 and len(tables) > 1:
-                scale = self.context_init_scale * float(np.std(Xc))
-                if self._right:
-                    self.right_means_ = scale * rng.standard_normal((self.n_states, self.n_features))
-                if self._left:
-                    self.left_means_ = scale * rng.standard_normal((self.n_states, self.n_features))
-                prev = -np.inf
-                logpot, saved = None, None
-                for it in range(self.n_iter + 1):
+                last_r = r
+                history.append(ll)
+                bar.update(1)
+                bar.set_postfix(phase="baum-welch", loglik=f"{ll:.4f}", refresh=False)
+                if tol is not None and ll - prev < tol:
+                    converged = True
+                    break
+                prev, saved = ll, P
+                sp, A = self._mstep_chain(P, r, offsets)
+                U = self._mstep_means(P, r, [0] if "m" in self.params else [])[0]
+                P = (sp, A, U, P[3], P[4])
+            bw_n_iter = len(history)
+            # -- mean-field EM
+            if n_mf > 0:
+                converged = False
+                scale = float(self.context_init_scale) * float(np.std(Xc))
+                V, W = P[3], P[4]
+                if init_right:
+                    V = np.ascontiguousarray(scale * rng.standard_normal((n, D)))
+                if init_left:
+                    W = np.ascontiguousarray(scale * rng.standard_normal((n, D)))
+                P = (P[0], P[1], P[2], V, W)
+                prev, logpot, saved = -np.inf, None, None
+                for it in range(n_mf + 1):
                     # E-step: coordinate ascent warm-started from the previous chain's potentials
-                    r = self._run(Xc, offsets, "structured", want_stats=True, init=logpot)
+                    r = self._solve(Xs, offsets, "structured", P, want_stats=True, init=logpot)
                     b = float(r["bound"].sum())
-                    if saved is not None and b < prev:
+                    if saved is not None and not b >= prev:
                         # new transitions put the previous Q outside the chain family; with the
                         # old ones it is inside, and the new means alone cannot lower the bound
-                        self.startprob_, self.transmat_ = saved
-                        r = self._run(Xc, offsets, "structured", want_stats=True, init=logpot)
+                        P_old = (saved[0], saved[1], P[2], P[3], P[4])
+                        r = self._solve(Xs, offsets, "structured", P_old, want_stats=True,
+                                        init=logpot)
                         b = float(r["bound"].sum())
-                    if it == self.n_iter:
-                        break   # only the check of the last M-step's transitions
+                        if not b >= prev:
+                            P, converged = saved, True    # rounding at the precision limit
+                            break
+                        P = P_old
+                    last_r = r
+                    if it == n_mf:
+                        break   # only the check of the last M-step
                     logpot = r["logpot"]
-                    self.history_["mean_field"].append(b)
+                    history.append(b)
                     bar.update(1)
-                    bar.set_postfix(phase="mean-field EM", bound=f"{b:.4f}")
-                    if b - prev < self.tol * N:
+                    bar.set_postfix(phase="mean-field EM", bound=f"{b:.4f}", refresh=False)
+                    if tol is not None and b - prev < tol:
+                        converged = True
                         break
-                    prev = b
-                    saved = (self.startprob_.copy(), self.transmat_.copy())
-                    self._mstep_chain(r, offsets)
-                    self._mstep_means(r, tables)
+                    prev, saved = b, P
+                    sp, A = self._mstep_chain(P, r, offsets)
+                    P = (sp, A) + self._mstep_means(P, r, tables)
+
+        self.startprob_, self.transmat_ = P[0], P[1]
+        # means never updated come back bit for bit (no round trip through the shift)
+        self.means_ = U_start if P[2] is U_start_shifted else P[2] + shift
+        self.right_means_, self.left_means_ = P[3], P[4]
+        self.history_ = np.asarray(history, dtype=np.float64)
+        self.n_iter_ = len(history)
+        self.bw_n_iter_ = bw_n_iter
+        self.converged_ = bool(converged)
+        self.n_features_in_ = D
+        if self.tol is not None and not converged and self.n_iter_ > 0:
+            phase = "mean-field EM" if n_mf > 0 else "Baum-Welch"
+            warnings.warn(
+                f"ContextHMM.fit: {phase} did not meet tol={self.tol} within its "
+                f"{n_mf if n_mf > 0 else n_bw} iterations; raise "
+                f"{'max_iter' if n_mf > 0 else 'bw_max_iter'} or loosen tol",
+                ConvergenceWarning, stacklevel=2)
+        if last_r is not None:
+            warn_unconverged(last_r["converged"], "ContextHMM.fit (last E-step)",
+                             _UNCONVERGED_HINT, stacklevel=3)
         return self

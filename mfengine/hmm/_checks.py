@@ -1,0 +1,113 @@
+"""Checks of ContextHMM's hyperparameters and inputs, run immediately before every compiled call.
+
+Integers are checked as Python integers (so nothing wraps around) against what a C
+``ptrdiff_t`` holds; every message names the argument in the words of the public API.
+"""
+import numbers
+import os
+
+import numpy as np
+
+from mfengine._validation import effective_n_threads
+
+__all__ = ["INT64_MAX", "check_int", "check_real", "check_lengths", "n_threads_for"]
+
+#: The largest value of a C ptrdiff_t (and of numpy's intp) on the supported platforms.
+INT64_MAX = 2**63 - 1
+
+
+def check_int(value, name, low, high=INT64_MAX):
+    """``value`` as a Python int in ``[low, high]``, or a ValueError naming ``name``.
+
+    Parameters
+    ----------
+    value : object
+        The value to check; ``bool`` is refused.
+    name : str
+        The argument's public name, for the message.
+    low, high : int
+        The inclusive range (``high`` defaults to the largest ptrdiff_t).
+
+    Returns
+    -------
+    value : int
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+        upper = "" if high == INT64_MAX else f" and <= {high}"
+        raise ValueError(f"{name} must be an integer >= {low}{upper}, got {value!r}")
+    return int(value)
+
+
+def check_real(value, name, allow_none=False):
+    """``value`` as a finite float >= 0 (or None when ``allow_none``), or a ValueError."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) \
+            or value < 0:
+        none = " or None" if allow_none else ""
+        raise ValueError(f"{name} must be a finite number >= 0{none}, got {value!r}")
+    return float(value)
+
+
+def check_lengths(lengths, n_rows):
+    """Offsets (n_sequences + 1,) of the sequences given by ``lengths`` over ``n_rows`` rows.
+
+    Each length is compared with ``n_rows`` as a Python integer before anything is summed, so
+    that no integer type (int64, uint64) can wrap around to a sum that looks right.
+
+    Parameters
+    ----------
+    lengths : array_like of int
+        Lengths of the concatenated sequences (hmmlearn's convention).
+    n_rows : int
+        Rows of X.
+
+    Returns
+    -------
+    offsets : ndarray of intp, shape (n_sequences + 1,)
+
+    Raises
+    ------
+    ValueError
+        If ``lengths`` is not a non-empty 1-D integer sequence whose entries are >= 1 and sum
+        to ``n_rows``.
+    """
+    arr = lengths if isinstance(lengths, np.ndarray) else np.asarray(lengths, dtype=object)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError("lengths must be a non-empty 1-D sequence of integers")
+    if arr.dtype.kind == "O":
+        ok = all(isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_))
+                 for v in arr)
+    else:
+        ok = arr.dtype.kind in "iu"
+    if not ok:
+        raise ValueError(f"lengths must be a non-empty 1-D sequence of integers, got {lengths!r}"[:300])
+    if arr.size > n_rows:
+        raise ValueError(f"lengths has {arr.size} entries but X has only {n_rows} rows")
+    vals = [int(v) for v in arr]
+    if min(vals) < 1:
+        raise ValueError("lengths must all be >= 1 (empty sequences are not allowed)")
+    if max(vals) > n_rows:
+        raise ValueError(f"lengths must each be at most the {n_rows} rows of X, got {max(vals)}")
+    total = sum(vals)
+    if total != n_rows:
+        raise ValueError(f"lengths sum to {total} but X has {n_rows} rows")
+    offsets = np.zeros(len(vals) + 1, dtype=np.intp)
+    np.cumsum(np.asarray(vals, dtype=np.intp), out=offsets[1:])
+    return offsets
+
+
+def n_threads_for(n_threads, n_items):
+    """OpenMP threads for a kernel call over ``n_items`` sequences.
+
+    ``n_threads`` (None: ``OMP_NUM_THREADS`` or all cores; negative: counted back from the
+    number of cores), clamped to [1, min(cores, n_items)] before it reaches OpenMP.
+    """
+    if n_threads is not None and (isinstance(n_threads, bool)
+                                  or not isinstance(n_threads, numbers.Integral)
+                                  or n_threads == 0):
+        raise ValueError(f"n_threads must be a non-zero integer or None, got {n_threads!r}")
+    if n_threads is not None:
+        n_threads = max(-(os.cpu_count() or 1) - 1, min(int(n_threads), INT64_MAX))
+    n = effective_n_threads(n_threads)
+    return int(max(1, min(n, os.cpu_count() or 1, n_items)))
