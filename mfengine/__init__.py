@@ -18,6 +18,8 @@ try:
     from mfengine import _openmp  # noqa: F401  (compiled; fails if the package was not built)
     from mfengine.sbn import _gaussian, _plefka, _sjj  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised only on an unbuilt source tree
+    if exc.name and not exc.name.startswith("mfengine"):
+        raise  # a missing dependency (numpy, scipy, scikit-learn), named by Python itself
     raise ImportError(
         "mfengine's compiled extensions are missing or failed to load "
         f"({exc}). Install the package with 'pip install .' (which compiles them) rather than "
@@ -25,7 +27,7 @@ except ImportError as exc:  # pragma: no cover - exercised only on an unbuilt so
     ) from exc
 
 from mfengine._base import ConvergenceWarning, InferenceResult, load
-from mfengine._config import get_config, show_config
+from mfengine._config import get_config, get_include, show_config
 from mfengine.inference import gradient, infer
 from mfengine.sbn import BeliefNet, BeliefNetBatch, BeliefNetResult, SigmoidBeliefNet
 
@@ -58,6 +60,7 @@ __all__ = [
     "datasets",
     "show_config",
     "get_config",
+    "get_include",
 ]
 
 

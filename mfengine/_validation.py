@@ -19,26 +19,45 @@ __all__ = [
 ]
 
 
-def as_float_matrix(X, name, n_cols=None, allow_nan=False):
+def as_float_matrix(X, name, n_cols=None, allow_nan=False, min_rows=0):
     """Return ``X`` as a C-contiguous float64 2-D array, refusing what cannot be converted.
 
     Integer, boolean and float32 input is converted (a copy); a 1-D vector is refused rather
-    than guessed at, so that a single pattern must be passed as ``X[None, :]``.
+    than guessed at, so that a single pattern must be passed as ``X[None, :]``.  Sparse and
+    complex input is refused with scikit-learn's wording; ``min_rows`` sets the fewest rows
+    accepted (``fit`` needs one, ``infer`` takes none).
     """
-    if isinstance(X, np.ndarray) and X.dtype == object:
-        raise TypeError(f"{name} has dtype object; pass a numeric array")
+    if hasattr(X, "tocsr") or type(X).__module__.startswith("scipy.sparse"):
+        raise TypeError(f"{name} is a sparse matrix; sparse input is not supported: pass a dense "
+                        f"array ({name}.toarray())")
     try:
         arr = np.asarray(X)
     except Exception as exc:  # pragma: no cover - numpy's own message is kept
         raise TypeError(f"{name} could not be converted to an array: {exc}") from exc
+    if arr.dtype == object:   # numbers stored as objects are converted; anything else refused
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{name} has dtype object with entries that are not numbers ({exc}); "
+                            "pass a numeric array") from exc
+    if arr.dtype.kind == "c":
+        raise ValueError(f"Complex data not supported: {name} has dtype {arr.dtype}")
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
     if arr.ndim != 2:
         raise ValueError(
             f"{name} must be a 2-D array of shape (n_patterns, n_features), got shape {arr.shape}"
         )
+    if arr.shape[0] < min_rows:
+        raise ValueError(f"Found array with {arr.shape[0]} sample(s) (shape={arr.shape}) while a "
+                         f"minimum of {min_rows} is required: {name} has no patterns")
+    if arr.shape[1] < 1:
+        raise ValueError(f"Found array with 0 feature(s) (shape={arr.shape}) while a minimum of 1 "
+                         f"is required: {name} has no columns")
     if n_cols is not None and arr.shape[1] != n_cols:
-        raise ValueError(f"{name} must have {n_cols} columns, got {arr.shape[1]}")
+        raise ValueError(f"{name} must have {n_cols} columns, got {arr.shape[1]} ({name} has "
+                         f"{arr.shape[1]} features, but it is expecting {n_cols} "
+                         "features as input)")
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if not allow_nan and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values")
@@ -49,6 +68,9 @@ def check_binary(V, name, ignore=None):
     """Raise unless every entry of ``V`` (outside the boolean mask ``ignore``) is 0 or 1."""
     vals = V if ignore is None else V[~ignore]
     bad = (vals != 0.0) & (vals != 1.0)
+    if np.any(vals < 0.0):   # scikit-learn's wording for the positive_only input tag
+        raise ValueError(f"Negative values in data passed to {name}: {name} must be binary (0/1) "
+                         f"for binary visible units; found value {vals[vals < 0.0].ravel()[0]!r}")
     if np.any(bad):
         example = vals[bad].ravel()[0]
         raise ValueError(
@@ -114,12 +136,19 @@ def effective_n_threads(n_threads):
     return max(1, min(n, 4 * (os.cpu_count() or 1)))
 
 
-def check_sizes(sizes):
+def check_sizes(sizes, n_visible=None):
     """Layer sizes (top first, visible last) as a tuple of ints: at least two layers, each with
-    at least one unit."""
+    at least one unit.  A last entry None (the visible size taken from the data) becomes
+    ``n_visible``, which must then be given."""
     if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
         raise TypeError(f"sizes must be a sequence of layer sizes, got {sizes!r}")
     checked = []
+    sizes = list(sizes)
+    if len(sizes) >= 2 and sizes[-1] is None:
+        if n_visible is None:
+            raise ValueError("sizes ends with None (the visible size taken from X): fit the model "
+                             "first, or give the number of visible units")
+        sizes[-1] = n_visible
     for n in sizes:
         if isinstance(n, bool) or not isinstance(n, numbers.Real):
             raise TypeError(f"sizes must be a sequence of layer sizes (integers), got {sizes!r}")

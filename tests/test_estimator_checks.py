@@ -26,8 +26,11 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from mfengine.baselines import BernoulliMixture, MixtureClassifier
 from mfengine.classify import GenerativeClassifier
+from mfengine.sbn import BeliefNet, SigmoidBeliefNet
 
 _CONTINUOUS = "binary-only input: the check fits on continuous X, which is refused"
+_FIXED_WIDTH = ("the net's structure fixes its visible units (3): the check fits data of "
+                "another width, which is refused with a clear error")
 
 #: Checks that fail for an estimator of binary data only because they fit on continuous X.
 BINARY_ONLY = {
@@ -84,6 +87,21 @@ ENTRIES = [
     # a classifier refuses one sample (one class) before it looks at X; a density model fits
     Entry(BernoulliMixture(n_components=2, max_iter=5, tol=None), binary=True,
           expected={"check_fit2d_1sample": _CONTINUOUS}),
+    # the visible layer's size (None) comes from X, as a density model's should
+    Entry(SigmoidBeliefNet([2, None], max_iter=2, progress=False), binary=True,
+          expected={"check_fit2d_1sample": _CONTINUOUS}),
+    # a BeliefNet's visible units are fixed by its structure (W, visible): a check that fits
+    # data of another width cannot apply to it
+    Entry(BeliefNet(np.tril(np.full((5, 5), 0.5), -1), np.zeros(5), visible=[2, 3, 4],
+                    max_iter=2, batch_size=10, progress=False), binary=True,
+          expected={k: _FIXED_WIDTH for k in ("check_positive_only_tag_during_fit",
+                                              "check_fit2d_1sample")},
+          binary_expected={k: _FIXED_WIDTH for k in (
+              "check_estimators_overwrite_params", "check_estimators_fit_returns_self",
+              "check_readonly_memmap_input", "check_n_features_in_after_fitting",
+              "check_positive_only_tag_during_fit", "check_estimators_dtypes",
+              "check_dtype_object", "check_fit2d_1sample", "check_fit2d_1feature",
+              "check_fit_idempotent", "check_fit_check_is_fitted", "check_n_features_in")}),
 ]
 
 

@@ -150,6 +150,11 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
     def __sklearn_is_fitted__(self):
         return "W_" in vars(self)
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True     # binary data: 0 and 1
+        return tags
+
     @property
     def structure(self):
         """The edges in the compressed form the kernels read (a ``DagStructure``)."""
@@ -378,12 +383,6 @@ class BeliefNet(_DagModel):
         s = self.structure
         return [s.ch_idx[s.ch_ptr[j]:s.ch_ptr[j + 1]] for j in range(s.n_units)]
 
-    def __repr__(self):
-        try:
-            return (f"BeliefNet(n_units={self.n_units}, n_visible={self.n_visible}, "
-                    f"n_weights={self.n_weights}, activation={self.activation!r})")
-        except (ValueError, TypeError):
-            return super().__repr__()
 
     def _as_batch(self):
         """This net as a one-net BeliefNetBatch sharing its checked arrays and structure."""
@@ -664,12 +663,6 @@ class BeliefNetBatch(_DagModel):
         """Number of nets."""
         return self._params().W_.shape[0]
 
-    def __repr__(self):
-        try:
-            return (f"BeliefNetBatch(n_nets={self.n_nets}, n_units={self.n_units}, "
-                    f"n_visible={self.n_visible}, activation={self.activation!r})")
-        except (ValueError, TypeError):
-            return super().__repr__()
 
     def _check_data(self, X):
         """X as (n_nets, m, n_visible) float64 (an (n_nets, n_visible) array means m = 1)."""

@@ -189,8 +189,8 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         net._check_params()
         return net
 
-    def _init_params(self):
-        sizes = check_sizes(self.sizes)
+    def _init_params(self, n_visible=None):
+        sizes = check_sizes(self.sizes, n_visible)
         scale = self.weight_scale
         if isinstance(scale, (bool, np.bool_)) or not (isinstance(scale, numbers.Real) and 0 <= scale < np.inf):
             raise ValueError(f"weight_scale must be a finite non-negative number, got {scale!r}")
@@ -210,6 +210,11 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
 
     def __sklearn_is_fitted__(self):
         return "weights_" in vars(self)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True     # binary data: 0 and 1
+        return tags
 
     @property
     def weights(self):
@@ -304,7 +309,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                     raise ValueError(f"{name}[{l}] must be {ndim}-D, got shape {arr.shape}")
                 if arr.dtype != np.float64 or not arr.flags.c_contiguous:
                     arrays[l] = np.ascontiguousarray(arr, dtype=np.float64)
-        want = check_sizes(self.sizes)
+        want = check_sizes(self.sizes, np.asarray(self.biases_[-1]).shape[0])
         for l, b in enumerate(self.biases_[: len(want)]):
             if b.shape != (want[l],):
                 raise ValueError(f"biases_[{l}] has shape {b.shape}, expected ({want[l]},) "
@@ -346,8 +351,9 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             out.append(conv)
         return out
 
-    def _check_data(self, V, missing=None, name="X"):
-        V = as_float_matrix(V, name, n_cols=self.biases_[-1].shape[0], allow_nan=missing is not None)
+    def _check_data(self, V, missing=None, name="X", min_rows=0):
+        V = as_float_matrix(V, name, n_cols=self.biases_[-1].shape[0], allow_nan=missing is not None,
+                            min_rows=min_rows)
         miss = check_missing(missing, V.shape)
         if miss is not None:
             bad = ~np.isfinite(V) & ~miss.astype(bool)
@@ -733,14 +739,14 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         warm = check_flag(self.warm_start, "warm_start")
         check_callback(self.callback)
         if not warm or "weights_" not in vars(self):
-            self._init_params()
+            n_visible = as_float_matrix(X, "X", allow_nan=True).shape[1]
+            self._init_params(n_visible)
         self._check_params()
+        V, miss = self._check_data(X, missing, min_rows=1)
+        self.n_features_in_ = V.shape[1]
         if method in DAG_METHODS:
-            return self._fit_dag(X, missing)
-        V, miss = self._check_data(X, missing)
+            return self._fit_dag(V, missing)
         n = V.shape[0]
-        if n == 0:
-            raise ValueError("X has no patterns")
         rates = schedule(self.max_iter, self.learning_rate, PAPER_RATES)
         batch_size = check_int(self.batch_size, "batch_size", 1)
         tol = check_tol(self.tol, "tol", allow_none=True)

@@ -60,7 +60,8 @@ def fit_dag(net, X, missing=None):
     batch, clamp, _, _ = dag_items(net, X, missing)
     n = clamp.shape[0]
     if n == 0:
-        raise ValueError("X has no patterns")
+        raise ValueError(f"Found array with 0 sample(s) (shape={clamp.shape}) while a minimum of 1 "
+                         "is required: X has no patterns")
     rng = check_random_state(net.random_state)
     noisy = net.activation == "noisy_or"
     s = batch._structure
@@ -140,6 +141,7 @@ def fit_dag(net, X, missing=None):
                      stacklevel=3)
     net.history_ = np.asarray(history, dtype=np.float64)
     net.n_iter_ = len(history)
+    net.n_features_in_ = int(np.count_nonzero(net.visible_))
     if tol is not None and not stop(history, tol):
         warn_unconverged([False], "BeliefNet.fit",
                          f"the mean objective still changed by more than tol={tol} in the last "
