@@ -41,6 +41,17 @@ class ConvergenceWarning(_SkConvergenceWarning):
     """A mean-field solve or a training run stopped before meeting its tolerance.
 
     A subclass of scikit-learn's ``ConvergenceWarning``: a filter on either one applies.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> import mfengine as mf
+    >>> net = mf.SigmoidBeliefNet([4, 8, 16], weight_scale=4.0, random_state=0)
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     _ = net.infer(net.sample(50, random_state=1), max_iter=1)
+    >>> any(issubclass(w.category, mf.ConvergenceWarning) for w in caught)
+    True
     """
 
 
@@ -77,7 +88,7 @@ class InferenceResult:
     Every family's ``infer`` returns a subclass of this class, which adds the family's
     variational parameters.
 
-    Attributes
+    Parameters
     ----------
     bound : ndarray
         The objective at the solution, per pattern (or sequence), in nats.  A lower bound on
@@ -89,6 +100,15 @@ class InferenceResult:
         Sweeps (or iterations) taken per pattern.
     method : str
         The mean-field method that produced the result.
+    tol : float, optional
+        The tolerance of the solve.
+
+    Examples
+    --------
+    >>> import mfengine as mf
+    >>> net = mf.SigmoidBeliefNet([2, 4, 8], random_state=0)
+    >>> isinstance(net.infer(net.sample(3, random_state=1)), mf.InferenceResult)
+    True
     """
 
     bound: np.ndarray
@@ -212,6 +232,16 @@ def load(path):
     ------
     ValueError
         If the file is not an mfengine model file, or was written in a newer format.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import mfengine as mf
+    >>> net = mf.SigmoidBeliefNet([2, 4, 8], random_state=0)
+    >>> X = net.sample(5, random_state=1)
+    >>> path = net.save(os.path.join(tempfile.mkdtemp(), "net"))
+    >>> bool((mf.load(path).score_samples(X) == net.score_samples(X)).all())
+    True
     """
     with np.load(str(path), allow_pickle=False) as data:
         if "_header" not in data.files:

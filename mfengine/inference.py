@@ -77,6 +77,14 @@ def gradient(model, X, result=None, missing=None, **infer_kwargs):
     -------
     grad_weights, grad_biases : list of ndarray
         Shaped like the weights and biases, summed over patterns.
+
+    Examples
+    --------
+    >>> import mfengine as mf
+    >>> net = mf.SigmoidBeliefNet([2, 4, 8], random_state=0)
+    >>> gW, gb = mf.gradient(net, net.sample(10, random_state=1))
+    >>> [g.shape for g in gW]
+    [(4, 2), (8, 4)]
     """
     return _as_model(model).gradient(X, result=result, missing=missing, **infer_kwargs)
 

@@ -12,7 +12,7 @@ __all__ = ["BeliefNetResult"]
 class BeliefNetResult(InferenceResult):
     """The mean-field solution of a belief net for a batch of patterns.
 
-    Attributes
+    Parameters
     ----------
     bound : ndarray of shape (n_patterns,)
         The objective at the solution, per pattern, in nats: a lower bound on ln P(v) for
@@ -39,6 +39,14 @@ class BeliefNetResult(InferenceResult):
     See Also
     --------
     mfengine.InferenceResult : The base every family's result shares.
+
+    Examples
+    --------
+    >>> import mfengine as mf
+    >>> net = mf.SigmoidBeliefNet([2, 4, 8], random_state=0)
+    >>> r = net.infer(net.sample(5, random_state=1))
+    >>> r.bound.shape, len(r.mu), bool(r.converged.all())
+    ((5,), 3, True)
     """
 
     mu: object = None

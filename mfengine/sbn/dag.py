@@ -272,6 +272,7 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         Returns
         -------
         score : float
+            The mean objective per pattern, in nats.
         """
         b = self.score_samples(X, missing)
         if b.size == 0:
@@ -329,7 +330,7 @@ class BeliefNet(_DagModel):
         The current biases.
     visible_ : ndarray of bool of shape (n_units,)
         The visible units.
-    history_ : ndarray of shape (n_iter_,)
+    history_ : ndarray of shape (`n_iter_`,)
         After ``fit``: the mean objective per pattern in each epoch.
     n_iter_ : int
         Epochs run by the last ``fit``.
@@ -448,6 +449,7 @@ class BeliefNet(_DagModel):
         Returns
         -------
         X : ndarray of shape (n_samples, n_visible), or (n_samples, n_units)
+            The sampled states (0.0 or 1.0).
         """
         if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) or n_samples < 0:
             raise ValueError(f"n_samples must be a non-negative integer, got {n_samples!r}")
@@ -463,7 +465,7 @@ class BeliefNet(_DagModel):
         return S if return_all else S[:, self.visible_]
 
     def log_joint(self, S):
-        """ln P(S) for complete configurations.
+        """The log-probability ln P(S) of complete configurations.
 
         Parameters
         ----------
@@ -473,6 +475,7 @@ class BeliefNet(_DagModel):
         Returns
         -------
         log_p : ndarray of shape (n,)
+            The log-probability of each configuration, in nats.
         """
         self._params()
         S = as_float_matrix(S, "S", n_cols=self.W_.shape[0])
@@ -501,8 +504,10 @@ class BeliefNet(_DagModel):
         return V, miss
 
     def exact_log_likelihood(self, X, missing=None, max_hidden=MAX_ENUMERATED_HIDDEN):
-        """Exact ln P(x) per pattern, summing over every joint state of the hidden units (and
-        of missing visible ones).
+        """Exact ln P(x) per pattern, by enumeration.
+
+        The sum runs over every joint state of the hidden units (and of missing visible
+        ones).
 
         Parameters
         ----------
@@ -516,6 +521,7 @@ class BeliefNet(_DagModel):
         Returns
         -------
         log_p : ndarray of shape (n_patterns,)
+            The log-probability ln P(x) of each pattern, in nats.
 
         Raises
         ------
@@ -683,7 +689,7 @@ class BeliefNetBatch(_DagModel):
         return V, squeeze
 
     def log_joint(self, S):
-        """ln P(S) per net for complete states.
+        """The log-probability ln P(S) of complete states, per net.
 
         Parameters
         ----------
@@ -693,6 +699,7 @@ class BeliefNetBatch(_DagModel):
         Returns
         -------
         log_p : ndarray of shape (n_nets, ...)
+            The log-probability under each net, in nats.
         """
         self._params()
         S = np.asarray(S, dtype=np.float64)
@@ -723,6 +730,7 @@ class BeliefNetBatch(_DagModel):
         Returns
         -------
         X : ndarray of shape (n_nets, n_samples, n_visible), or (n_nets, n_samples, n_units)
+            The sampled states (0.0 or 1.0) of every net.
         """
         if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) or n_samples < 0:
             raise ValueError(f"n_samples must be a non-negative integer, got {n_samples!r}")
@@ -754,6 +762,7 @@ class BeliefNetBatch(_DagModel):
         Returns
         -------
         log_p : ndarray of shape (n_nets,) or (n_nets, m)
+            The log-probability of each net's pattern(s), in nats.
 
         Raises
         ------

@@ -104,7 +104,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         ``weights`` is the same list.
     biases_ : list of ndarray
         ``biases_[l]`` has shape ``(sizes[l],)``.  ``biases`` is the same list.
-    history_ : ndarray of shape (n_iter_,)
+    history_ : ndarray of shape (`n_iter_`,)
         After ``fit``: the mean bound per pattern (nats) in each epoch, each pattern scored
         at its mean-field solution just before its update (the quantity of the paper's
         Fig. 2).
@@ -232,6 +232,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         Returns
         -------
         net : SigmoidBeliefNet
+            A new net with copies of the parameters and the same hyperparameters.
         """
         self._params()
         params = {k: v for k, v in self.get_params().items() if k != "sizes"}
@@ -248,6 +249,8 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         Returns
         -------
         dag : BeliefNet
+            The equivalent DAG net, with ``warm_start=True`` so that ``fit`` continues from
+            these parameters.
         """
         from mfengine.sbn.dag import BeliefNet
 
@@ -393,10 +396,11 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         init_mu : array_like of shape (n_patterns, n_hidden), optional
             Starting hidden means, layers concatenated top first (a warm start); default 0.5.
         inner_tol : float, optional
-            Tolerance of each unit's 1-D solve (on |dL/dmu| and on the xi residual).
+            Tolerance of each unit's 1-D solve (on the absolute derivative of the bound in mu,
+            and on the xi residual).
             Default: ``0.1 * sqrt(tol)`` clipped to [1e-13, 1e-3], with the shortcuts that
             skip updates whose gain is negligible; given explicitly, every 1-D solve runs
-            until |dL/dmu| <= inner_tol.
+            until the derivative in mu is at most ``inner_tol`` in magnitude.
         progress : bool, optional
             Default: the net's ``progress``.
 
@@ -448,6 +452,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         Returns
         -------
         bound : ndarray of shape (n_patterns,)
+            The bound per pattern (for the Plefka methods, -G), in nats.
         """
         return self.infer(X, missing).bound
 
@@ -466,6 +471,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         Returns
         -------
         score : float
+            The mean bound per pattern, in nats.
         """
         b = self.score_samples(X, missing)
         if b.size == 0:
@@ -505,7 +511,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         return layers if return_all else layers[-1]
 
     def log_joint(self, layers):
-        """ln P(S) for complete configurations.
+        """The log-probability ln P(S) of complete configurations.
 
         Parameters
         ----------
@@ -515,6 +521,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         Returns
         -------
         log_p : ndarray of shape (n,)
+            The log-probability of each configuration, in nats.
         """
         self._params()
         sizes = self._sizes()
@@ -549,6 +556,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         Returns
         -------
         log_p : ndarray of shape (n_patterns,)
+            The log-probability ln P(x) of each pattern, in nats.
 
         Raises
         ------
