@@ -10,6 +10,7 @@ the test instead of killing the test run, and a hang hits the timeout.
 
     pytest tests/test_nlgbn_fuzz.py                          # short profile (300 calls)
     python tests/test_nlgbn_fuzz.py --examples 10000         # long profile, prints the counts
+    python tests/test_nlgbn_fuzz.py --examples 10000 --seed 7   # other cases
 """
 import argparse
 import copy
@@ -184,8 +185,10 @@ def _finite(out):
     return bool(np.all(np.isfinite(np.asarray(out, dtype=float))))
 
 
-def run(n_examples, seed=0):
-    """Run n_examples fuzz calls; return the counts and the first few bad outcomes."""
+def run(n_examples, seed=None):
+    """Run n_examples fuzz calls (the same ones every time, or drawn from ``seed``); return the
+    counts and the first few bad outcomes."""
+    import hypothesis
     from hypothesis import HealthCheck, given, settings
 
     import mfengine as mf
@@ -201,7 +204,7 @@ def run(n_examples, seed=0):
                   input_modified=0)
     bad = []
 
-    @settings(max_examples=n_examples, deadline=None, database=None, derandomize=True,
+    @settings(max_examples=n_examples, deadline=None, database=None, derandomize=seed is None,
               suppress_health_check=list(HealthCheck))
     @given(_strategy())
     def prop(case):
@@ -242,6 +245,8 @@ def run(n_examples, seed=0):
                 counts["input_modified"] += 1
                 bad.append(f"input modified: {edit} {op}")
 
+    if seed is not None:
+        prop = hypothesis.seed(seed)(prop)
     prop()
     return dict(counts, bad=bad[:20])
 
@@ -272,9 +277,11 @@ def test_fuzz_short_profile():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--examples", type=int, default=10000)
+    ap.add_argument("--seed", type=int, default=None,
+                    help="draw other cases from this seed (default: the fixed, derandomised set)")
     ap.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     args = ap.parse_args(argv)
-    summary = run(args.examples)
+    summary = run(args.examples, args.seed)
     if args.json:
         print(json.dumps(summary))
     else:

@@ -13,6 +13,7 @@ each case against its expectation and prints the failures as JSON.  Expectations
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -421,6 +422,67 @@ def test_n_threads_is_clamped_before_openmp():
         _check_n_threads(0)
     with pytest.raises(TypeError, match="n_threads"):
         _check_n_threads(True)
+
+
+def mfengine_valgrind_errors(log):
+    """The error and definite-leak records of a valgrind log whose stack passes through the
+    NLGBN kernel (csrc/mf_nlgbn*.c or the _estep extension)."""
+    records, current = [], []
+    for line in log.splitlines():
+        body = re.sub(r"^==\d+==\s?", "", line)
+        if not body.strip():
+            if current:
+                records.append(current)
+            current = []
+        else:
+            current.append(body)
+    if current:
+        records.append(current)
+    kinds = ("Invalid", "Conditional jump", "Use of uninitialised", "Mismatched", "Source and "
+             "destination overlap", "Syscall param")
+    return ["\n".join(r) for r in records
+            if (r[0].startswith(kinds) or "definitely lost" in r[0])
+            and any("nlgbn" in x or "_estep" in x for x in r)]
+
+
+@pytest.mark.skipif(not os.environ.get("MFENGINE_VALGRIND"), reason="set MFENGINE_VALGRIND=1 "
+                    "(slow: several minutes) to run the kernel groups under valgrind")
+@pytest.mark.parametrize("group", ["kernel", "data"])
+def test_kernel_under_valgrind(group, tmp_path):
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        pytest.skip("valgrind is not installed")
+    log = tmp_path / "valgrind.log"
+    env = dict(os.environ, PYTHONMALLOC="malloc", OMP_NUM_THREADS="1")
+    proc = subprocess.run(
+        ["valgrind", "--leak-check=full", "--show-leak-kinds=definite", "--num-callers=40",
+         f"--log-file={log}", sys.executable, os.path.abspath(__file__), group],
+        capture_output=True, text=True, timeout=3600, cwd=HERE, env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+    text = log.read_text()
+    assert "ERROR SUMMARY" in text
+    errors = mfengine_valgrind_errors(text)
+    assert errors == [], "\n\n".join(errors[:5])
+
+
+def test_valgrind_log_parser():
+    log = """==1== Invalid read of size 8
+==1==    at 0x1: solve_pattern (mf_nlgbn_estep.c:120)
+==1==    by 0x2: __pyx_pw_8mfengine_5nlgbn_6_estep_1estep
+==1==
+==1== Invalid read of size 8
+==1==    at 0x4023C6C: strncmp (strcmp-sse2.S:160)
+==1==
+==1== 64 bytes in 1 blocks are definitely lost in loss record 3 of 9
+==1==    at 0x3: malloc
+==1==    by 0x4: mf_nlgbn_estep_block (mf_nlgbn_estep.c:250)
+==1==
+"""
+    errors = mfengine_valgrind_errors(log)
+    assert len(errors) == 2 and "solve_pattern" in errors[0] and "definitely" in errors[1]
 
 
 if __name__ == "__main__":

@@ -1018,7 +1018,10 @@ class NLGBN(PersistMixin, BaseEstimator):
                 K = AA + np.diag(bvec)
                 if not (np.all(np.isfinite(K)) and np.all(np.isfinite(CC))):
                     raise ValueError("the sufficient statistics are not finite")
-                Wt = np.linalg.lstsq(K, CC.T, rcond=None)[0]          # (P + 1, C)
+                # both sides scaled by the same power of two (exact): LAPACK's own scaling
+                # overflows for statistics near 1e300 (data near 1e150)
+                e = -np.frexp(max(np.abs(K).max(), np.abs(CC).max(), _TINY))[1]
+                Wt = np.linalg.lstsq(np.ldexp(K, e), np.ldexp(CC.T, e), rcond=None)[0]   # (P + 1, C)
                 new_b[l + 1] = Wt[0].copy()
                 new_w[l] = np.ascontiguousarray(Wt[1:].T)
                 cs = slice(offset[l + 1], offset[l + 2])
