@@ -22,7 +22,7 @@ TOL = _common.TOL
 def test_mfengine(benchmark, case, reference, record, threads):
     r = benchmark(mf.infer, case.net, case.V, tol=TOL, n_threads=threads)
     record(benchmark, case, "mf", threads, mean_bound=float(r.bound.mean()),
-           mean_sweeps=float(r.n_sweeps.mean()), max_sweeps=int(r.n_sweeps.max()),
+           mean_sweeps=float(r.n_iter.mean()), max_sweeps=int(r.n_iter.max()),
            frac_converged=float(r.converged.mean()))
     assert r.converged.all(), f"{(~r.converged).sum()} patterns did not converge"
     # the design promises the same answer for any thread count

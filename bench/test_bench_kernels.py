@@ -41,8 +41,9 @@ def test_kernels_fit_epoch(benchmark, sizes, batch_size):
     _, V = _data(sizes, 200)
 
     def one_epoch():
-        net = mf.SigmoidBeliefNet(list(sizes), weight_scale=0.5, random_state=3)
-        return net.fit(V, epochs=1, learning_rate=0.05, batch_size=batch_size, progress=False)
+        net = mf.SigmoidBeliefNet(list(sizes), weight_scale=0.5, random_state=3, max_iter=1,
+                                  learning_rate=0.05, batch_size=batch_size, progress=False)
+        return net.fit(V).history_
 
     hist = benchmark.pedantic(one_epoch, rounds=3, iterations=1, warmup_rounds=1)
     assert np.isfinite(hist).all()

@@ -108,7 +108,8 @@ def test_reported_bound_matches_numpy_evaluation(sizes, regime, with_missing):
 def test_top_layer_sigmoid_is_accurate_to_a_few_ulps():
     """The top layer's xi is sigmoid(bias) computed by the kernel's exp: within 4 ulps of
     scipy's expit (relative) for every bias in [-700, 700], including the log1pexp and
-    exp branch points; beyond, at most the smallest normal number off."""
+    exp branch points; beyond, subnormal (or 0) to within a few units of the smallest
+    subnormal number."""
     rng = np.random.default_rng(0)
     b = np.concatenate([
         np.linspace(-700, 700, 2801),
@@ -124,7 +125,9 @@ def test_top_layer_sigmoid_is_accurate_to_a_few_ulps():
     far = np.array([-745.0, -720.0, -708.5, 708.5, 720.0, 745.0])
     net = mf.SigmoidBeliefNet.from_params([np.zeros((2, len(far)))], [far, np.zeros(2)])
     xi = infer(net, np.zeros((1, 2))).xi[0][0]
-    np.testing.assert_allclose(xi, expit(far), rtol=4 * EPS, atol=1e-300)
+    # subnormal or 0 as sigmoid is (float64 expit gives 0 below -709: long double reference)
+    want = expit(far.astype(np.longdouble)).astype(np.float64)
+    np.testing.assert_allclose(xi, want, rtol=4 * EPS, atol=2e-323)
 
 
 @pytest.mark.parametrize("weight_scale, bias_scale", [(1, 1), (5, 3), (20, 10), (50, 30)])
@@ -163,3 +166,177 @@ def test_no_overflow_with_extreme_parameters():
     numpy_bound = net.evaluate_bound(V, r.mu, r.xi)
     S = term_magnitude(net, V, r.mu, r.xi)
     assert np.all(np.abs(r.bound - numpy_bound) <= 1e-12 * np.abs(numpy_bound) + 4 * EPS * S)
+
+
+# ----------------------------------------------------------------------------- csrc/mf_numerics.h
+# The shared scalar numerics of every kernel, compiled as they are (a small C program that
+# includes the header) and compared with long-double NumPy/SciPy references.
+NUMERICS_PROGRAM = r"""
+#include <stdio.h>
+#include <string.h>
+#include "mf_numerics.h"
+
+int main(void) {
+    char name[64];
+    long n;
+    while (scanf("%63s %ld", name, &n) == 2) {
+        for (long i = 0; i < n; i++) {
+            double x, y = 0.0, r;
+            if (scanf("%lf %lf", &x, &y) != 2) return 2;
+            if (!strcmp(name, "exp_neg")) r = mf_exp_neg(x);
+            else if (!strcmp(name, "log1pexp")) r = mf_log1pexp(x);
+            else if (!strcmp(name, "sigmoid")) r = mf_sigmoid(x);
+            else if (!strcmp(name, "sig_u")) { double s, u; mf_sig_u(x, &s, &u); r = y ? u : s; }
+            else if (!strcmp(name, "log_sigmoid")) r = mf_log_sigmoid(x);
+            else if (!strcmp(name, "logit")) r = mf_logit(x);
+            else if (!strcmp(name, "logaddexp")) r = mf_logaddexp(x, y);
+            else if (!strcmp(name, "log1mexp")) r = mf_log1mexp(x);
+            else if (!strcmp(name, "entropy_logit")) r = mf_entropy_logit(x);
+            else if (!strcmp(name, "log_mix_exp")) r = mf_log_mix_exp(x, y);
+            else if (!strcmp(name, "norm_pdf")) r = mf_norm_pdf(x);
+            else if (!strcmp(name, "norm_cdf")) r = mf_norm_cdf(x);
+            else return 3;
+            printf("%a\n", r);
+        }
+    }
+    return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def numerics(tmp_path_factory):
+    """Evaluate a function of mf_numerics.h: numerics(name, x, y=0) -> array of doubles."""
+    import os
+    import subprocess
+    import sysconfig
+
+    tmp = tmp_path_factory.mktemp("numerics")
+    (tmp / "prog.c").write_text(NUMERICS_PROGRAM)
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cc = (sysconfig.get_config_var("CC") or "cc").split()
+    # the flags of the build (no -ffast-math: the header must be right under them)
+    cmd = cc + ["-O3", "-std=c99", "-fno-math-errno", "-fno-trapping-math",
+                f"-I{os.path.join(repo, 'csrc')}", "prog.c", "-o", "prog", "-lm"]
+    res = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+    def run(name, x, y=0.0):
+        x, y = np.broadcast_arrays(np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64))
+        text = f"{name} {x.size}\n" + "\n".join(f"{float(a).hex()} {float(b).hex()}"
+                                                for a, b in zip(x.ravel(), y.ravel()))
+        out = subprocess.run([str(tmp / "prog")], input=text, capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        return np.array([float.fromhex(v) for v in out.stdout.split()]).reshape(x.shape)
+
+    return run
+
+
+LD = np.longdouble
+
+
+def ulps(got, want):
+    """|got - want| in units of the spacing of doubles at want (the smallest subnormal, 5e-324,
+    where want is subnormal); 0 where both agree exactly, infinities and NaN included."""
+    want64 = np.asarray(want, dtype=np.float64)
+    same = (got == want64) | (np.isnan(got) & np.isnan(want64))
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(np.asarray(got, dtype=LD) - np.asarray(want, dtype=LD))
+        err = np.asarray(err / np.spacing(np.abs(want64)), dtype=np.float64)
+    return np.where(same, 0.0, err)
+
+
+GRID = np.concatenate([np.linspace(-800, 800, 3201), np.linspace(-40, 40, 1601),
+                       np.geomspace(1e-300, 1, 200), -np.geomspace(1e-300, 1, 200),
+                       [0.0, -0.0, 18.0, 33.3, -37.0, 36.9, 708.0, -708.0, 709.7, -745.0]])
+
+
+def test_numerics_exp_neg(numerics):
+    x = np.concatenate([-np.abs(GRID), np.log(2) * np.arange(-1100, 1) / 2])
+    got = numerics("exp_neg", x)
+    want = np.exp(x.astype(LD))
+    # 2 ulp where e^x is normal; where it is subnormal (x < -708), 2 units of the smallest
+    assert ulps(got, want).max() <= 2
+    assert np.all(got[x < -708] < 2.3e-308) and np.all(got[x < -745.2] == 0.0)
+    np.testing.assert_array_equal(numerics("exp_neg", [-800.0, -746.5, 0.0, 3.0]), [0, 0, 1, 1])
+    assert np.isnan(numerics("exp_neg", [np.nan]))[0]
+
+
+def test_numerics_log1pexp_sigmoid_log_sigmoid(numerics):
+    x = GRID
+    xl = x.astype(LD)
+    ref_log1pexp = np.where(xl < 30, np.log1p(np.exp(np.minimum(xl, 30))), xl + np.log1p(np.exp(-xl)))
+    assert ulps(numerics("log1pexp", x), ref_log1pexp).max() <= 2
+    assert ulps(numerics("sigmoid", x), expit(xl)).max() <= 4
+    assert ulps(numerics("sig_u", x), expit(xl)).max() <= 4
+    ref_u = 1 + np.exp(-np.abs(xl))
+    assert ulps(numerics("sig_u", x, 1.0), ref_u).max() <= 4
+    assert ulps(numerics("log_sigmoid", x), -np.where(-xl < 30, np.log1p(np.exp(np.minimum(-xl, 30))),
+                                                       -xl + np.log1p(np.exp(xl)))).max() <= 2
+    ends = numerics("sigmoid", [-np.inf, np.inf, -1e308, 1e308])
+    np.testing.assert_array_equal(ends, [0.0, 1.0, 0.0, 1.0])
+    np.testing.assert_array_equal(numerics("log1pexp", [-np.inf, np.inf, 1e308]), [0.0, np.inf, 1e308])
+    assert np.all(np.isnan(numerics("sigmoid", [np.nan])))
+
+
+def test_numerics_logit_logaddexp_log1mexp(numerics):
+    from scipy.special import logit
+
+    p = np.concatenate([np.geomspace(1e-300, 0.5, 500), 1 - np.geomspace(1e-16, 0.5, 300), [0.0, 1.0]])
+    assert ulps(numerics("logit", p), logit(p.astype(LD))).max() <= 2
+    np.testing.assert_array_equal(numerics("logit", [0.0, 1.0]), [-np.inf, np.inf])
+    rng = np.random.default_rng(0)
+    a = np.concatenate([rng.normal(0, 300, 2000), [-np.inf, -np.inf, np.inf, np.inf, 5.0, 1e308]])
+    b = np.concatenate([rng.normal(0, 300, 2000), [-np.inf, 3.0, np.inf, -np.inf, 5.0, 1e308]])
+    got = numerics("logaddexp", a, b)
+    want = np.logaddexp(a.astype(LD), b.astype(LD))
+    assert ulps(got, want).max() <= 2
+    np.testing.assert_array_equal(got[-6:], [-np.inf, 3.0, np.inf, np.inf, 5.0 + np.log(2), 1e308])
+    x = np.concatenate([np.geomspace(1e-300, 800, 1000), [0.0, np.log(2), 40.0]])
+    xl = x.astype(LD)
+    with np.errstate(divide="ignore"):      # (both branches are evaluated; x = 0 gives -inf)
+        want = np.where(xl < 0.5, np.log(-np.expm1(-xl)), np.log1p(-np.exp(-xl)))
+    assert ulps(numerics("log1mexp", x), want).max() <= 2
+    assert numerics("log1mexp", [0.0])[0] == -np.inf
+
+
+def test_numerics_entropy_logit_and_log_mix_exp(numerics):
+    t = np.concatenate([np.linspace(-745, 745, 2981), np.linspace(-5, 5, 201)])
+    p = expit(-np.abs(t.astype(LD)))     # H(t) = H(-t); the smaller p, in long double
+    want = -p * np.log(p) - (1 - p) * np.log1p(-p)
+    assert ulps(numerics("entropy_logit", t), want).max() <= 4
+    assert numerics("entropy_logit", [0.0])[0] == pytest.approx(np.log(2), rel=1e-15)
+    rng = np.random.default_rng(1)
+    pm = np.concatenate([rng.random(3000), 10.0 ** rng.uniform(-320, 0, 1000),
+                         1 - 10.0 ** rng.uniform(-16, 0, 1000),
+                         [0.0, 1.0, 0.0, 1.0, 1e-300, 1 - 1e-16, 1e-310, 0.5]])
+    x = np.concatenate([rng.normal(0, 50, 3000), rng.normal(0, 400, 2000),
+                        [700.0, -700.0, -700.0, 700.0, 5.0, -5.0, 710.0, 800.0]])
+    pl, xl = pm.astype(LD), x.astype(LD)
+    # cancellation-free forms in long double (whose exp does not overflow before e^11356)
+    y = pl * np.expm1(xl)
+    with np.errstate(divide="ignore"):
+        want = np.where(y > -0.5, np.log1p(np.maximum(y, -0.5)), np.log((1 - pl) + pl * np.exp(xl)))
+    assert ulps(numerics("log_mix_exp", pm, x), want).max() <= 4
+    np.testing.assert_array_equal(numerics("log_mix_exp", [0.0, 1.0, 1.0, 0.0], [700.0, -700.0, -np.inf, 800.0]),
+                                  [0.0, -700.0, -np.inf, 0.0])
+
+
+def test_numerics_normal_density_and_distribution(numerics):
+    from scipy.special import ndtr
+
+    t = np.concatenate([np.linspace(-38, 38, 1521), [0.0, -np.inf, np.inf]])
+    tl = t.astype(LD)
+    assert ulps(numerics("norm_pdf", t), np.exp(-tl * tl / 2) / np.sqrt(2 * np.pi, dtype=LD)).max() <= 4
+    got = numerics("norm_cdf", t)
+    # scipy's ndtr is the same formula where it is normal; in the subnormal tail (t < -37.5)
+    # Phi only has to stay positive, below phi(t) / |t| (Mills) and increasing
+    normal = ndtr(t) > 1e-300
+    want = ndtr(t[normal])
+    eps = np.finfo(np.float64).eps
+    assert np.all(np.abs(got[normal] - want) <= (4 * t[normal] ** 2 + 8) * eps * want)
+    tail = (t < -37.5) & np.isfinite(t)
+    assert np.all(got[tail] > 0) and np.all(np.diff(got[tail]) > 0)
+    assert np.all(got[tail] <= numerics("norm_pdf", t[tail]) / np.abs(t[tail]) * (1 + 1e-10))
+    np.testing.assert_array_equal(got[-2:], [0.0, 1.0])
