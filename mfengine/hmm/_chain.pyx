@@ -5,7 +5,7 @@ finite values, probability vectors, integer ranges) immediately before each call
 checks again what it needs for memory safety (array shapes against each other, the sequence
 offsets, lag, sweep budget, tolerance, thread count), and the C functions check their sizes
 once more, so no call can read or write out of bounds.  The loops are plain C in
-``csrc/mf_hmm.c``: a scaled forward-backward pass, Viterbi, structured mean field (the chain
+``csrc/mf_hmm_*.c`` (one idea per file, see ``csrc/mf_hmm_internal.h``): a scaled forward-backward pass, Viterbi, structured mean field (the chain
 exact, the long-range couplings in mean field; the bound is the chain's exact mean-field
 objective, maximised by coordinate ascent over its potentials), fully factorised mean field,
 and the exact likelihood by forward recursion over the augmented state.  Sequences are

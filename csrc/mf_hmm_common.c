@@ -1,0 +1,126 @@
+/* Context-HMM kernels, shared pieces: argument checks and the effective lag, the
+ * single-site emission terms, the list of long-range couplings, scratch sizes.  See
+ * mf_hmm.h for the model and mf_hmm_internal.h for how the files fit together. */
+#include "mf_hmm_internal.h"
+
+int mf_hmm__prepare(const mf_hmm_model *m, ptrdiff_t T, mf_hmm_model *e)
+{
+    ptrdiff_t a;
+    if (!m || !e || T < 1 || m->n < 1 || m->D < 1 || m->lag < 1) return MF_EBADARG;
+    if (!m->startprob || !m->transmat || !m->U) return MF_EBADARG;
+    if ((m->right && !m->V) || (m->left && !m->W)) return MF_EBADARG;
+    if (!mul_ok(T, m->n, &a) || !mul_ok(a, 64, &a)) return MF_EOVERFLOW;
+    if (!mul_ok(T, m->D, &a) || !mul_ok(a, 64, &a)) return MF_EOVERFLOW;
+    if (!mul_ok(m->n, m->n, &a) || !mul_ok(a, m->D, &a) || !mul_ok(a, 128, &a))
+        return MF_EOVERFLOW;
+    *e = *m;
+    e->right = m->right ? 1 : 0;
+    e->left = m->left ? 1 : 0;
+    if (m->lag >= T) {
+        e->right = e->left = 0;
+        e->lag = T;
+    }
+    return MF_OK;
+}
+
+double mf_hmm__site_terms(const mf_hmm_model *m, ptrdiff_t T, const double *X, double *e)
+{
+    const ptrdiff_t n = m->n, D = m->D, lag = m->lag;
+    double cst = 0.0;
+    ptrdiff_t t, i, d;
+    for (t = 0; t < T; t++) {
+        const double *x = X + t * D;
+        double xx = 0.0;
+        for (d = 0; d < D; d++) xx += x[d] * x[d];
+        cst += -0.5 * xx - (double)D * HALF_LOG_2PI;
+        for (i = 0; i < n; i++) {
+            double v = 0.0;
+            const double *u = m->U + i * D;
+            for (d = 0; d < D; d++) v += x[d] * u[d] - 0.5 * u[d] * u[d];
+            if (m->right && t >= lag) {        /* s_t is the right context of x_{t-lag} */
+                const double *xr = X + (t - lag) * D, *r = m->V + i * D;
+                for (d = 0; d < D; d++) v += xr[d] * r[d] - 0.5 * r[d] * r[d];
+            }
+            if (m->left && lag < T - t) {      /* s_t is the left context of x_{t+lag} */
+                const double *xl = X + (t + lag) * D, *l = m->W + i * D;
+                for (d = 0; d < D; d++) v += xl[d] * l[d] - 0.5 * l[d] * l[d];
+            }
+            e[t * n + i] = v;
+        }
+    }
+    return cst;
+}
+
+ptrdiff_t mf_hmm__build_pairs(const mf_hmm_model *m, ptrdiff_t T, pair_t *p)
+{
+    const ptrdiff_t lag = m->lag;
+    ptrdiff_t t, np = 0;
+    for (t = 0; t < T; t++) {
+        const int r = m->right && lag < T - t, l = m->left && t >= lag;
+        if (r) { p[np].ta = 0; p[np].tb = 1; p[np].sa = t; p[np].sb = t + lag; np++; }
+        if (l) { p[np].ta = 0; p[np].tb = 2; p[np].sa = t; p[np].sb = t - lag; np++; }
+        if (r && l) { p[np].ta = 1; p[np].tb = 2; p[np].sa = t + lag; p[np].sb = t - lag; np++; }
+    }
+    return np;
+}
+
+void mf_hmm__const_columns(const mf_hmm_model *m, int *constcol)
+{
+    const ptrdiff_t n = m->n, D = m->D;
+    int k;
+    ptrdiff_t i, d;
+    for (k = 0; k < 3; k++) {
+        const double *tab = table(m, k);
+        for (d = 0; d < D; d++) {
+            int c = 1;
+            if ((k == 1 && !m->right) || (k == 2 && !m->left)) { constcol[k * D + d] = 1; continue; }
+            for (i = 1; i < n; i++)
+                if (tab[i * D + d] != tab[d]) { c = 0; break; }
+            constcol[k * D + d] = c;
+        }
+    }
+}
+
+int mf_hmm_work_size(int method, const mf_hmm_model *m, ptrdiff_t T, ptrdiff_t *bytes)
+{
+    mf_hmm_model e;
+    arena_t a = {NULL, 0, 0}, b = {NULL, 0, 0};
+    int status = mf_hmm__prepare(m, T, &e);
+    if (status) return status;
+    if (!bytes) return MF_EBADARG;
+    if (method == MF_HMM_NAIVE) {
+        naive_bufs nb;
+        mf_hmm__naive_layout(&a, &e, T, &nb);
+    } else if (method == MF_HMM_LINK) {
+        link_bufs lb;
+        mf_hmm__link_layout(&a, &e, T, &lb);
+    } else if (method == MF_HMM_CHAIN) {
+        xchain_t x;
+        mf_hmm__xchain_layout(&a, &x, &e, T);
+    } else if (method == MF_HMM_STRUCTURED) {
+        /* its own block (with the wrapper's history of at most 1001 entries), and on top of
+         * it the block of mf_hmm_link or of mf_hmm_naive, never both at once */
+        xchain_t x;
+        structured_bufs sb;
+        link_bufs lb;
+        naive_bufs nb;
+        arena_t c = {NULL, 0, 0};
+        mf_hmm__structured_layout(&a, &x, &e, T, 1001, &sb);
+        mf_hmm__link_layout(&b, &e, T, &lb);
+        mf_hmm__naive_layout(&c, &e, T, &nb);
+        if (c.bad) b.bad = 1;
+        if (c.used > b.used) b.used = c.used;
+        if (!a.bad && !b.bad && a.used > PTRDIFF_MAX - b.used) a.bad = 1;
+        a.used += b.used;
+    } else if (method == MF_HMM_EXACT) {
+        exact_bufs eb;
+        ptrdiff_t N = mf_hmm__exact_states_of(&e, T);
+        if (N < 0) return MF_EOVERFLOW;
+        mf_hmm__exact_layout(&a, &e, T, N, mf_hmm__exact_width(&e, T), &eb);
+    } else {
+        return MF_EBADARG;
+    }
+    if (a.bad || b.bad) return MF_EOVERFLOW;
+    *bytes = a.used;
+    return MF_OK;
+}

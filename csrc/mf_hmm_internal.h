@@ -1,0 +1,260 @@
+/* Private to the context-HMM kernels (csrc/mf_hmm_*.c): what the files share.  Callers outside
+ * the family use mf_hmm.h.
+ *
+ * The pieces, one idea per file:
+ *   mf_hmm_common.c      argument checks, the effective lag, single-site terms and couplings,
+ *                        scratch sizes (mf_hmm_work_size)
+ *   mf_hmm_fb.c          forward-backward and Viterbi on a chain with per-site potentials
+ *   mf_hmm_link.c        the link bound (Gaussian link variables), a start of structured MF
+ *   mf_hmm_naive.c       fully factorised mean field
+ *   mf_hmm_chain.c       the exact mean-field objective of a chain and coordinate ascent on it
+ *   mf_hmm_structured.c  structured mean field: the best ascent from several starts, M-step
+ *                        statistics
+ *   mf_hmm_exact.c       exact likelihood over the augmented state
+ *
+ * Internal functions work on a model that has been through mf_hmm__prepare (lag < T, or no
+ * context) and return the statuses of mf_status.h or the two internal outcomes below; the
+ * exported functions turn those into a -inf / NaN value (mf_hmm__publish). */
+#ifndef MF_HMM_INTERNAL_H
+#define MF_HMM_INTERNAL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mf_hmm.h"
+
+#if defined(__GNUC__)
+#define MF_HMM_INTERNAL __attribute__((visibility("hidden")))
+#else
+#define MF_HMM_INTERNAL
+#endif
+
+#define HALF_LOG_2PI 0.91893853320467274178
+
+/* Internal outcomes, never returned by an exported function: a sequence of probability zero,
+ * a NaN or infinite value in the arithmetic.  The exported functions write -inf / NaN instead. */
+#define HMM_IMPOSSIBLE 100
+#define HMM_NONFINITE 101
+
+static inline double sq(double x) { return x * x; }
+
+/* The value an exported function writes for an internal outcome, and the status it returns. */
+static inline int mf_hmm__publish(int status, double *value)
+{
+    if (status == HMM_IMPOSSIBLE) {
+        *value = -INFINITY;
+        return MF_OK;
+    }
+    if (status == HMM_NONFINITE) {
+        *value = NAN;
+        return MF_OK;
+    }
+    return status;
+}
+
+/* ----------------------------------------------------------------------------------------- */
+/* Sizes: every scratch block is laid out by a function that runs twice, once to measure (base
+ * NULL) with checked arithmetic, once to carve the block it measured.                           */
+
+#define MF_HMM_ALIGN 16
+
+typedef struct {
+    char *base;       /* NULL while measuring */
+    ptrdiff_t used;   /* bytes laid out so far */
+    int bad;          /* a size overflowed */
+} arena_t;
+
+/* a * b into *out when both are >= 0 and the product fits a ptrdiff_t. */
+static inline int mul_ok(ptrdiff_t a, ptrdiff_t b, ptrdiff_t *out)
+{
+    if (a < 0 || b < 0) return 0;
+    if (a != 0 && b > PTRDIFF_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+/* Room for c1 * c2 items of `elem` bytes. */
+static inline void *take(arena_t *a, ptrdiff_t c1, ptrdiff_t c2, ptrdiff_t elem)
+{
+    ptrdiff_t count, bytes;
+    void *p;
+    if (a->bad || !mul_ok(c1, c2, &count) || !mul_ok(count, elem, &bytes)
+        || bytes > PTRDIFF_MAX - MF_HMM_ALIGN || a->used > PTRDIFF_MAX - MF_HMM_ALIGN - bytes
+        || (uint64_t)(a->used + bytes + MF_HMM_ALIGN) > (uint64_t)SIZE_MAX) {
+        a->bad = 1;
+        return NULL;
+    }
+    bytes = (bytes + MF_HMM_ALIGN - 1) / MF_HMM_ALIGN * MF_HMM_ALIGN;
+    p = a->base ? (void *)(a->base + a->used) : NULL;
+    a->used += bytes;
+    return p;
+}
+
+/* Allocates the block that a measuring pass laid out, and rewinds for the carving pass. */
+static inline int arena_alloc(arena_t *a)
+{
+    if (a->bad) return MF_EOVERFLOW;
+    a->base = (char *)malloc(a->used > 0 ? (size_t)a->used : 1);
+    if (!a->base) return MF_ENOMEM;
+    a->used = 0;
+    return MF_OK;
+}
+
+static inline int check_sweeps(ptrdiff_t max_sweeps, double tol, const double *history,
+                               ptrdiff_t hist_len)
+{
+    if (max_sweeps < 0 || !(tol >= 0.0) || !history || hist_len < 1) return MF_EBADARG;
+    return MF_OK;
+}
+
+static inline void put_history(double *history, ptrdiff_t hist_len, ptrdiff_t k, double v)
+{
+    if (k >= 0 && k < hist_len) history[k] = v;
+}
+
+/* ----------------------------------------------------------------------------------------- */
+/* The model as the kernels see it (mf_hmm_common.c)                                          */
+
+/* Checks m and T, and gives the model as the kernels see it: when lag >= T no output has a
+ * context state inside the sequence, so the contexts are switched off and lag set to T (a
+ * context "at distance T" touches nothing); t + lag is then never formed with a lag >= T.
+ * Also checks that T * n, T * D and n * n * D fit with room to spare, so that the index
+ * arithmetic of the kernels (at most a few times these) cannot overflow. */
+MF_HMM_INTERNAL int mf_hmm__prepare(const mf_hmm_model *m, ptrdiff_t T, mf_hmm_model *e);
+
+static inline const double *table(const mf_hmm_model *m, int k)
+{
+    return k == 0 ? m->U : (k == 1 ? m->V : m->W);
+}
+
+/* e[t, i]: every term of ln p(x | s) that involves s_t alone; returns the constant part
+ * sum_t (-D/2 ln 2 pi - |x_t|^2 / 2). */
+MF_HMM_INTERNAL double mf_hmm__site_terms(const mf_hmm_model *m, ptrdiff_t T, const double *X,
+                                          double *e);
+
+typedef struct {
+    int ta, tb;          /* tables of the two ends (0 = U, 1 = V, 2 = W) */
+    ptrdiff_t sa, sb;    /* times of the two ends */
+} pair_t;
+
+/* Couplings -a(s_sa) . b(s_sb) of ln p(x | s): one per output and pair of its mean's terms;
+ * at most 3 T of them. */
+MF_HMM_INTERNAL ptrdiff_t mf_hmm__build_pairs(const mf_hmm_model *m, ptrdiff_t T, pair_t *p);
+
+/* constcol[k * D + d] = 1 when column d of table k takes one value over all states. */
+MF_HMM_INTERNAL void mf_hmm__const_columns(const mf_hmm_model *m, int *constcol);
+
+static inline double dot_gamma(const double *g, const double *tab, ptrdiff_t n, ptrdiff_t D,
+                               ptrdiff_t d)
+{
+    double s = 0.0;
+    ptrdiff_t i;
+    for (i = 0; i < n; i++) s += g[i] * tab[i * D + d];
+    return s;
+}
+
+static inline double var_gamma(const double *g, const double *tab, ptrdiff_t n, ptrdiff_t D,
+                               ptrdiff_t d, double mean)
+{
+    double s = 0.0;
+    ptrdiff_t i;
+    for (i = 0; i < n; i++) s += g[i] * sq(tab[i * D + d] - mean);
+    return s;
+}
+
+/* ----------------------------------------------------------------------------------------- */
+/* Forward-backward (mf_hmm_fb.c)                                                             */
+
+MF_HMM_INTERNAL int mf_hmm__fb(ptrdiff_t T, ptrdiff_t n, const double *startprob,
+                               const double *transmat, const double *logpot, double *gamma,
+                               double *xi_sum, double *work, double *logz);
+
+/* ----------------------------------------------------------------------------------------- */
+/* Link bound (mf_hmm_link.c) and naive mean field (mf_hmm_naive.c)                           */
+
+typedef struct {
+    double *e, *h, *work, *lam2, *abar, *bbar;
+    pair_t *pairs;
+    int *cc;
+} link_bufs;
+
+MF_HMM_INTERNAL void mf_hmm__link_layout(arena_t *a, const mf_hmm_model *m, ptrdiff_t T,
+                                         link_bufs *b);
+MF_HMM_INTERNAL int mf_hmm__link(const mf_hmm_model *m, ptrdiff_t T, const double *X,
+                                 ptrdiff_t max_sweeps, double tol, const double *init,
+                                 double *gamma, double *history, ptrdiff_t hist_len,
+                                 ptrdiff_t *n_sweeps, double *bound, double *logpot);
+
+typedef struct {
+    double *e, *work, *means, *pot, *cpl;
+    pair_t *pairs;
+} naive_bufs;
+
+MF_HMM_INTERNAL void mf_hmm__naive_layout(arena_t *a, const mf_hmm_model *m, ptrdiff_t T,
+                                          naive_bufs *b);
+MF_HMM_INTERNAL int mf_hmm__naive(const mf_hmm_model *m, ptrdiff_t T, const double *X,
+                                  ptrdiff_t max_sweeps, double tol, double *q, double *history,
+                                  ptrdiff_t hist_len, ptrdiff_t *n_sweeps, double *bound);
+
+/* ----------------------------------------------------------------------------------------- */
+/* The exact objective of a chain and coordinate ascent on it (mf_hmm_chain.c)                */
+
+typedef struct {
+    const mf_hmm_model *m;      /* prepared: lag < T, or no context */
+    ptrdiff_t T, n, lag, kmax;  /* kmax: longest coupling distance (0 without couplings) */
+    ptrdiff_t nk;               /* products of conditional matrices kept: min(2 lag, T - 1) */
+    int has1, has2;             /* couplings at distance lag / 2 lag in the model */
+    double cst;
+    double *e;                  /* (T, n) single-site terms */
+    double *K1, *K2;            /* (n, n) coupling energies, row = state at the earlier end */
+    double *alpha, *beta, *phi; /* (T, n) filtered forward, scaled backward, exp(h - max) */
+    double *gam;                /* (T, n) marginals */
+    double *tl;                 /* (T, n) E[couplings whose earlier end is t | s_t] */
+    double *cr;                 /* (T, n) right-hand conditional sums of a sweep */
+    double *ML, *MR;            /* (nk, n, n) products of conditional matrices */
+    double *tmp, *tmp2;         /* (n, n) */
+    double *v;                  /* (5 n) */
+} xchain_t;
+
+/* Sizes and the buffers of an xchain_t for the prepared model m (x->m .. x->nk set here). */
+MF_HMM_INTERNAL void mf_hmm__xchain_layout(arena_t *a, xchain_t *x, const mf_hmm_model *m,
+                                           ptrdiff_t T);
+/* Fills the carved buffers: site terms and coupling energies. */
+MF_HMM_INTERNAL void mf_hmm__xchain_setup(xchain_t *x, const double *X);
+/* F(h); fills gam, tl (and the messages) for a sweep that follows; xi_sum, pair1, pair2 may be
+ * NULL (pair1 and pair2 stay zero in a model without context couplings). */
+MF_HMM_INTERNAL int mf_hmm__xchain_objective(xchain_t *x, const double *h, double *xi_sum,
+                                             double *pair1, double *pair2, double *value);
+/* Coordinate ascent from h (in place); history[0..*n_sweeps] (within hist_len).  MF_OK when a
+ * sweep raised F by at most tol * T (or there is nothing to optimise), MF_NOT_CONVERGED when
+ * the budget ran out first. */
+MF_HMM_INTERNAL int mf_hmm__xchain_ascent(xchain_t *x, ptrdiff_t max_sweeps, double tol,
+                                          double *h, double *history, ptrdiff_t hist_len,
+                                          ptrdiff_t *n_sweeps, double *value);
+
+/* ----------------------------------------------------------------------------------------- */
+/* Structured mean field (mf_hmm_structured.c) and the exact likelihood (mf_hmm_exact.c)      */
+
+typedef struct {
+    double *hbest, *h, *hist, *q, *pairs;
+} structured_bufs;
+
+MF_HMM_INTERNAL void mf_hmm__structured_layout(arena_t *a, xchain_t *x, const mf_hmm_model *m,
+                                               ptrdiff_t T, ptrdiff_t hist_len,
+                                               structured_bufs *b);
+
+typedef struct {
+    double *alpha, *anew, *le, *mean;
+    ptrdiff_t *start, *fill, *outs, *kt, *pw, *dig;
+} exact_bufs;
+
+/* Window width on a prepared model: 1 + lag per context, at most T. */
+MF_HMM_INTERNAL ptrdiff_t mf_hmm__exact_width(const mf_hmm_model *m, ptrdiff_t T);
+/* n^width, or -1 on overflow. */
+MF_HMM_INTERNAL ptrdiff_t mf_hmm__exact_states_of(const mf_hmm_model *e, ptrdiff_t T);
+MF_HMM_INTERNAL void mf_hmm__exact_layout(arena_t *a, const mf_hmm_model *m, ptrdiff_t T,
+                                          ptrdiff_t N, ptrdiff_t w, exact_bufs *b);
+
+#endif

@@ -1,0 +1,149 @@
+/* Context-HMM kernels: structured mean field -- the chain with the model's transitions
+ * and free potentials, its exact objective maximised by coordinate ascent from several starts
+ * -- and the M-step statistics of that objective in the means.  See mf_hmm.h. */
+#include "mf_hmm_internal.h"
+
+/* M-step statistics of F in the means, for the chain whose marginals are gamma and whose summed
+ * pairwise marginals at distance lag and 2 lag are pair1, pair2 (identical for every d). */
+static void mstep_stats(const mf_hmm_model *m, ptrdiff_t T, const double *X, const double *gamma,
+                        const double *pair1, const double *pair2, double *stat_H, double *stat_g)
+{
+    const ptrdiff_t n = m->n, D = m->D, lag = m->lag, K = 3 * n;
+    ptrdiff_t t, i, j, d;
+    double *H = stat_H;
+    memset(stat_H, 0, (size_t)(D * K * K) * sizeof(double));
+    memset(stat_g, 0, (size_t)(D * K) * sizeof(double));
+    for (t = 0; t < T; t++) {
+        const int r = m->right && lag < T - t, l = m->left && t >= lag;
+        const double *x = X + t * D;
+        for (i = 0; i < n; i++) {
+            const double gu = gamma[t * n + i];
+            const double gv = r ? gamma[(t + lag) * n + i] : 0.0;
+            const double gw = l ? gamma[(t - lag) * n + i] : 0.0;
+            H[i * K + i] += gu;
+            H[(n + i) * K + n + i] += gv;
+            H[(2 * n + i) * K + 2 * n + i] += gw;
+            for (d = 0; d < D; d++) {
+                double *g = stat_g + d * K;
+                g[i] += x[d] * gu;
+                g[n + i] += x[d] * gv;
+                g[2 * n + i] += x[d] * gw;
+            }
+        }
+    }
+    if (T > lag && (m->right || m->left))
+        for (i = 0; i < n; i++)
+            for (j = 0; j < n; j++) {
+                const double p1 = pair1[i * n + j];
+                if (m->right) {   /* U at s_t = i, V at s_{t+lag} = j */
+                    H[i * K + n + j] += p1;
+                    H[(n + j) * K + i] += p1;
+                }
+                if (m->left) {    /* W at s_{t-lag} = i, U at s_t = j */
+                    H[(2 * n + i) * K + j] += p1;
+                    H[j * K + 2 * n + i] += p1;
+                }
+                if (m->right && m->left && T - lag > lag) {   /* W at s_{t-lag} = i, V at s_{t+lag} = j */
+                    const double p2 = pair2[i * n + j];
+                    H[(2 * n + i) * K + n + j] += p2;
+                    H[(n + j) * K + 2 * n + i] += p2;
+                }
+            }
+    for (d = 1; d < D; d++) memcpy(stat_H + d * K * K, stat_H, (size_t)(K * K) * sizeof(double));
+}
+
+void mf_hmm__structured_layout(arena_t *a, xchain_t *x, const mf_hmm_model *m, ptrdiff_t T,
+                              ptrdiff_t hist_len, structured_bufs *b)
+{
+    mf_hmm__xchain_layout(a, x, m, T);
+    b->hbest = (double *)take(a, T, m->n, sizeof(double));
+    b->h = (double *)take(a, T, m->n, sizeof(double));
+    b->hist = (double *)take(a, hist_len, 1, sizeof(double));
+    b->q = (double *)take(a, T, m->n, sizeof(double));
+    b->pairs = (double *)take(a, 2 * m->n, m->n, sizeof(double));
+}
+
+static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
+                           ptrdiff_t max_sweeps, double tol, const double *init, double *gamma,
+                           double *xi_sum, double *history, ptrdiff_t hist_len,
+                           ptrdiff_t *n_sweeps, double *bound, double *logpot, double *stat_H,
+                           double *stat_g)
+{
+    const ptrdiff_t n = m->n, Tn = T * m->n;
+    xchain_t x;
+    arena_t a = {NULL, 0, 0};
+    structured_bufs b;
+    double best = -INFINITY, F, lb;
+    ptrdiff_t k, ns = 0, nbest = 0;
+    int status, start, conv_best = MF_OK;
+
+    mf_hmm__structured_layout(&a, &x, m, T, hist_len, &b);
+    if ((status = arena_alloc(&a)) != MF_OK) return status;
+    mf_hmm__structured_layout(&a, &x, m, T, hist_len, &b);
+    mf_hmm__xchain_setup(&x, X);
+    if (init || x.kmax == 0 || T <= m->lag) {
+        /* a warm start; or no couplings, where the first-order posterior is exact */
+        memcpy(b.hbest, init ? init : x.e, (size_t)Tn * sizeof(double));
+        status = mf_hmm__xchain_ascent(&x, max_sweeps, tol, b.hbest, history, hist_len, &nbest, &best);
+        if (status != MF_OK && status != MF_NOT_CONVERGED) goto done;
+        conv_best = status;
+    } else {
+        for (start = 0; start < 3; start++) {
+            if (start == 0) {
+                /* link bound from the first-order posterior */
+                status = mf_hmm__link(m, T, X, max_sweeps, tol, NULL, gamma, b.hist, hist_len, &ns,
+                                   &lb, b.h);
+            } else if (start == 1) {
+                /* link bound from the fully factorised solution */
+                status = mf_hmm__naive(m, T, X, max_sweeps, tol, b.q, b.hist, hist_len, &ns, &lb);
+                if (status == HMM_IMPOSSIBLE) {
+                    /* zeros in the transitions can leave the product family without a finite
+                     * start; that start is then skipped */
+                    continue;
+                }
+                if (status == MF_OK || status == MF_NOT_CONVERGED)
+                    status = mf_hmm__link(m, T, X, max_sweeps, tol, b.q, gamma, b.hist, hist_len,
+                                       &ns, &lb, b.h);
+            } else {
+                memcpy(b.h, x.e, (size_t)Tn * sizeof(double));   /* first-order posterior */
+                status = MF_OK;
+            }
+            if (status != MF_OK && status != MF_NOT_CONVERGED) goto done;
+            status = mf_hmm__xchain_ascent(&x, max_sweeps, tol, b.h, b.hist, hist_len, &ns, &F);
+            if (status != MF_OK && status != MF_NOT_CONVERGED) goto done;
+            if (F > best) {
+                best = F;
+                nbest = ns;
+                conv_best = status;
+                memcpy(b.hbest, b.h, (size_t)Tn * sizeof(double));
+                for (k = 0; k <= ns && k < hist_len; k++) history[k] = b.hist[k];
+            }
+        }
+    }
+    /* the kept chain's marginals and statistics */
+    status = mf_hmm__xchain_objective(&x, b.hbest, xi_sum, b.pairs, b.pairs + n * n, &F);
+    if (status) goto done;
+    memcpy(gamma, x.gam, (size_t)Tn * sizeof(double));
+    if (logpot) memcpy(logpot, b.hbest, (size_t)Tn * sizeof(double));
+    if (stat_H && stat_g) mstep_stats(m, T, X, x.gam, b.pairs, b.pairs + n * n, stat_H, stat_g);
+    *n_sweeps = nbest;
+    *bound = best;
+    status = conv_best;
+done:
+    free(a.base);
+    return status;
+}
+
+int mf_hmm_structured(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t max_sweeps,
+                      double tol, const double *init, double *gamma, double *xi_sum,
+                      double *history, ptrdiff_t hist_len, ptrdiff_t *n_sweeps, double *bound,
+                      double *logpot, double *stat_H, double *stat_g)
+{
+    mf_hmm_model e;
+    int status = mf_hmm__prepare(m, T, &e);
+    if (status) return status;
+    if ((status = check_sweeps(max_sweeps, tol, history, hist_len)) != MF_OK) return status;
+    if (!X || !gamma || !n_sweeps || !bound) return MF_EBADARG;
+    return mf_hmm__publish(structured_core(&e, T, X, max_sweeps, tol, init, gamma, xi_sum, history,
+                                   hist_len, n_sweeps, bound, logpot, stat_H, stat_g), bound);
+}
