@@ -22,6 +22,7 @@ and printed as a one-line reproducer::
 repeatable.
 """
 import hashlib
+import os
 
 from hypothesis import strategies as st
 
@@ -354,8 +355,13 @@ def dag_case(draw):
         if entry == "fit":
             edit += "\nm.warm_start = True"
     elif what == "ctor":
-        which = draw(st.sampled_from(("W", "h", "vis", "activation", "upper")))
-        if which == "vis":
+        which = draw(st.sampled_from(("W", "h", "vis", "activation", "upper", "sparse")))
+        if which == "sparse":
+            fmt = draw(st.sampled_from(("csr_matrix", "csc_matrix", "coo_matrix", "csr_array")))
+            edit, label, names = (f"import scipy.sparse\nW = scipy.sparse.{fmt}(W)",
+                                  f"W as scipy.sparse.{fmt}", ["W"])
+            valid = True        # DESIGN: "W dense or scipy.sparse"
+        elif which == "vis":
             v = draw(st.sampled_from(["[4, 3]", "[3, 3]", "[5]", "[-1, 4]", "[]", "[2**63 - 1]",
                                       "[0.5, 4]", "np.zeros(5, dtype=bool)", "np.ones(4, dtype=bool)",
                                       "[[3, 4]]", "'abc'", "None", "[True, False]",
@@ -373,7 +379,7 @@ def dag_case(draw):
         act = "activation" if which == "activation" else repr(activation)
         edit += (f"\nm = mf.BeliefNet(W, h, visible=vis, activation={act}, method={method!r}, "
                  "max_iter=2, batch_size=3, progress=False)")
-        if which in ("vis", "activation"):
+        if which in ("vis", "activation", "upper"):
             valid = False
     elif what == "hyper":
         if entry == "fit" and draw(st.booleans()):
@@ -663,7 +669,15 @@ def hmm_case(draw):
         base += f"\nmsp = {method!r} if {method!r} != 'exact' else 'structured'\nmethod = msp"
     what = draw(st.sampled_from(("data", "lengths", "param", "hyper", "arg", "none")))
     names, valid, label, edit = [], False, "none", ""
-    if what == "data":
+    if what == "data" and draw(st.booleans()):
+        v = draw(st.sampled_from(["[X[:7], X[7:]]", "[X]", "[X[:7], X[7:, :0]]", "[X[:7], X[7:8]]",
+                                  "[X[:7], X[7:].T]", "[]", "[X[:0], X]", "[X[:7], X[7:].tolist()]",
+                                  "(X[:7], X[7:])", "[X[:7], None]", "[X[:7], X[7:].astype(complex)]"]))
+        edit, label, names = f"X = {v}", f"X = {v}", ["X", "X[0]", "X[1]"]
+        valid = v in ("[X[:7], X[7:]]", "[X]", "[X[:7], X[7:8]]", "(X[:7], X[7:])")
+        if entry == "sample":
+            entry, call, check = "score", "out = m.score(X, lengths)", "hmm_score"
+    elif what == "data":
         edit, label, valid = draw(array_edit("X", (T, D), "X", list_valid=True))
         names = ["X"]
         if "np.full((0," in edit:
@@ -887,6 +901,48 @@ def kernel_case(draw):
     return _case("kernels", entry, base, edit, call, check, names, valid, label)
 
 
+@st.composite
+def load_case(draw):
+    """``mf.load`` of a model file that was tampered with (a file may come from anywhere)."""
+    model = draw(st.sampled_from([
+        "mf.SigmoidBeliefNet([2, 3], random_state=0, progress=False)",
+        "mf.NLGBN([2, 3], random_state=0, progress=False)",
+        "mf.BeliefNet(np.tril(np.ones((4, 4)), -1), np.zeros(4), [2, 3], progress=False)"]))
+    base = ("import json, os, tempfile\n"
+            f"m = {model}\nX = m.sample(3, random_state=1)\n"
+            "p = m.save(os.path.join(tempfile.mkdtemp(), 'm'))\n"
+            "d = dict(np.load(p))\nheader = json.loads(str(d['_header']))")
+    edit = draw(st.sampled_from([
+        "header['format_version'] = 2**63",
+        "header['format_version'] = 'abc'",
+        "header['format_version'] = None",
+        "del header['params']",
+        "del header['state']",
+        "header['class'] = 'os:system'",
+        "header['class'] = 'mfengine._base:load'",
+        "header['class'] = 'mfengine.sbn.layered:Nothing'",
+        "header['class'] = 'mfengine.nonexistent:X'",
+        "header['params']['sizes'] = [2**62, 3]",
+        "header['params'] = {'bogus': 1}",
+        "header['state'] = {'weights_': {'__array__': 'nope'}}",
+        "d['a0'] = np.full(np.shape(d['a0']), np.nan)",
+        "d['a0'] = np.zeros((7, 7))",
+        "d['a0'] = np.array(['x'])",
+        "d['_keys'] = d['_keys'][:1]",
+        "d['_header'] = np.array('not json')",
+        "d.pop('_header')",
+        "header['state'] = {}",
+    ]))
+    rewrite = ("\nd['_header'] = np.array(json.dumps(header))" if "header[" in edit or
+               "del header" in edit else "")
+    setup = base + "\n" + edit + rewrite + "\nnp.savez(p, **d)"
+    call = "out = mf.load(p).score_samples(X)"
+    names = ["path", "file", "format", "header", "class", "weights_", "biases_", "variances_",
+             "W_", "h_", "sizes", "mfengine model", "format_version"]
+    valid = edit == "header['state'] = {}"      # an unfitted model: parameters drawn anew
+    return _case("load", "mf.load", setup, "", call, "finite", names, valid, edit)
+
+
 FAMILIES = {
     "SigmoidBeliefNet": sbn_case,
     "BeliefNet": dag_case,
@@ -896,11 +952,36 @@ FAMILIES = {
     "GenerativeClassifier": clf_case,
     "mf.infer": dispatch_case,
     "kernels": kernel_case,
+    "load": load_case,
 }
 
 
 def generate(family, n, seed=0):
     """``n`` distinct cases of ``family``, drawn by Hypothesis with a fixed seed."""
+    return generate_many([family], n, seed)[family]
+
+
+def generate_many(families, n, seed=0):
+    """``{family: n distinct cases}``, drawn by Hypothesis with a fixed seed.
+
+    The cases are drawn in a fresh interpreter (``python cases.py``): Hypothesis's engine
+    is deterministic for a given seed only within the same calling context (the same seed
+    drew 118 cases from one script and 119 from another), so every caller -- the short
+    profile under pytest, bench/fuzz_long.py -- draws them the same way and gets the same
+    cases."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), ",".join(families),
+                          str(n), str(seed)], capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"drawing the fuzz cases failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout)
+
+
+def _draw(family, n, seed):
+    """``generate``'s work, in the fresh interpreter."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as fixed_seed
 
@@ -915,3 +996,11 @@ def generate(family, n, seed=0):
 
     collect()
     return list(found.values())[:n]
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    n, seed = int(sys.argv[2]), int(sys.argv[3])
+    print(json.dumps({fam: _draw(fam, n, seed) for fam in sys.argv[1].split(",")}))

@@ -82,6 +82,17 @@ def _bound_problem(bound, method, ns, caught, allow_neg_inf=False):
     return None
 
 
+def _net_scale(m):
+    """sum over units of |h_i| + sum_j |W_ij| (an upper bound on the rounding scale of z)."""
+    np = _np()
+    if hasattr(m, "W_"):
+        W, h = np.abs(np.asarray(m.W_)), np.abs(np.asarray(m.h_))
+        return float(np.sum(W) + np.sum(h))
+    W = [np.abs(np.asarray(w)) for w in m.weights_]
+    h = [np.abs(np.asarray(b)) for b in m.biases_]
+    return float(sum(np.sum(w) for w in W) + sum(np.sum(b) for b in h))
+
+
 def _exact_problem(bound, ns):
     """For the strict bound on a small net: bound <= exact ln P(v) (None when it holds or
     cannot be checked)."""
@@ -100,7 +111,11 @@ def _exact_problem(bound, ns):
     if exact.shape != b.shape:
         return None
     ok = np.isfinite(exact)
-    over = (b - exact) > 1e-9 * np.maximum(1.0, np.abs(exact))
+    # float64 knows each input z_i = h_i + sum_j W_ij S_j only to about eps * (|h_i| +
+    # sum_j |W_ij|), and d ln P / dz <= 1 per unit: beyond |W| ~ 1e15 the enumerated ln P(v)
+    # itself depends on the order of summation, and no bound can be held to it more closely
+    rounding = 8 * np.finfo(float).eps * _net_scale(m)
+    over = (b - exact) > 1e-9 * np.maximum(1.0, np.abs(exact)) + rounding
     over &= ok
     if np.any(over):
         k = int(np.flatnonzero(over.ravel())[0])
