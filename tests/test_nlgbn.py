@@ -428,6 +428,39 @@ def test_constructor_stores_hyperparameters_and_clone_works():
     assert g.weights is g.weights_ and g.biases is g.biases_ and g.variances is g.variances_
 
 
+@pytest.mark.parametrize("model", [
+    dict(sizes=[2, None]),
+    dict(sizes=[1, 3, None], units=["binary", ["rectified", "sigmoidal", "binary"], "linear"]),
+])
+def test_scikit_learn_check_estimator(model):
+    # sizes[-1] = None takes the visible units from the data, so that scikit-learn's checks
+    # (which fit on data of several widths) apply; one check is skipped by scikit-learn itself
+    # (array API input, only with SCIPY_ARRAY_API set)
+    from sklearn.utils.estimator_checks import check_estimator
+
+    g = mf.NLGBN(**model, max_iter=3, random_state=0, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(g, on_fail=None)
+    failed = [f"{r['check_name']}: {r['exception']}" for r in results if r["status"] == "failed"]
+    assert failed == []
+    assert sum(r["status"] == "passed" for r in results) >= 35
+
+
+def test_visible_units_from_the_data():
+    X = mf.datasets.make_continuous_bars(40, random_state=0)
+    g = mf.NLGBN([1, 4, None], units=["binary", "rectified", "linear"], max_iter=2,
+                 random_state=0, progress=False)
+    with pytest.raises(ValueError, match="fit the model before sampling"):
+        g.sample(3)
+    g.fit(X)
+    assert g.sizes == [1, 4, None] and g.n_features_in_ == 36
+    assert g.weights_[1].shape == (36, 4) and g.sample(2).shape == (2, 36)
+    with pytest.raises(ValueError, match="X has 5 features, but NLGBN is expecting 36"):
+        g.score(X[:, :5])
+    assert g.fit(X[:, :7]).weights_[1].shape == (7, 4)      # a cold start follows the data
+
+
 def test_parameters_are_drawn_lazily_and_deterministically():
     g = mf.NLGBN([1, 16, 36], units=["binary", "rectified", "linear"], random_state=0)
     S = g.sample(10, random_state=1)

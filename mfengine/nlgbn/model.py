@@ -165,10 +165,18 @@ def _check_random_state(random_state):
                         f"got {random_state!r} ({exc})") from None
 
 
-def _check_layer_sizes(sizes):
-    """``sizes`` as a tuple of ints (check_sizes), refusing NaN, inf and huge networks first."""
+def _check_layer_sizes(sizes, n_features=None):
+    """``sizes`` as a tuple of ints (check_sizes), refusing NaN, inf and huge networks first; a
+    last entry None is the number of columns of the training data, ``n_features``."""
     if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
         raise TypeError(f"sizes must be a sequence of layer sizes, got {sizes!r}")
+    if len(sizes) and sizes[-1] is None:
+        if n_features is None:
+            raise ValueError(
+                f"sizes={list(sizes)} leaves the number of visible units to the data: fit the "
+                "model before sampling or scoring with it (or give sizes[-1])"
+            )
+        sizes = list(sizes[:-1]) + [n_features]
     for n in sizes:
         if isinstance(n, numbers.Real) and not isinstance(n, numbers.Integral) and not np.isfinite(n):
             raise ValueError(f"sizes must hold whole numbers of units, got {sizes!r}")
@@ -352,8 +360,8 @@ class NLGBN(PersistMixin, BaseEstimator):
     Parameters
     ----------
     sizes : sequence of int
-        Units per layer, top layer first; the last entry is the number of visible units.  At
-        least two layers.
+        Units per layer, top layer first; the last entry is the number of visible units, or
+        None to take it from the data at ``fit``.  At least two layers.
     units : None, str or sequence, default None
         Unit types among ``"linear"``, ``"binary"``, ``"rectified"`` and ``"sigmoidal"``.  A
         sequence of one entry per layer, each a type name (the whole layer) or a sequence of
@@ -504,9 +512,10 @@ class NLGBN(PersistMixin, BaseEstimator):
     def _has_params(self):
         return all(hasattr(self, k) for k in ("weights_", "biases_", "variances_", "units_"))
 
-    def _draw_params(self):
-        """Draw initial parameters from the constructor's settings."""
-        sizes = _check_layer_sizes(self.sizes)
+    def _draw_params(self, n_features=None):
+        """Draw initial parameters from the constructor's settings (``n_features``: the
+        training data's columns, for ``sizes[-1] = None``)."""
+        sizes = _check_layer_sizes(self.sizes, n_features)
         units = _check_units(self.units, sizes)
         scale = _check_float(self.weight_scale, "weight_scale", 0.0, max_val=1e100)
         min_variance = self._check_min_variance()
@@ -616,9 +625,11 @@ class NLGBN(PersistMixin, BaseEstimator):
             if name not in msg:
                 msg = f"{name}: {msg}"
             raise ValueError(msg) from exc
-        if X.shape[1] != n_features:
-            raise ValueError(f"{name} must have {n_features} columns (one per visible unit), "
-                             f"got {X.shape[1]}")
+        if n_features is not None and X.shape[1] != n_features:
+            said = (f"X has {X.shape[1]} features, but NLGBN is expecting {n_features} features "
+                    "as input: " if name == "X" else "")
+            raise ValueError(f"{said}{name} must have {n_features} columns (one per visible "
+                             f"unit), got {X.shape[1]}")
         return X
 
     def _solve(self, X, mu, lv, tol, max_sweeps, n_threads, want_stats=False, flat=None,
@@ -915,9 +926,10 @@ class NLGBN(PersistMixin, BaseEstimator):
     def _fit(self, X):
         """fit's work; returns the training posterior (mu, log sigma^2) for the tests."""
         p = self._check_fit_params()
+        X = self._check_X(X, None)
         drawn = not (p["warm_start"] and self._has_params())
         if drawn:
-            self._draw_params()
+            self._draw_params(n_features=X.shape[1])
         net = self._network()
         X = self._check_X(X, net.sizes[-1])
         if X.shape[0] == 0:
