@@ -31,6 +31,17 @@ def check_int(value, name, low, high=INT64_MAX):
     Returns
     -------
     value : int
+        The value, as a Python int.
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not an integer in range.
+
+    Examples
+    --------
+    >>> check_int(2**62, "lag", 1)
+    4611686018427387904
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
         upper = "" if high == INT64_MAX else f" and <= {high}"
@@ -39,7 +50,32 @@ def check_int(value, name, low, high=INT64_MAX):
 
 
 def check_real(value, name, allow_none=False):
-    """``value`` as a finite float >= 0 (or None when ``allow_none``), or a ValueError."""
+    """``value`` as a finite float >= 0 (or None when ``allow_none``), or a ValueError.
+
+    Parameters
+    ----------
+    value : object
+        The value to check; ``bool`` is refused.
+    name : str
+        The argument's public name, for the message.
+    allow_none : bool, default=False
+        Whether None is accepted (and returned).
+
+    Returns
+    -------
+    value : float or None
+        The value, as a float.
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not a finite number >= 0 (or None when allowed).
+
+    Examples
+    --------
+    >>> check_real(1e-4, "tol"), check_real(None, "tol", allow_none=True)
+    (0.0001, None)
+    """
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) \
@@ -50,7 +86,7 @@ def check_real(value, name, allow_none=False):
 
 
 def check_lengths(lengths, n_rows):
-    """Offsets (n_sequences + 1,) of the sequences given by ``lengths`` over ``n_rows`` rows.
+    """Turn ``lengths`` into the offsets (n_sequences + 1,) of the sequences in ``n_rows`` rows.
 
     Each length is compared with ``n_rows`` as a Python integer before anything is summed, so
     that no integer type (int64, uint64) can wrap around to a sum that looks right.
@@ -65,12 +101,18 @@ def check_lengths(lengths, n_rows):
     Returns
     -------
     offsets : ndarray of intp, shape (n_sequences + 1,)
+        Sequence s is rows ``offsets[s]:offsets[s + 1]``.
 
     Raises
     ------
     ValueError
         If ``lengths`` is not a non-empty 1-D integer sequence whose entries are >= 1 and sum
         to ``n_rows``.
+
+    Examples
+    --------
+    >>> check_lengths([2, 3], 5)
+    array([0, 2, 5])
     """
     arr = lengths if isinstance(lengths, np.ndarray) else np.asarray(lengths, dtype=object)
     if arr.ndim != 1 or arr.size == 0:
@@ -98,10 +140,30 @@ def check_lengths(lengths, n_rows):
 
 
 def n_threads_for(n_threads, n_items):
-    """OpenMP threads for a kernel call over ``n_items`` sequences.
+    """Count the OpenMP threads for a kernel call over ``n_items`` sequences.
 
-    ``n_threads`` (None: ``OMP_NUM_THREADS`` or all cores; negative: counted back from the
-    number of cores), clamped to [1, min(cores, n_items)] before it reaches OpenMP.
+    Parameters
+    ----------
+    n_threads : int or None
+        Requested threads (None: ``OMP_NUM_THREADS`` or all cores; negative: counted back from
+        the number of cores); any integer size.
+    n_items : int
+        Sequences in the call.
+
+    Returns
+    -------
+    n : int
+        ``n_threads`` clamped to [1, min(cores, n_items)] before it reaches OpenMP.
+
+    Raises
+    ------
+    ValueError
+        If ``n_threads`` is not a non-zero integer or None.
+
+    Examples
+    --------
+    >>> n_threads_for(10**9, 1)
+    1
     """
     if n_threads is not None and (isinstance(n_threads, bool)
                                   or not isinstance(n_threads, numbers.Integral)

@@ -47,7 +47,9 @@ _UNCONVERGED_HINT = "raise infer_max_iter or loosen infer_tol"
 class HMMInferenceResult(InferenceResult):
     """What :meth:`ContextHMM.infer` returns: the mean-field solution of every sequence.
 
-    Attributes
+    A subclass of :class:`mfengine.InferenceResult`, the answer of every family's ``infer``.
+
+    Parameters
     ----------
     bound : ndarray of shape (n_sequences,)
         Lower bound on ln P(x) of each sequence, in nats (``method="exact"``: ln P(x) itself).
@@ -58,21 +60,37 @@ class HMMInferenceResult(InferenceResult):
         Sweeps made for each sequence (for ``"structured"``: those of the kept start).
     method : str
         ``"structured"``, ``"naive"`` or ``"exact"``.
-    tol : float
+    tol : float, optional
         The per-time-step tolerance used.
-    posteriors : ndarray of shape (n_samples, n_states) or None
+    posteriors : ndarray of shape (n_samples, n_states), optional
         Marginals Q(S_t = i) of the approximating distribution, sequences concatenated
         (None for ``"exact"``).
-    potentials : ndarray of shape (n_samples, n_states) or None
+    potentials : ndarray of shape (n_samples, n_states), optional
         For ``"structured"``: the log-potentials h_t of the chain
         Q(s) ~ startprob[s_0] prod transmat[s_t, s_t+1] prod exp(h_t(s_t)) -- the variational
         parameters; None otherwise.
-    history : ndarray of shape (n_sequences, min(max_iter, 1000) + 1) or None
+    history : ndarray of shape (n_sequences, min(max_iter, 1000) + 1), optional
         The bound before the first sweep and after each sweep, NaN after the last.  For
         ``"structured"``: the sweeps of the kept start; for ``"naive"``: entry 0 is the
         first-order posterior's marginals taken as the product Q.
-    lengths : ndarray of int, shape (n_sequences,)
+    lengths : ndarray of int, shape (n_sequences,), optional
         Lengths of the sequences.
+
+    See Also
+    --------
+    ContextHMM.infer : Returns this result.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import mfengine as mf
+    >>> h = mf.ContextHMM(2, 1, lag=3, context="right")
+    >>> h.means_ = np.array([[-1.0], [1.0]])
+    >>> h.right_means_ = np.array([[0.5], [-0.5]])
+    >>> X, _ = h.sample(40, random_state=0)
+    >>> r = h.infer(X, lengths=[15, 25])
+    >>> r.bound.shape, r.posteriors.shape, bool(r.converged.all())
+    ((2,), (40, 2), True)
     """
 
     posteriors: np.ndarray = field(default=None)
@@ -184,7 +202,8 @@ class ContextHMM(PersistMixin, BaseEstimator):
 
     See Also
     --------
-    hmmlearn.hmm.GaussianHMM : the first-order model (the same verbs).
+    hmmlearn.hmm.GaussianHMM : The first-order model, with the same verbs.
+    HMMInferenceResult : What :meth:`infer` returns.
 
     Notes
     -----
@@ -544,8 +563,8 @@ class ContextHMM(PersistMixin, BaseEstimator):
         Returns
         -------
         log_prob : float
-            ln P(x, s) of the decoded path under the model (context terms included), summed
-            over sequences.
+            The log-probability ln P(x, s) of the decoded path under the model (context terms
+            included), summed over sequences.
         state_sequence : ndarray of int, shape (n_samples,)
             The decoded states.
         """
@@ -566,6 +585,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
         Returns
         -------
         state_sequence : ndarray of int, shape (n_samples,)
+            The decoded state of every sample (with the constructor's ``algorithm``).
         """
         return self._decode(X, lengths, None, method, "predict")[1]
 
