@@ -6,8 +6,9 @@
  * Plain C, no Python; every function is static inline (Cython calls cost nothing, and loops
  * over them vectorise where their bodies allow).  Each is accurate to a few ulps wherever its
  * result is a normal double (where it is subnormal, to a few units of the smallest one, as
- * for exp), returns the right limit (0, 1, +-inf) where the exact value is one, and
- * propagates NaN; tests/test_numerics.py compares each with long-double references. */
+ * for exp; mf_sigmoid and mf_sig_u excepted, see there), returns the right limit (0, 1,
+ * +-inf) where the exact value is one, and propagates NaN; tests/test_numerics.py compares
+ * each with long-double references. */
 #ifndef MF_NUMERICS_H
 #define MF_NUMERICS_H
 
@@ -15,10 +16,17 @@
 #include "mf_exp.h"
 
 /* e^x for x <= 0 (an x > 0 is taken as 0), from the vectorisable mf_exp_parts: within 2 ulp
- * on [-708, 0]; below, subnormal or 0 as e^x is. */
+ * on [-708, 0]; below, subnormal or 0 as e^x is (by squaring e^{x/2}). */
 static inline double mf_exp_neg(double x)
 {
     double num, den;
+    if (x < -708.0) {
+        if (x < -746.0)
+            return 0.0;                     /* e^x < 2^-1076 rounds to 0 */
+        mf_exp_parts(0.5 * x, &num, &den);
+        double h = num / den;
+        return h * h;
+    }
     mf_exp_parts(x, &num, &den);
     return num / den;
 }
@@ -33,7 +41,9 @@ static inline double mf_log1pexp(double x)
     return x;
 }
 
-/* 1 / (1 + exp(-x)) without overflow for any x; one division. */
+/* 1 / (1 + exp(-x)) without overflow for any x; one division.  Within 4 ulp for x >= -708;
+ * below, e^-708 ~ 3.3e-308 (mf_exp_parts' floor: an absolute error below 3.4e-308, harmless
+ * where the result is added or multiplied; take logs with mf_log_sigmoid instead). */
 static inline double mf_sigmoid(double x)
 {
     double num, den;    /* e^{-|x|} = num / den */
@@ -42,7 +52,7 @@ static inline double mf_sigmoid(double x)
 }
 
 /* sigmoid(a) and u = 1 + e^{-|a|} (so that log(1 + e^a) = max(a, 0) + log u), from one exp
- * and one division. */
+ * and one division (sigmoid as mf_sigmoid's, with its floor of e^-708 below a = -708). */
 static inline void mf_sig_u(double a, double *sig, double *u)
 {
     double num, den;    /* e^{-|a|} = num / den */
