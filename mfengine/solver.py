@@ -47,10 +47,75 @@ mf_sbn_gaussian_gradient: the gradient of the bound summed over patterns at (mu,
   V's are used).  Deterministic, one thread.
 """
 
-# Status codes, as in the .pxd and csrc/mf_status.h (for Python callers checking values from
-# Cython wrappers).
-MF_OK = 0
-MF_NOT_CONVERGED = 1
-MF_EBADARG = -1
-MF_ENOMEM = -2
-MF_EOVERFLOW = -3
+import enum
+import inspect
+
+__all__ = ["Status", "MF_OK", "MF_NOT_CONVERGED", "MF_EBADARG", "MF_ENOMEM", "MF_EOVERFLOW"]
+
+
+class Status(enum.IntEnum):
+    """The status codes of every mfengine kernel (csrc/mf_status.h).
+
+    For Python code that checks the value a Cython wrapper of the solvers returns.  The
+    members are ints (``Status.EBADARG == -1``); ``Status(code)`` names a code.
+
+    Parameters
+    ----------
+    value : int
+        A status code.
+
+    Attributes
+    ----------
+    OK : int
+        0: success.
+    NOT_CONVERGED : int
+        1: results written; some pattern reached its sweep budget.
+    EBADARG : int
+        -1: a bad argument (size, pointer or value); nothing written.
+    ENOMEM : int
+        -2: a scratch allocation failed; nothing written.
+    EOVERFLOW : int
+        -3: a size or offset computed from the sizes would overflow ptrdiff_t; nothing
+        written.
+
+    Raises
+    ------
+    ValueError
+        If ``value`` is not one of the codes.
+
+    See Also
+    --------
+    MF_OK, MF_NOT_CONVERGED, MF_EBADARG, MF_ENOMEM, MF_EOVERFLOW : The same values by their C
+        names.
+
+    Examples
+    --------
+    >>> from mfengine.solver import Status, MF_EBADARG
+    >>> Status(-1)
+    <Status.EBADARG: -1>
+    >>> MF_EBADARG == -1, Status(MF_EBADARG).name
+    (True, 'EBADARG')
+    """
+
+    OK = 0
+    NOT_CONVERGED = 1
+    EBADARG = -1
+    ENOMEM = -2
+    EOVERFLOW = -3
+
+
+# Status(code) is the only call: its signature for help() and numpydoc (not EnumType's).
+Status.__signature__ = inspect.Signature(
+    [inspect.Parameter("value", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=int)])
+
+#: 0, success (``Status.OK``).
+MF_OK = Status.OK
+#: 1, results written, some pattern reached max_sweeps (``Status.NOT_CONVERGED``).
+MF_NOT_CONVERGED = Status.NOT_CONVERGED
+#: -1, a bad argument, nothing written (``Status.EBADARG``).
+MF_EBADARG = Status.EBADARG
+#: -2, out of memory, nothing written (``Status.ENOMEM``).
+MF_ENOMEM = Status.ENOMEM
+#: -3, a size computed from the sizes would overflow ptrdiff_t, nothing written
+#: (``Status.EOVERFLOW``).
+MF_EOVERFLOW = Status.EOVERFLOW

@@ -409,3 +409,18 @@ def test_contract_text_is_the_same_in_the_pxd_and_the_module_docstring():
     comment = [line[2:] if line.startswith("# ") else line[1:] for line in pxd
                if line.startswith("#")]
     assert "\n".join(comment).strip() == mfengine.solver.__doc__.strip()
+
+
+def test_status_names_the_codes_and_its_docstring_runs():
+    import doctest
+
+    from mfengine.solver import Status
+
+    assert [int(s) for s in Status] == [0, 1, -1, -2, -3]
+    for name in ("OK", "NOT_CONVERGED", "EBADARG", "ENOMEM", "EOVERFLOW"):
+        assert getattr(mfengine.solver, "MF_" + name) is Status[name]
+    with pytest.raises(ValueError):
+        Status(7)
+    assert doctest.testmod(mfengine.solver).failed == 0
+    numpydoc = pytest.importorskip("numpydoc.validate")
+    assert numpydoc.validate("mfengine.solver.Status")["errors"] == []
