@@ -140,6 +140,10 @@ def _encode(prefix, value, arrays):
             raise TypeError(f"cannot save {prefix}: an object array")
         arrays[prefix] = value
         return {"__array__": prefix}
+    if type(value).__module__.startswith("scipy.sparse"):   # a sparse matrix, as CSR arrays
+        csr = value.tocsr()
+        return {"__csr__": [_encode(f"{prefix}.{k}", getattr(csr, k), arrays)
+                            for k in ("data", "indices", "indptr")], "shape": list(csr.shape)}
     if isinstance(value, np.random.Generator):
         return {"__rng__": value.bit_generator.state}
     if isinstance(value, (list, tuple)):
@@ -162,6 +166,11 @@ def _decode(desc, arrays):
             return tuple(_decode(d, arrays) for d in desc["__tuple__"])
         if "__dict__" in desc:
             return {k: _decode(v, arrays) for k, v in desc["__dict__"].items()}
+        if "__csr__" in desc:
+            import scipy.sparse
+
+            data, indices, indptr = (_decode(d, arrays) for d in desc["__csr__"])
+            return scipy.sparse.csr_matrix((data, indices, indptr), shape=tuple(desc["shape"]))
         if "__rng__" in desc:
             rng = np.random.default_rng()
             rng.bit_generator.state = desc["__rng__"]

@@ -88,4 +88,8 @@ def progress_bar(total=None, desc=None, disable=False, **kwargs):
     except ImportError:
         return _Silent()
     kwargs.setdefault("delay", progress_delay())  # short runs print nothing
-    return tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True, **kwargs)
+    bar = tqdm(total=total, desc=desc, leave=False, dynamic_ncols=True, **kwargs)
+    # tqdm's set_postfix redraws at once by default, which would show the bar before its delay
+    set_postfix = bar.set_postfix
+    bar.set_postfix = lambda *args, refresh=False, **kw: set_postfix(*args, refresh=refresh, **kw)
+    return bar

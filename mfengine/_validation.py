@@ -103,6 +103,9 @@ def check_random_state(seed):
     if isinstance(seed, np.random.Generator):
         return seed
     if seed is None or isinstance(seed, numbers.Integral):
+        if isinstance(seed, (bool, np.bool_)) or (seed is not None and seed < 0):
+            raise ValueError(f"random_state must be None, a non-negative int or a numpy "
+                             f"Generator, got {seed!r}")
         return np.random.default_rng(seed)
     if isinstance(seed, np.random.RandomState):
         return np.random.default_rng(seed.randint(0, 2**31 - 1))

@@ -105,9 +105,11 @@ def run_gaussian(net, V, miss, init_mu, tol, max_iter, inner_tol, n_threads, pro
 
 
 def dag_items(model, V, missing=None):
-    """The items the DAG kernels solve: ``(batch, clamp, net_of, shape)``.
+    """The items the DAG kernels solve: ``(batch, w, clamp, net_of, shape)``.
 
-    ``model`` is a checked BeliefNet or BeliefNetBatch.  ``batch`` is a BeliefNetBatch;
+    ``model`` is a checked BeliefNet or BeliefNetBatch.  ``batch`` is a BeliefNetBatch (for a
+    BeliefNet, one that holds its biases, visible units and structure); ``w`` the packed
+    (n_nets, nnz) weights;
     ``clamp`` (n_items, n_units) holds each clamped unit's value and NaN at free ones (hidden,
     or visible and missing); ``net_of`` the net of each item; ``shape`` the leading shape of
     the result.
@@ -121,24 +123,21 @@ def dag_items(model, V, missing=None):
         clamp = np.full((k * m, model.n_units), np.nan)
         clamp[:, model.visible_] = V3.reshape(k * m, V3.shape[2])
         shape = (k,) if squeeze else (k, m)
-        return model, clamp, np.repeat(np.arange(k, dtype=np.intp), m), shape
+        return model, model._packed_w(), clamp, np.repeat(np.arange(k, dtype=np.intp), m), shape
     V, miss = model._check_data(V, missing)
     if miss is not None:
         V = np.where(miss, np.nan, V)
     batch = model._as_batch()
     clamp = np.full((V.shape[0], model.n_units), np.nan)
     clamp[:, model.visible_] = V
-    return batch, clamp, np.zeros(V.shape[0], dtype=np.intp), (V.shape[0],)
+    return batch, model._packed_w(), clamp, np.zeros(V.shape[0], dtype=np.intp), (V.shape[0],)
 
 
-def solve_items(batch, clamp, net_of, method, tol, max_iter, n_threads, init_mu=None,
-                inner_tol=None, init_xi=None, w=None):
-    """Run a DAG method's kernel on prepared items; returns (bound, mu, xi, n_iter, converged).
-
-    ``w`` are the packed weights (default: packed from ``batch``)."""
+def solve_items(batch, w, clamp, net_of, method, tol, max_iter, n_threads, init_mu=None,
+                inner_tol=None, init_xi=None):
+    """Run a DAG method's kernel on prepared items (see ``dag_items``); returns
+    (bound, mu, xi, n_iter, converged)."""
     s = batch._structure
-    if w is None:
-        w = s.pack(batch.W_)
     if method == "sjj":
         from mfengine.sbn import sjj
 
@@ -157,7 +156,7 @@ def solve_items(batch, clamp, net_of, method, tol, max_iter, n_threads, init_mu=
 def run_dag(model, V, missing, method, tol, max_iter, inner_tol, n_threads, init_mu, progress):
     """A DAG method on a checked BeliefNet or BeliefNetBatch; returns a BeliefNetResult with
     ``mu``/``xi`` of shape ``shape + (n_units,)``."""
-    batch, clamp, net_of, shape = dag_items(model, V, missing)
+    batch, w, clamp, net_of, shape = dag_items(model, V, missing)
     n = clamp.shape[0]
     mu0 = None
     if init_mu is not None:
@@ -171,12 +170,11 @@ def run_dag(model, V, missing, method, tol, max_iter, inner_tol, n_threads, init
         mu0 = np.full(clamp.shape, 0.5)
         mu0[:, hid] = init_mu
     nt = _threads(n_threads, n)
-    w = batch._structure.pack(batch.W_)
 
     def chunk(sl):
         bound, mu, xi, n_iter, conv = solve_items(
-            batch, clamp[sl], net_of[sl], method, tol, max_iter, nt,
-            None if mu0 is None else mu0[sl], inner_tol, w=w)
+            batch, w, clamp[sl], net_of[sl], method, tol, max_iter, nt,
+            None if mu0 is None else mu0[sl], inner_tol)
         return BeliefNetResult(bound=bound, converged=conv, n_iter=n_iter, method=method,
                                tol=tol, mu=mu, xi=xi)
 

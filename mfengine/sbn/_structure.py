@@ -3,6 +3,11 @@ import numpy as np
 
 __all__ = ["DagStructure", "ACTIVATIONS"]
 
+
+def _is_sparse(x):
+    """Whether ``x`` is a scipy.sparse matrix or array (without importing SciPy for dense)."""
+    return type(x).__module__.startswith("scipy.sparse")
+
 #: The unit activations of DAG belief nets.
 ACTIVATIONS = ("sigmoid", "noisy_or")
 
@@ -11,7 +16,8 @@ class DagStructure:
     """The sparsity pattern of a DAG in the compressed form every DAG kernel reads.
 
     Built from a boolean (n_units, n_units) mask of nonzero weights (``mask[i, j]``: an edge
-    from j to i, j < i).  All arrays are C-contiguous ``intp``:
+    from j to i, j < i), or from a scipy.sparse matrix whose nonzero entries are the edges
+    (then nothing of size n_units**2 is allocated).  All arrays are C-contiguous ``intp``:
 
     par_ptr (n_units + 1,), par_idx (nnz,)
         The parents of unit i are ``par_idx[par_ptr[i]:par_ptr[i + 1]]``, ascending.  The
@@ -24,9 +30,21 @@ class DagStructure:
     """
 
     def __init__(self, mask):
-        mask = np.asarray(mask, dtype=bool)
-        n = mask.shape[0]
-        rows, cols = np.nonzero(mask)  # row-major: grouped by child i, parents ascending
+        if _is_sparse(mask):
+            coo = mask.tocoo()
+            keep = coo.data != 0
+            n = mask.shape[0]
+            rows, cols = coo.row[keep].astype(np.intp), coo.col[keep].astype(np.intp)
+            order = np.lexsort((cols, rows))   # row-major, as np.nonzero of a dense mask
+            rows, cols = rows[order], cols[order]
+            if rows.size > 1:                  # duplicate entries (COO input) are one edge
+                first = np.ones(rows.size, dtype=bool)
+                first[1:] = (np.diff(rows) != 0) | (np.diff(cols) != 0)
+                rows, cols = rows[first], cols[first]
+        else:
+            mask = np.asarray(mask, dtype=bool)
+            n = mask.shape[0]
+            rows, cols = np.nonzero(mask)  # row-major: grouped by child i, parents ascending
         self.n_units = n
         self.nnz = rows.size
         self.par_ptr = np.zeros(n + 1, dtype=np.intp)
@@ -37,25 +55,48 @@ class DagStructure:
         np.cumsum(np.bincount(cols, minlength=n), out=self.ch_ptr[1:])
         self.ch_idx = np.ascontiguousarray(rows[order], dtype=np.intp)
         self.ch_w = np.ascontiguousarray(order, dtype=np.intp)
-        self._rows = rows
-        self._cols = cols
+        self._rows = np.ascontiguousarray(rows, dtype=np.intp)
+        self._cols = np.ascontiguousarray(cols, dtype=np.intp)
 
     def pack(self, W):
-        """The (..., nnz) weight vectors of dense (..., n_units, n_units) matrices ``W``."""
+        """The (..., nnz) weight vectors of dense (..., n_units, n_units) matrices ``W``, or
+        the (nnz,) vector of one scipy.sparse matrix."""
+        if _is_sparse(W):
+            return np.ascontiguousarray(np.asarray(W.tocsr()[self._rows, self._cols],
+                                                   dtype=np.float64).ravel())
         return np.ascontiguousarray(np.asarray(W, dtype=np.float64)[..., self._rows, self._cols])
 
-    def unpack(self, w):
-        """Dense (..., n_units, n_units) matrices from (..., nnz) weight vectors ``w``."""
+    def unpack(self, w, sparse=False):
+        """Dense (..., n_units, n_units) matrices from (..., nnz) weight vectors ``w``; with
+        ``sparse`` a CSR matrix from one (nnz,) vector (no O(n_units**2) memory)."""
         w = np.asarray(w, dtype=np.float64)
+        if sparse:
+            import scipy.sparse
+
+            out = scipy.sparse.csr_matrix((w, (self._rows, self._cols)),
+                                          shape=(self.n_units, self.n_units))
+            out.sort_indices()
+            return out
         out = np.zeros(w.shape[:-1] + (self.n_units, self.n_units))
         out[..., self._rows, self._cols] = w
         return out
 
-    def mask(self):
-        """The (n_units, n_units) boolean mask of the edges."""
-        m = np.zeros((self.n_units, self.n_units), dtype=bool)
-        m[self._rows, self._cols] = True
-        return m
+    def covers(self, W):
+        """Whether every nonzero weight of ``W`` (dense, batched, or scipy.sparse) lies on an
+        edge."""
+        if _is_sparse(W):
+            coo = W.tocoo()
+            nz = coo.data != 0
+            keys = coo.row[nz].astype(np.int64) * self.n_units + coo.col[nz]
+        else:
+            W = np.asarray(W)
+            off = W != 0.0
+            if W.ndim == 3:
+                off = np.any(off, axis=0)
+            r, c = np.nonzero(off)
+            keys = r.astype(np.int64) * self.n_units + c
+        edges = self._rows.astype(np.int64) * self.n_units + self._cols
+        return bool(np.all(np.isin(keys, edges, assume_unique=False)))
 
     def same_as(self, other):
         return (self.n_units == other.n_units and self.nnz == other.nnz

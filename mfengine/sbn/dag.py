@@ -17,7 +17,7 @@ from sklearn.base import BaseEstimator, DensityMixin
 from mfengine._base import PersistMixin
 from mfengine._validation import as_float_matrix, check_binary, check_missing, check_random_state
 from mfengine.sbn._solve import DAG_METHODS, check_solve_args, report, run_dag
-from mfengine.sbn._structure import ACTIVATIONS, DagStructure
+from mfengine.sbn._structure import ACTIVATIONS, DagStructure, _is_sparse
 
 __all__ = ["BeliefNet", "BeliefNetBatch", "DagStructure", "ACTIVATIONS"]
 
@@ -35,6 +35,13 @@ def _log_probs(z, activation):
         return np.log(-np.expm1(-z)), -z
 
 
+def _edges(W, batch):
+    """What DagStructure reads: the nonzero pattern of W (over every net of a batch)."""
+    if _is_sparse(W):
+        return W
+    return np.any(W != 0.0, axis=0) if batch else W != 0.0
+
+
 def _check_activation(activation):
     if not isinstance(activation, str) or activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
@@ -46,6 +53,8 @@ def _check_weights(W, h, activation, batch, names=("W", "h"), copy=False):
     parameters non-negative.  ``batch``: W is (n_nets, n, n) and h (n_nets, n).  ``names``
     are the names errors use; ``copy`` forces fresh arrays (never the caller's)."""
     name_W, name_h = names
+    if _is_sparse(W) and not batch:
+        return _check_sparse_weights(W, h, activation, names, copy)
     if copy:
         W, h = np.array(W), np.array(h)
     W = np.asarray(W)
@@ -78,6 +87,45 @@ def _check_weights(W, h, activation, batch, names=("W", "h"), copy=False):
         raise ValueError(f"{name_h} contains NaN or infinite values")
     if activation == "noisy_or":
         if np.any(W < 0):
+            raise ValueError(f"noisy-OR units need non-negative weights; {name_W} has negative entries")
+        if np.any(h < 0):
+            raise ValueError(f"noisy-OR units need non-negative biases; {name_h} has negative entries")
+    return W, h
+
+
+def _check_sparse_weights(W, h, activation, names, copy):
+    """The checks of ``_check_weights`` for one scipy.sparse W, in time linear in its nonzero
+    entries; W comes back as a CSR matrix of float64 with sorted indices."""
+    name_W, name_h = names
+    if W.ndim != 2 or W.shape[0] != W.shape[1] or W.shape[0] < 1:
+        raise ValueError(f"{name_W} must be a square (n_units, n_units) matrix, got shape {W.shape}")
+    if W.dtype.kind not in "biuf":
+        raise TypeError(f"{name_W} must be numeric, got dtype {W.dtype}")
+    W = W.tocsr().astype(np.float64, copy=copy)
+    W.sum_duplicates()
+    W.sort_indices()
+    if not np.all(np.isfinite(W.data)):
+        raise ValueError(f"{name_W} contains NaN or infinite values")
+    coo = W.tocoo()
+    bad = (coo.data != 0.0) & (coo.col >= coo.row)
+    if np.any(bad):
+        k = int(np.flatnonzero(bad)[0])
+        i, j = int(coo.row[k]), int(coo.col[k])
+        raise ValueError(
+            f"{name_W} must be strictly lower triangular (units in topological order): "
+            f"{name_W}[{i}, {j}] = {coo.data[k]!r} is a weight from unit {j} to unit {i} with "
+            "j >= i")
+    n = W.shape[0]
+    h = np.asarray(h)
+    if h.dtype.kind not in "biuf":
+        raise TypeError(f"{name_h} must be numeric, got dtype {h.dtype}")
+    if h.shape != (n,):
+        raise ValueError(f"{name_h} must have shape {(n,)}, got {h.shape}")
+    h = np.array(h, dtype=np.float64) if copy else np.ascontiguousarray(h, dtype=np.float64)
+    if not np.all(np.isfinite(h)):
+        raise ValueError(f"{name_h} contains NaN or infinite values")
+    if activation == "noisy_or":
+        if np.any(W.data < 0):
             raise ValueError(f"noisy-OR units need non-negative weights; {name_W} has negative entries")
         if np.any(h < 0):
             raise ValueError(f"noisy-OR units need non-negative biases; {name_h} has negative entries")
@@ -120,12 +168,12 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
             W, h = _check_weights(self.W, self.h, activation, self._batch, copy=True)
             self.W_, self.h_ = W, h
             self.visible_ = _check_visible(self.visible, W.shape[-1])
-            self._structure = DagStructure(np.any(W != 0.0, axis=0) if self._batch else W != 0.0)
+            self._structure = DagStructure(_edges(W, self._batch))
         s = getattr(self, "_structure", None)
-        W_ = np.asarray(self.W_)
-        if s is not None and W_.shape[-2:] != (s.n_units, s.n_units):
+        shape = self.W_.shape if _is_sparse(self.W_) else np.shape(self.W_)
+        if s is not None and tuple(shape[-2:]) != (s.n_units, s.n_units):
             raise ValueError(f"W_ must have shape {(s.n_units, s.n_units)} per net (the net's "
-                             f"units), got {W_.shape}")
+                             f"units), got {shape}")
         W, h = _check_weights(self.W_, self.h_, activation, self._batch, names=("W_", "h_"))
         self.W_, self.h_ = W, h
         n = W.shape[-1]
@@ -136,19 +184,21 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         if s is None or s.n_units != n:
             # after load, or when W_ was replaced by another net's: the edges of W (the
             # constructor's) when the sizes agree, else those of W_
-            W0 = np.asarray(self.W)
+            W0 = self.W if _is_sparse(self.W) else np.asarray(self.W)
             src = W0 if W0.shape == W.shape else W
-            self._structure = s = DagStructure(np.any(src != 0.0, axis=0) if self._batch else src != 0.0)
-        off = W != 0.0
-        if self._batch:
-            off = np.any(off, axis=0)
-        if np.any(off & ~s.mask()):
+            self._structure = s = DagStructure(_edges(src, self._batch))
+        if not s.covers(W):
             raise ValueError("W_ has nonzero weights off the net's edges (the nonzero pattern of "
                              "W); build a new net to change the structure")
         return self
 
     def __sklearn_is_fitted__(self):
         return "W_" in vars(self)
+
+    def _packed_w(self):
+        """The checked weights as the kernels read them: (n_nets, nnz) in edge order."""
+        w = self._structure.pack(self.W_)
+        return w if w.ndim == 2 else w[None]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -388,14 +438,14 @@ class BeliefNet(_DagModel):
     def _as_batch(self):
         """This net as a one-net BeliefNetBatch sharing its checked arrays and structure."""
         self._params()
-        batch = BeliefNetBatch(self.W_[None], self.h_[None], self.visible_, self.activation)
-        batch.W_, batch.h_, batch.visible_ = self.W_[None], self.h_[None], self.visible_
+        batch = BeliefNetBatch(None, None, self.visible_, self.activation)
+        batch.h_, batch.visible_ = self.h_[None], self.visible_
         batch._structure = self._structure
         return batch
 
-    def _set_learned(self, W, h):
-        """New weights and biases on the same edges (learning)."""
-        self.W_ = np.ascontiguousarray(W, dtype=np.float64)
+    def _set_learned(self, w, h):
+        """New weights (an (nnz,) vector on the net's edges) and biases (learning)."""
+        self.W_ = self._structure.unpack(w, sparse=_is_sparse(self.W_))
         self.h_ = np.ascontiguousarray(h, dtype=np.float64)
 
     # ------------------------------------------------------------------ learning
@@ -483,7 +533,11 @@ class BeliefNet(_DagModel):
         return self._log_joint(S)
 
     def _log_joint(self, S):
-        z = S @ self.W_.T + self.h_
+        if _is_sparse(self.W_):
+            flat = S.reshape(-1, S.shape[-1])
+            z = np.asarray((self.W_ @ flat.T).T).reshape(S.shape) + self.h_
+        else:
+            z = S @ self.W_.T + self.h_
         l1, l0 = _log_probs(z, self.activation)
         # 0 * (-inf) must count as 0 (a noisy-OR unit with z = 0 is off for sure)
         return np.sum(np.where(S > 0, l1, 0.0) + np.where(S > 0, 0.0, l0), axis=-1)
@@ -654,7 +708,8 @@ class BeliefNetBatch(_DagModel):
             if net.activation != first.activation:
                 raise ValueError(f"nets[{k}] has activation {net.activation!r}, nets[0] "
                                  f"{first.activation!r}")
-        return cls(np.stack([n.W_ for n in nets]), np.stack([n.h_ for n in nets]), first.visible_,
+        dense = [n.W_.toarray() if _is_sparse(n.W_) else n.W_ for n in nets]
+        return cls(np.stack(dense), np.stack([n.h_ for n in nets]), first.visible_,
                    first.activation, **params)
 
     def __len__(self):

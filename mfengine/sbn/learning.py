@@ -57,7 +57,7 @@ def fit_dag(net, X, missing=None):
         for k in ("W_", "h_", "visible_"):
             vars(net).pop(k, None)
     net._params()
-    batch, clamp, _, _ = dag_items(net, X, missing)
+    batch, w, clamp, _, _ = dag_items(net, X, missing)
     n = clamp.shape[0]
     if n == 0:
         raise ValueError(f"Found array with 0 sample(s) (shape={clamp.shape}) while a minimum of 1 "
@@ -65,7 +65,6 @@ def fit_dag(net, X, missing=None):
     rng = check_random_state(net.random_state)
     noisy = net.activation == "noisy_or"
     s = batch._structure
-    w = s.pack(batch.W_)            # (1, nnz): one net
     h = batch.h_.copy()             # (1, n_units)
     if noisy and method == "sjj":
         np.maximum(h, MIN_NOISY_OR_BIAS, out=h)
@@ -88,8 +87,8 @@ def fit_dag(net, X, missing=None):
                 net_of = np.zeros(idx.size, dtype=np.intp)
                 init_xi = None if xi_state is None else xi_state[idx]
                 batch.h_ = h
-                bound, mu, xi, _, conv = solve_items(batch, clamp[idx], net_of, method, itol, imax,
-                                                     nt, mu_state[idx], None, init_xi, w=w)
+                bound, mu, xi, _, conv = solve_items(batch, w, clamp[idx], net_of, method, itol,
+                                                     imax, nt, mu_state[idx], None, init_xi)
                 converged.append(np.asarray(conv, dtype=bool))
                 mu_state[idx] = mu
                 if xi is not None:
@@ -124,17 +123,17 @@ def fit_dag(net, X, missing=None):
                     RuntimeWarning, stacklevel=3)
                 warned = True
             if callback is not None:
-                net._set_learned(s.unpack(w[0]), h[0].copy())
+                net._set_learned(w[0], h[0].copy())
                 callback(epoch, net, history[-1])
                 # the callback may have edited or replaced the parameters: check and use them
                 net._params()
-                w = s.pack(net.W_[None])
+                w = net._packed_w()
                 h = net.h_[None].copy()
             if stop(history, tol):
                 break
     finally:
         bar.close()
-    net._set_learned(s.unpack(w[0]), h[0].copy())
+    net._set_learned(w[0], h[0].copy())
     net._params()
     warn_unconverged(np.concatenate(converged), f"BeliefNet.fit(method={method!r}): the "
                      "mean-field solves", "raise infer_max_iter or loosen infer_tol",
