@@ -157,7 +157,8 @@ static void lmat(const xchain_t *x, ptrdiff_t t, double *L)
     }
 }
 
-static void matmul(ptrdiff_t n, const double *A, const double *B, double *C)
+static void matmul(ptrdiff_t n, const double *restrict A, const double *restrict B,
+                   double *restrict C)
 {
     ptrdiff_t i, j, k;
     for (i = 0; i < n * n; i++) C[i] = 0.0;
