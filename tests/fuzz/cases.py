@@ -842,7 +842,7 @@ def kernel_case(draw):
             "clamp[:, 2:] = [[0, 1], [1, 1], [0, 0]]\nmu = np.full((3, 4), 0.5)\n"
             "mu[:, 2:] = clamp[:, 2:]\nxi = np.full((3, 4), 0.5)")
     entry = draw(st.sampled_from(("sjj.solve", "sjj.evaluate", "plefka.solve",
-                                  "plefka.objective")))
+                                  "plefka.objective", "plefka.gradient")))
     calls = {
         "sjj.solve": ("out = sjj.solve(s, w, h, net_of, clamp)", "kernel"),
         "sjj.evaluate": ("out = sjj.evaluate(s, w, h, net_of, clamp, mu, xi)", "kernel_value"),
@@ -850,6 +850,8 @@ def kernel_case(draw):
                          "kernel_plefka"),
         "plefka.objective": ("out = plefka.objective(s, w, h, net_of, clamp, mu, 12, 'sigmoid')",
                              "kernel_value"),
+        "plefka.gradient": ("out = plefka.gradient(s, w, h, net_of, clamp, mu, 12, 'sigmoid')",
+                            "finite"),
     }
     call, check = calls[entry]
     what = draw(st.sampled_from(("structure", "w", "h", "net_of", "clamp", "mu", "arg")))
@@ -883,14 +885,14 @@ def kernel_case(draw):
             elif entry == "plefka.solve":
                 call = call.replace("'sigmoid')", "'sigmoid', init_u=mu)")
                 names = ["init_u"]
-            elif entry == "plefka.objective":
+            elif entry in ("plefka.objective", "plefka.gradient"):
                 names = ["u"]
     else:
         arg = draw(st.sampled_from(("tol", "max_sweeps", "n_threads", "inner_tol")))
         if entry != "sjj.solve":
             arg = "n_threads" if entry == "sjj.evaluate" else draw(st.sampled_from(("tol",
                                                                                      "max_iter", "n_threads")))
-            if entry == "plefka.objective":
+            if entry in ("plefka.objective", "plefka.gradient"):
                 arg = "order"
         v = draw(ANY_VALUE)
         if arg == "order":
@@ -941,6 +943,32 @@ def load_case(draw):
              "W_", "h_", "sizes", "mfengine model", "format_version"]
     valid = edit == "header['state'] = {}"      # an unfitted model: parameters drawn anew
     return _case("load", "mf.load", setup, "", call, "finite", names, valid, edit)
+
+
+def _kernel_finding(entry, call, check, value):
+    setup = ("from mfengine.sbn import sjj, plefka\nfrom mfengine.sbn.dag import DagStructure\n"
+             "rng = np.random.default_rng(0)\nW = np.tril(rng.normal(size=(4, 4)), -1)\n"
+             "s = DagStructure(W != 0)\nw = s.pack(W)[None]\nh = np.zeros((1, 4))\n"
+             "net_of = np.zeros(3, dtype=np.intp)\nclamp = np.full((3, 4), np.nan)\n"
+             "clamp[:, 2:] = [[0, 1], [1, 1], [0, 0]]\nmu = np.full((3, 4), 0.5)\n"
+             "mu[:, 2:] = clamp[:, 2:]")
+    edit = f"s.par_ptr = s.par_ptr.copy()\ns.par_ptr[-1] = {value}"
+    return _case("kernels", entry, setup, edit, call, check, ["structure", "par_ptr"], False,
+                 f"structure.par_ptr[-1] = {value}")
+
+
+#: Failures the long profile found, run by every profile as regression cases (their family
+#: counts them like any other case).
+FINDINGS = [
+    _kernel_finding("plefka.solve", "out = plefka.solve(s, w, h, net_of, clamp, 11, 'sigmoid')",
+                    "kernel_plefka", "2**62"),
+    _kernel_finding("plefka.objective",
+                    "out = plefka.objective(s, w, h, net_of, clamp, mu, 12, 'sigmoid')",
+                    "kernel_value", "100"),
+    _kernel_finding("plefka.gradient",
+                    "out = plefka.gradient(s, w, h, net_of, clamp, mu, 12, 'sigmoid')",
+                    "finite", "100"),
+]
 
 
 FAMILIES = {

@@ -43,6 +43,8 @@ def _np():
 
 def _finite_array(a, what):
     np = _np()
+    if hasattr(a, "toarray"):      # a scipy.sparse parameter (BeliefNet's W may be sparse)
+        a = a.toarray()
     a = np.asarray(a)
     if a.dtype.kind not in "biuf":
         return f"{what} has dtype {a.dtype}"
@@ -70,6 +72,8 @@ def _warned(caught, needle):
 def _bound_problem(bound, method, ns, caught, allow_neg_inf=False):
     """What is wrong with a bound on ln P(v) for binary data (None when nothing)."""
     np = _np()
+    if not isinstance(method, str):
+        method = None           # a hostile m.method that the call did not use
     b = np.asarray(bound, dtype=float)
     finite = np.isfinite(b) | (allow_neg_inf & (b == -np.inf))
     if not np.all(finite):
@@ -236,7 +240,15 @@ def check(kind, out, ns, caught):
         return None
     if kind == "predict":
         classes = getattr(ns.get("m"), "classes_", None)
-        if classes is not None and not np.all(np.isin(out, classes)):
+        if classes is None:
+            return None
+        out, classes = np.asarray(out), np.asarray(classes)
+        known = np.zeros(out.shape, dtype=bool)
+        for c in classes:
+            known |= out == c
+        if classes.dtype.kind == "f" and out.dtype.kind == "f":
+            known |= np.isnan(out) & np.any(np.isnan(classes))   # a NaN label the user set
+        if not np.all(known):
             return "predict returned a label outside classes_"
         return None
     if kind == "accuracy":
