@@ -84,7 +84,7 @@ def run(model, V, miss, init_mu, tol, inner_tol, max_sweeps, n_threads, gain_rul
     missv = miss if has_miss else np.zeros((1, 1), dtype=np.uint8)
 
     cdef Py_ssize_t p
-    cdef double *scratch
+    cdef double *scratch = NULL       # (one block per thread, allocated in the parallel block)
     cdef Work w
     cdef Py_ssize_t wsize = WORK_SIZE(U, width, nv)
     cdef const uint8_t *mrow

@@ -27,6 +27,13 @@ cdef int8_t solve_pattern(const Net *net, const double *v, const uint8_t *miss,
                           double *mu, double *xi, Work *w, double tol, double gtol,
                           Py_ssize_t max_sweeps, double *bound_out,
                           intp_t *sweeps_out) noexcept nogil:
+    """Solve one pattern v (miss: NULL or nonzero at missing entries).
+
+    mu (n_units,): the starting hidden means on entry; on exit the hidden means, the visible
+    data, and xi at a missing visible entry.  xi (n_units,): out.  Returns 1 when the bound
+    changed by less than tol in a sweep within max_sweeps, else 0; the bound (recomputed from
+    scratch) in bound_out, the sweeps made in sweeps_out.
+    """
     cdef Py_ssize_t vis = net.n_layers - 1, voff = net.offset[vis], nv = net.sizes[vis]
     cdef Py_ssize_t i, l, sweep, skip
     cdef double Lold, Lnew, Lold2
