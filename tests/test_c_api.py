@@ -27,10 +27,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _get_include():
-    get = getattr(mfengine, "get_include", None)
-    if get is None:
-        from mfengine._config import get_include as get
-    return get()
+    """Where the installed package keeps its C headers (mfengine_solver.h, mf_status.h)."""
+    return mfengine.get_include()
 
 
 def _net_and_data():
