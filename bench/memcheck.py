@@ -216,6 +216,16 @@ def main(argv=None):
     drawn = (fuzz_cases.generate_many(list(fuzz_cases.FAMILIES), args.per_family, args.seed)
              if args.per_family > 0 else {})
     cases = [c for fam in drawn for c in drawn[fam] if (c["family"], c["entry"]) not in SLOW_ENTRIES]
+    cases += fuzz_cases.FINDINGS
+    # a case that kills the process ends the loop under valgrind: find them natively first,
+    # report them, and run only the first one, last, so that valgrind still sees it
+    from fuzz import runner
+    native = runner.run_cases(cases, timeout=60, trace_crashes=False)
+    crashers = [c for c, r, o in native if o in ("crash", "hang")]
+    for c in crashers:
+        print(f"crashes natively (runs last under valgrind: {c is crashers[0]}): "
+              f"{c['family']} {c['entry']} / {c['edit']}\n    {runner.reproducer(c)}")
+    cases = [c for c in cases if c not in crashers] + crashers[:1]
     with open(cases_file, "w") as f:
         json.dump(cases, f)
     xml = os.path.join(tmp, "valgrind.xml")

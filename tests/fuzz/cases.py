@@ -271,14 +271,17 @@ def sbn_case(draw):
                                    st.sampled_from(OTHERS)))
             else:
                 v = draw(ANY_VALUE)
+            if arg == "missing":
+                base += f"\nmissing = {v}"       # a variable: the exact oracle reads it too
+                v = "missing"
             call = call.replace("method=method)", f"method=method, {arg}={v})")
             if arg == "method":
                 call = call.replace("method=method, method=", "method=")
                 base += f"\nmethod = {v} if isinstance({v}, str) else None"
-            label, names = f"{arg}={v}", [arg]
+            label, names = f"{arg}={v}" if arg != "missing" else base.rsplit("\n", 1)[-1], [arg]
             if arg == "missing":
                 names = ["missing", "X"]
-                valid = "dtype=bool)" in v and f"{nv + 1}" not in v
+                valid = "dtype=bool)" in base and f"{nv + 1}), dtype" not in base
                 if method != "gaussian":
                     valid = False       # missing is "gaussian" only
         elif entry == "sample":
@@ -408,14 +411,17 @@ def dag_case(draw):
                 v = draw(st.sampled_from(["'gaussian'", "'SJJ'", "None", "1", "''"]))
             else:
                 v = draw(ANY_VALUE)
+            if arg == "missing":
+                base += f"\nmissing = {v}"       # a variable: the exact oracle reads it too
+                v = "missing"
             call = call.replace("method=method)", f"method=method, {arg}={v})")
             if arg == "method":
                 call = call.replace("method=method, method=", "method=")
                 base += f"\nmethod = {v} if isinstance({v}, str) else None"
-            label, names = f"{arg}={v}", [arg]
+            label, names = f"{arg}={v}" if arg != "missing" else base.rsplit("\n", 1)[-1], [arg]
             if arg == "missing":
                 names = ["missing", "X"]
-                valid = "dtype=bool)" in v and f"{nv + 1}" not in v
+                valid = "dtype=bool)" in base and f"{nv + 1}), dtype" not in base
         elif entry == "sample":
             arg = draw(st.sampled_from(("n_samples", "random_state", "return_all")))
             v = draw(INT_VALUE if arg == "n_samples" else ANY_VALUE)
@@ -957,9 +963,25 @@ def _kernel_finding(entry, call, check, value):
                  f"structure.par_ptr[-1] = {value}")
 
 
+_CLF = ("rng = np.random.default_rng(0)\nX = (rng.random((16, 4)) < 0.5).astype(float)\n"
+        "y = np.repeat([0, 1], 8)\nm = mf.GenerativeClassifier(hidden=(2,), max_iter=2, "
+        "random_state=0, progress=False).fit(X, y)")
+
 #: Failures the long profile found, run by every profile as regression cases (their family
 #: counts them like any other case).
 FINDINGS = [
+    _case("GenerativeClassifier", "predict_proba", _CLF,
+          "m.class_log_prior_ = np.asarray(m.class_log_prior_) * 1e100",
+          "out = m.predict_proba(X)", "proba", ["class_log_prior_"], False,
+          "class_log_prior_ * 1e100"),
+    _case("kernels", "plefka.solve", _kernel_finding("plefka.solve", "", "", "0")["setup"]
+          .rsplit("\ns.par_ptr", 1)[0], "h = np.full((1, 4), 1.7976931348623157e308)",
+          "out = plefka.solve(s, w, h, net_of, clamp, 11, 'sigmoid')", "kernel_plefka", ["h"],
+          False, "h filled with 1.7976931348623157e308"),
+    _case("kernels", "plefka.gradient", _kernel_finding("plefka.solve", "", "", "0")["setup"]
+          .rsplit("\ns.par_ptr", 1)[0], "w = w.copy()\nw.flat[0] = -1e300",
+          "out = plefka.gradient(s, w, h, net_of, clamp, mu, 12, 'sigmoid')", "finite", ["w"],
+          False, "w.flat[0] = -1e300"),
     _kernel_finding("plefka.solve", "out = plefka.solve(s, w, h, net_of, clamp, 11, 'sigmoid')",
                     "kernel_plefka", "2**62"),
     _kernel_finding("plefka.objective",

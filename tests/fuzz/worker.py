@@ -108,7 +108,7 @@ def _exact_problem(bound, ns):
             return None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            exact = np.asarray(m.exact_log_likelihood(X), dtype=float)
+            exact = np.asarray(m.exact_log_likelihood(X, missing=ns.get("missing")), dtype=float)
     except Exception:  # noqa: BLE001 - the oracle is unavailable for this input
         return None
     b = np.asarray(bound, dtype=float)
