@@ -129,6 +129,8 @@ def ext(name, pyx, csrc):
     return Extension(
         name,
         sources=[pyx] + sorted(c_files),
+        # a changed header (mf_numerics.h, mf_status.h, ...) rebuilds every kernel
+        depends=sorted(glob.glob("csrc/*.h")),
         include_dirs=["csrc", np.get_include()],
         define_macros=macros,
         extra_compile_args=compile_args,

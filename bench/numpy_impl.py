@@ -56,7 +56,7 @@ class NumpyResult:
     bound: np.ndarray       # (n,) nats
     mu: list                # one (n, sizes[l]) array per layer, visible included
     xi: list
-    n_sweeps: np.ndarray    # (n,) int
+    n_iter: np.ndarray    # (n,) int
     converged: np.ndarray   # (n,) bool: bound changed by < tol in the last sweep
 
 
@@ -301,7 +301,7 @@ def infer(net, V, tol=1e-6, max_sweeps=200, inner_tol_=None, init_mu=None):
         _solve_xi(m, s, xi[l], gtol)
     L_old = nn.bound(mu, xi)
 
-    n_sweeps = np.full(n, max_sweeps, dtype=np.intp)
+    n_iter = np.full(n, max_sweeps, dtype=np.intp)
     converged = np.zeros(n, dtype=bool)
     active = np.arange(n)
     for sweep in range(max_sweeps):
@@ -324,10 +324,10 @@ def infer(net, V, tol=1e-6, max_sweeps=200, inner_tol_=None, init_mu=None):
                 mu[l][active] = smu[l]
                 xi[l][active] = sxi[l]
         converged[active[done]] = True
-        n_sweeps[active[done]] = sweep + 1
+        n_iter[active[done]] = sweep + 1
         active = active[~done]
 
-    return NumpyResult(bound=nn.bound(mu, xi), mu=mu, xi=xi, n_sweeps=n_sweeps,
+    return NumpyResult(bound=nn.bound(mu, xi), mu=mu, xi=xi, n_iter=n_iter,
                        converged=converged)
 
 

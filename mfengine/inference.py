@@ -1,7 +1,5 @@
 """``mfengine.infer``: one entry point for every model family, a thin dispatcher to
 ``model.infer``.  No model family imports this module."""
-from mfengine._base import InferenceResult as _Base
-
 __all__ = ["infer", "gradient"]
 
 
@@ -87,15 +85,3 @@ def gradient(model, X, result=None, missing=None, **infer_kwargs):
     [(4, 2), (8, 4)]
     """
     return _as_model(model).gradient(X, result=result, missing=missing, **infer_kwargs)
-
-
-def InferenceResult(bound, mu, xi, n_sweeps, converged, method="gaussian", tol=None):  # noqa: N802
-    """The compiled Gaussian kernel's constructor of its result (kept until the kernel builds
-    a BeliefNetResult itself)."""
-    from mfengine.sbn._result import BeliefNetResult
-
-    return BeliefNetResult(bound=bound, converged=converged, n_iter=n_sweeps, method=method,
-                           tol=tol, mu=mu, xi=xi)
-
-
-InferenceResult.__doc__ += f"\n\nSee {_Base.__module__}.InferenceResult for the public base."
