@@ -1,7 +1,7 @@
 """The memory check (issue 14 item 5): every family's kernels under valgrind's memcheck.
 
-    python bench/memcheck.py                    # ~25 min on 2 cores: 60 fuzz cases per family
-    python bench/memcheck.py --per-family 10    # a quicker look (~6 min)
+    python bench/memcheck.py                    # ~6 min on 2 cores: 60 fuzz cases per family
+    python bench/memcheck.py --per-family 10    # a quicker look (~3 min)
     python bench/memcheck.py --keep vg.xml      # keep valgrind's XML report
 
 One Python process runs under ``valgrind --tool=memcheck`` with ``PYTHONMALLOC=malloc`` (so
