@@ -255,9 +255,14 @@ def load(path):
     with np.load(str(path), allow_pickle=False) as data:
         if "_header" not in data.files:
             raise ValueError(f"{path!s} is not an mfengine model file (no header)")
-        header = json.loads(str(data["_header"]))
-        keys = [str(k) for k in data["_keys"]] if "_keys" in data.files else []
-        arrays = {k: np.array(data[f"a{i}"]) for i, k in enumerate(keys)}
+        try:
+            header = json.loads(str(data["_header"]))
+            keys = [str(k) for k in data["_keys"]] if "_keys" in data.files else []
+            arrays = {k: np.array(data[f"a{i}"]) for i, k in enumerate(keys)}
+        except (ValueError, KeyError) as exc:
+            raise ValueError(f"{path!s} is not a readable mfengine model file: {exc}") from exc
+    if not isinstance(header, dict):
+        raise ValueError(f"{path!s} is not an mfengine model file (its header is not a record)")
     version = header.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise ValueError(
@@ -268,7 +273,13 @@ def load(path):
     module, _, qualname = str(header.get("class", "")).partition(":")
     if not module.startswith("mfengine."):
         raise ValueError(f"{path!s} names class {header.get('class')!r}, not an mfengine model")
-    cls = getattr(importlib.import_module(module), qualname)
+    try:
+        cls = getattr(importlib.import_module(module), qualname)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"{path!s} names class {header.get('class')!r}, which this mfengine "
+                         "does not have") from exc
+    if not (isinstance(cls, type) and issubclass(cls, PersistMixin)):
+        raise ValueError(f"{path!s} names {header.get('class')!r}, not an mfengine model class")
     model = cls(**_decode(header["params"], arrays))
     for k, v in _decode(header["state"], arrays).items():
         setattr(model, k, v)

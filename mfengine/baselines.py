@@ -176,8 +176,12 @@ def _check_class_log_prior(estimator):
 
 
 def _normalise_log(joint):
-    """Rows of ``joint`` (log-scores) minus their log-sum-exp, so that exp of a row sums to 1."""
-    return joint - logsumexp(joint, axis=1, keepdims=True)
+    """Rows of ``joint`` (log-scores) minus their log-sum-exp, so that exp of a row sums to 1.
+
+    Each row is first shifted by its maximum: with scores near 1e100 the log-sum-exp would
+    otherwise absorb ln(n_classes) and the probabilities would not sum to 1."""
+    z = joint - np.max(joint, axis=1, keepdims=True)
+    return z - logsumexp(z, axis=1, keepdims=True)
 
 
 # --------------------------------------------------------------------------- EM

@@ -26,9 +26,13 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from mfengine.baselines import BernoulliMixture, MixtureClassifier
 from mfengine.classify import GenerativeClassifier
+from mfengine.hmm import ContextHMM
+from mfengine.nlgbn import NLGBN
 from mfengine.sbn import BeliefNet, SigmoidBeliefNet
 
 _CONTINUOUS = "binary-only input: the check fits on continuous X, which is refused"
+_HMMLEARN = ("hmmlearn's meanings: the second argument of fit/score is lengths, where the "
+             "check passes y; score is a total and score_samples a (logprob, posteriors) pair")
 _FIXED_WIDTH = ("the net's structure fixes its visible units (3): the check fits data of "
                 "another width, which is refused with a clear error")
 
@@ -102,6 +106,23 @@ ENTRIES = [
               "check_positive_only_tag_during_fit", "check_estimators_dtypes",
               "check_dtype_object", "check_fit2d_1sample", "check_fit2d_1feature",
               "check_fit_idempotent", "check_fit_check_is_fitted", "check_n_features_in")}),
+    Entry(NLGBN([2, None], max_iter=3, tol=None, progress=False)),
+    # ContextHMM keeps hmmlearn's meanings: the second argument of fit and score is lengths
+    # (scikit-learn's checks pass y there), score is the total log-probability bound and
+    # score_samples returns (logprob, posteriors)
+    Entry(ContextHMM(n_states=2, lag=1, max_iter=2, bw_max_iter=2, tol=None, progress=False),
+          expected={k: _HMMLEARN for k in (
+              "check_dict_unchanged", "check_dont_overwrite_parameters", "check_dtype_object",
+              "check_estimators_dtypes", "check_estimators_fit_returns_self",
+              "check_estimators_nan_inf", "check_estimators_overwrite_params",
+              "check_estimators_pickle", "check_estimators_pickle(readonly_memmap=True)",
+              "check_f_contiguous_array_estimator", "check_fit2d_1feature",
+              "check_fit2d_1sample", "check_fit2d_predict1d", "check_fit_check_is_fitted",
+              "check_fit_idempotent", "check_fit_score_takes_y",
+              "check_methods_sample_order_invariance", "check_methods_subset_invariance",
+              "check_n_features_in", "check_n_features_in_after_fitting",
+              "check_pipeline_consistency", "check_positive_only_tag_during_fit",
+              "check_readonly_memmap_input")}),
 ]
 
 

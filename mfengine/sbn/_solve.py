@@ -28,15 +28,18 @@ def inner_tol_for(tol):
     return float(min(1e-3, max(1e-13, 0.1 * np.sqrt(tol))))
 
 
-def check_solve_args(method, tol, max_iter, inner_tol):
-    """Validate one solve's method and stopping rule; returns them as Python scalars."""
+def check_solve_args(method, tol, max_iter, inner_tol, names=("tol", "max_iter")):
+    """Validate one solve's method and stopping rule; returns them as Python scalars.
+
+    ``names`` are the names errors use for tol and max_iter (the constructor's
+    ``infer_tol``/``infer_max_iter`` when the values came from there)."""
     if not isinstance(method, str) or method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if isinstance(tol, bool) or not (isinstance(tol, numbers.Real) and 0 < tol < np.inf):
-        raise ValueError(f"tol must be a positive finite number, got {tol!r}")
+        raise ValueError(f"{names[0]} must be a positive finite number, got {tol!r}")
     if (isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral)
             or not 1 <= max_iter <= MAX_ITER_LIMIT):
-        raise ValueError(f"max_iter must be an integer in [1, {MAX_ITER_LIMIT}], got {max_iter!r}")
+        raise ValueError(f"{names[1]} must be an integer in [1, {MAX_ITER_LIMIT}], got {max_iter!r}")
     if inner_tol is not None and (isinstance(inner_tol, bool) or not (
             isinstance(inner_tol, numbers.Real) and 0 < inner_tol < np.inf)):
         raise ValueError(f"inner_tol must be a positive finite number, got {inner_tol!r}")

@@ -236,7 +236,9 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
             raise ValueError(f"method must be one of {DAG_METHODS} for a {type(self).__name__}, "
                              f"got {method!r}")
         return (*check_solve_args(method, self.infer_tol if tol is None else tol,
-                                  self.infer_max_iter if max_iter is None else max_iter, inner_tol),
+                                  self.infer_max_iter if max_iter is None else max_iter, inner_tol,
+                                  names=("infer_tol" if tol is None else "tol",
+                                         "infer_max_iter" if max_iter is None else "max_iter")),
                 self.n_threads if n_threads is None else n_threads,
                 self.progress if progress is None else progress)
 

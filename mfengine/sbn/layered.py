@@ -295,8 +295,12 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         Parameters replaced by arrays of another numeric dtype (or by lists) are converted to
         float64 arrays in place, so the kernels (and ``fit``'s in-place updates) see float64."""
         for name in ("weights_", "biases_"):
-            if not isinstance(getattr(self, name), list):
-                setattr(self, name, list(getattr(self, name)))
+            value = getattr(self, name)
+            if isinstance(value, np.ndarray) or not isinstance(value, (list, tuple)):
+                raise TypeError(f"{name} must be a list of arrays (one per layer), got "
+                                f"{type(value).__name__}")
+            if not isinstance(value, list):
+                setattr(self, name, list(value))
         if len(self.biases_) != len(self.weights_) + 1 or len(self.weights_) < 1:
             raise ValueError(
                 f"need one bias vector per layer and one weight matrix between layers; got "
@@ -423,7 +427,9 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                init_mu=None, inner_tol=None, progress=None):
         method, tol, max_iter, inner_tol = check_solve_args(
             self.method if method is None else method, self.infer_tol if tol is None else tol,
-            self.infer_max_iter if max_iter is None else max_iter, inner_tol)
+            self.infer_max_iter if max_iter is None else max_iter, inner_tol,
+            names=("infer_tol" if tol is None else "tol",
+                   "infer_max_iter" if max_iter is None else "max_iter"))
         progress = self.progress if progress is None else progress
         n_threads = self.n_threads if n_threads is None else n_threads
         self._params()

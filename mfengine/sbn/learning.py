@@ -47,7 +47,8 @@ def fit_dag(net, X, missing=None):
     method = net.method
     if method not in DAG_METHODS:
         raise ValueError(f"method must be one of {DAG_METHODS}, got {method!r}")
-    _, itol, imax, _ = check_solve_args(method, net.infer_tol, net.infer_max_iter, None)
+    _, itol, imax, _ = check_solve_args(method, net.infer_tol, net.infer_max_iter, None,
+                                        names=("infer_tol", "infer_max_iter"))
     rates = schedule(net.max_iter, net.learning_rate, 0.1)
     batch_size = check_int(net.batch_size, "batch_size", 1)
     tol = check_tol(net.tol, "tol", allow_none=True)
