@@ -1,7 +1,9 @@
 """Kernel: the strict mean-field lower bound of Saul, Jaakkola & Jordan for DAG nets (sigmoid
 units; noisy-OR units with the analogous bound described further down).
 
-Called only from ``mfengine.sbn.sjj``; the wrapper validates every input.
+Called only from ``mfengine.sbn.sjj``, which validates every input; the entry points still
+check every size and index they read and return ``MF_EBADARG`` (``mf_status.h``) instead of
+trusting their caller.
 
 With z_i = h_i + sum_j W_ij S_j and a factorised q with means mu (clamped units hold their
 values), ``<ln(1 + e^z)> <= xi <z> + ln(<e^{-xi z}> + <e^{(1 - xi) z}>)`` for any xi in [0, 1],
@@ -13,93 +15,140 @@ and the averages are exact products over the parents:
 with Z_i = <z_i>, A_i = ln <e^{-xi_i z_i}>, B_i = ln <e^{(1 - xi_i) z_i}>: a lower bound on
 ln P(clamped units) for every mu and xi in [0, 1].
 
-State per item: mu and t = logit(mu) per unit, and the cached Z, A, B per unit.  One sweep:
+Numerics (why the bound stays below ln P for any finite weights)
+-----------------------------------------------------------------
+The bound is evaluated exactly as written at the stored doubles mu (and nu = 1 - mu, kept
+separately so that a mean near 1 is as finely resolved as one near 0), and every piece is
+computed without cancellation between large numbers:
 
-* xi of every unit: phi(xi) = xi Z + ln(e^A + e^B) is convex in xi, with phi'(0) <= 0 <=
-  phi'(1); a safeguarded Newton search on [0, 1] minimises it (O(fan-in) per evaluation).
+* The per-edge log-factor f(m, x) = ln(nu + m e^x) is log1p(m (e^x - 1)) when that argument
+  is above -1/2 and ln(nu + m e^x) (a sum of two non-negative numbers) otherwise; for x > 0
+  the same with the roles of (m, nu) and e^x, e^-x swapped.  (1 + m expm1(x), the obvious
+  form, cancels catastrophically when m is small and x large: with m = 4e-18 and x = 47 it
+  returned 40 nats too much, and -inf for m = 0, which is where the strict bound went above
+  ln P.)  f is exact for clamped parents (m = 0 or 1).
+* The unit's term is rearranged around the centred log-moments
+  At = A + xi Z = sum_j [f(mu_j, -xi W_ij) + xi W_ij mu_j] >= 0 and
+  Bt = B - (1 - xi) Z >= 0 (sums of non-negative numbers) and D = B - A:
+
+      (mu - xi) Z - ln(e^A + e^B) = mu Z - At - log1pexp(D)          (D <= 0)
+                                  = -(1 - mu) Z - Bt - log1pexp(-D)  (D > 0)
+
+  so that no term of size xi Z is added and subtracted again.  With no free parents At = Bt =
+  0 and D = Z, and the term is exactly the ln f(z) or ln(1 - f(z)) that enumeration computes.
+* Entropies are computed from the stored mu and nu, so the bound is that of a definite q.
+
+The rounding that remains is that of adding the per-edge terms (relative 1e-16 of their sizes).
+
+State per item: mu, nu = 1 - mu and t = logit(mu) per unit (|t| <= T_MAX for free units), Z and
+D = B - A per unit, and d_e = f(mu_j, (1 - xi) W) - f(mu_j, -xi W) per edge (so D_i = h_i +
+sum_e d_e).  One sweep:
+
 * mu of every free unit (forward on even sweeps, backward on odd ones): mu_k enters each
-  child's A and B through one factor, cached per edge by the xi pass.  Taking that factor
-  out of the cached log-products (a subtraction) leaves, per child, two numbers P_c, R_c such that the child's log-sum is
-  m_c + ln((1 - mu) P_c + mu R_c); the 1-D objective
-  H(mu) + mu c0 - sum_c ln((1 - mu) P_c + mu R_c) then costs O(children) per evaluation with
-  no exponential.  Its stationary points lie in t in [g(0), g(1)] (g below); a bracketed
-  safeguarded Newton search in t from the current point climbs to a local maximum, and the
-  move is kept only if the exact 1-D objective rose.
-* the bound is read from the caches, O(n_units); the item stops when it changed by less than
-  tol.  The xi pass recomputes every cache from scratch, so rounding drift never builds up,
-  and the reported bound is recomputed from scratch at the final mu and xi.
+  child's A and B through one factor.  Taking d_e out of D_c leaves the child's log-sum as
+  const + ln((1 - mu) P_c + mu R_c) for two numbers P_c, R_c, and the 1-D objective
+  H(mu) + mu c0 - sum_c ln((1 - mu) P_c + mu R_c) costs O(children) per evaluation with no
+  exponential.  Its stationary points lie in t in [g(0), g(1)]; a bracketed safeguarded Newton
+  search in t from the current point climbs to a local maximum, and the move is kept only if
+  the exact 1-D objective rose.  For a unit whose |h| + sum |W| exceeds BIG_SCALE (so that the
+  subtraction D_c - d_e could lose more than about 1e-13 absolute) the sums are re-added from the
+  per-edge values instead, O(fan-in), which costs nothing on ordinary nets.
+* xi of every unit: phi(xi) = ln(e^At + e^(Z + Bt)) is convex in xi, with phi'(0) <= 0 <=
+  phi'(1); a safeguarded Newton search on [0, 1] minimises it (O(fan-in) per evaluation).  This
+  pass recomputes Z, D and every d_e from scratch, so rounding drift never builds up, and
+  gives the bound at the current mu and xi (O(nnz)); the item stops when a sweep changed it by
+  less than tol.  The first xi pass precedes the first mu pass.
 """
 import numpy as np
 
 from cython.parallel cimport prange, parallel
-from libc.math cimport fabs, log, log1p, exp, expm1, isfinite
+from libc.math cimport fabs, log, log1p, exp, expm1
 from libc.stdlib cimport malloc, free
-from mfengine._typedefs cimport intp_t, uint8_t
+from mfengine._typedefs cimport intp_t, uint8_t, int8_t
+from mfengine.sbn._dag cimport (Dag, check_dag, check_items, MF_OK, MF_EBADARG, MF_ENOMEM)
 
 cdef extern from "mf_numerics.h" nogil:
     double mf_log1pexp(double x)
     double mf_sigmoid(double x)
+    void mf_exp_parts(double x, double *num, double *den)
 
-DEF T_MAX = 40.0       # means are kept at sigmoid(t) with |t| <= T_MAX
+DEF T_MAX = 700.0     # free means are sigmoid(t) with |t| <= T_MAX: mu and 1 - mu >= 9.8e-305
 DEF T_TOL = 1e-12      # bracket width (in t) at which a search stops
 DEF MAX_IT = 100       # evaluations per 1-D solve, a safety net
+DEF REL_FLOOR = 1e-13   # a change of the bound below this fraction of it is round-off (tol's floor)
+DEF BIG_SCALE = 1024.0  # |h_i| + sum_j |W_ij| above which unit i's cached sums are re-added, not subtracted from
+DEF EPS = 2.220446049250313e-16   # the double's machine epsilon
 
-cdef struct Dag:
-    Py_ssize_t n
-    const intp_t *par_ptr
-    const intp_t *par_idx
-    const intp_t *ch_ptr
-    const intp_t *ch_idx
-    const intp_t *ch_w
-
-
-cdef inline double l1p(double mu, double x) noexcept nogil:
-    """ln(1 - mu + mu e^x), accurate for every x and mu in [0, 1]."""
+cdef inline double l1p_tilt(double m, double nu, double x, double *f, double *rc) noexcept nogil:
+    """f = ln(nu + m e^x) and the tilted mean r = m e^x / (nu + m e^x), returned, with rc = 1 - r,
+    for 0 < m, nu (m + nu = 1) and any finite x.  The argument of the log is a sum of two
+    non-negative numbers (for x > 0 the factor e^x is taken out first), never 1 plus something
+    near -1, so f is accurate to a few ulp of max(|x|, 1) however small m or nu is."""
+    cdef double e, d, inv
     if x <= 0.0:
-        return log1p(mu * expm1(x))
-    return x + log1p((1.0 - mu) * expm1(-x))
+        e = m * exp(x)
+        d = nu + e
+        inv = 1.0 / d
+        f[0] = log(d)
+        rc[0] = nu * inv
+        return e * inv
+    e = nu * exp(-x)
+    d = m + e
+    inv = 1.0 / d
+    f[0] = x + log(d)
+    rc[0] = e * inv
+    return m * inv
 
 
-cdef inline double tilt(double mu, double x) noexcept nogil:
-    """mu e^x / (1 - mu + mu e^x): the mean of a {0,1} unit under the tilted average."""
-    if x <= 0.0:
-        return mu * exp(x) / (1.0 + mu * expm1(x))
-    return mu / (mu + (1.0 - mu) * exp(-x))
+cdef inline double entropy(double m, double nu) noexcept nogil:
+    """-m ln m - nu ln nu (0 ln 0 = 0)."""
+    cdef double s = 0.0
+    if m > 0.0:
+        s -= m * log(m)
+    if nu > 0.0:
+        s -= nu * log(nu)
+    return s
 
 
-cdef inline double l1p_tilt(double mu, double x, double *acc) noexcept nogil:
-    """Adds ln(1 - mu + mu e^x) to acc[0] and returns tilt(mu, x), from one exp and one log."""
-    cdef double e, d
-    if x <= 0.0:
-        e = exp(x)
-        d = 1.0 + mu * (e - 1.0)
-        acc[0] += log(d)
-        return mu * e / d
-    e = exp(-x)
-    d = mu + (1.0 - mu) * e
-    acc[0] += x + log(d)
-    return mu / d
+cdef inline double unit_term(double m, double nu, double Z, double At, double Bt,
+                             double D) noexcept nogil:
+    """(mu - xi) Z - ln(e^A + e^B) from the centred At, Bt >= 0 and D = B - A."""
+    if D > 0.0:
+        return -nu * Z - Bt - mf_log1pexp(-D)
+    return m * Z - At - mf_log1pexp(D)
 
 
-cdef inline double lse(double a, double b) noexcept nogil:
-    if a >= b:
-        return a + log1p(exp(b - a))
-    return b + log1p(exp(a - b))
+cdef inline void set_mean(double t, double *m, double *nu) noexcept nogil:
+    """m = sigmoid(t) and nu = sigmoid(-t), each to a few ulp, from one exp and one division."""
+    cdef double num, den, r
+    mf_exp_parts(-fabs(t), &num, &den)       # e^{-|t|} = num / den
+    r = 1.0 / (den + num)
+    if t >= 0.0:
+        m[0] = den * r
+        nu[0] = num * r
+    else:
+        m[0] = num * r
+        nu[0] = den * r
 
 
 cdef inline double clip_logit(double mu) noexcept nogil:
     """logit(mu) clipped to [-T_MAX, T_MAX] (mu = 0 or 1 included; NaN gives 0)."""
-    cdef double t = log(mu) - log1p(-mu)
+    cdef double t
+    if not (mu == mu):
+        return 0.0
+    if mu <= 0.0:
+        return -T_MAX
+    if mu >= 1.0:
+        return T_MAX
+    t = log(mu) - log1p(-mu)
     if t > T_MAX:
         return T_MAX
     if t < -T_MAX:
         return -T_MAX
-    if t != t:
-        return 0.0
     return t
 
 
-cdef inline void init_means(Py_ssize_t n, const double *clamp, double *mu, double *t,
+cdef inline void init_means(Py_ssize_t n, const double *clamp, double *mu, double *nu, double *t,
                             uint8_t *free_) noexcept nogil:
     """Clamped units (a value in ``clamp``; NaN marks a free one) take their values; free
     means are kept at sigmoid(t) with |t| <= T_MAX."""
@@ -108,132 +157,199 @@ cdef inline void init_means(Py_ssize_t n, const double *clamp, double *mu, doubl
         if clamp[i] == clamp[i]:
             free_[i] = 0
             mu[i] = clamp[i]
+            nu[i] = 1.0 - clamp[i]
             t[i] = 0.0
         else:
             free_[i] = 1
             t[i] = clip_logit(mu[i])
-            mu[i] = mf_sigmoid(t[i])
+            set_mean(t[i], &mu[i], &nu[i])
 
 
-cdef inline double entropy_t(double t) noexcept nogil:
-    """Binary entropy of sigmoid(t), from t (exact near 0 and 1)."""
-    cdef double mu = mf_sigmoid(t)
-    return mu * mf_log1pexp(-t) + (1.0 - mu) * mf_log1pexp(t)
-
-
-cdef void unit_moments(const Dag *g, const double *w, double h, Py_ssize_t i, const double *mu,
-                       double xi, double *Z, double *A, double *B) noexcept nogil:
+cdef void xi_eval(const Dag *g, const double *w, double h, Py_ssize_t i, const double *mu,
+                  const double *nu, double xi, double *fa, double *fb, double *D, double *d1,
+                  double *d2, bint deriv) noexcept nogil:
+    """Unit i at xi: per edge, the log-factors fa = f(mu_j, -xi W_ij), fb = f(mu_j, (1 - xi)
+    W_ij) (for a clamped parent, whose factors are exact: 0 and W_ij mu_j), and
+    D = h + sum (fb - fa) = B - A; with ``deriv`` also phi'(xi) and phi''(xi) of
+    phi = ln(e^At + e^(Z + Bt))."""
+    cdef double dsum = h, da = 0.0, db = 0.0, d2a = 0.0, d2b = 0.0
+    cdef double m, n_, wk, ra, rb, rca, rcb, pa, pb, f1, f2
     cdef Py_ssize_t k, j
-    cdef double z = h, a = -xi * h, b = (1.0 - xi) * h, wk
     for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
         j = g.par_idx[k]
+        m = mu[j]
+        n_ = nu[j]
         wk = w[k]
-        z += wk * mu[j]
-        a += l1p(mu[j], -xi * wk)
-        b += l1p(mu[j], (1.0 - xi) * wk)
-    Z[0] = z
-    A[0] = a
-    B[0] = b
+        if m == 0.0 or n_ == 0.0:       # a clamped parent: exact, no variance
+            fa[k] = 0.0
+            fb[k] = wk * m
+            dsum += fb[k]
+            continue
+        ra = l1p_tilt(m, n_, -xi * wk, &f1, &rca)
+        rb = l1p_tilt(m, n_, (1.0 - xi) * wk, &f2, &rcb)
+        fa[k] = f1
+        fb[k] = f2
+        dsum += f2 - f1
+        if deriv:
+            da += wk * (m - ra)
+            db += wk * (m - rb)
+            d2a += (wk * ra) * (wk * rca)
+            d2b += (wk * rb) * (wk * rcb)
+    D[0] = dsum
+    if deriv:
+        set_mean(-dsum, &pa, &pb)
+        d1[0] = pa * da + pb * db
+        d2[0] = pa * d2a + pb * d2b + pa * pb * (da - db) * (da - db)
+
+
+cdef inline void centre(const Dag *g, const double *w, Py_ssize_t i, const double *mu,
+                        const double *nu, double xi, double *dd, double *ea, double *eb,
+                        double *At, double *Bt) noexcept nogil:
+    """Unit i's caches from the log-factors fa (in ea) and fb (in eb) left by xi_eval at xi:
+    dd = fb - fa per edge (the terms of D, bit for bit), and the centred ea = fa + xi W mu >= 0,
+    eb = fb - (1 - xi) W mu >= 0 (0 for a clamped parent) with their sums At, Bt."""
+    cdef double a = 0.0, b = 0.0, m, wk
+    cdef Py_ssize_t k, j
+    for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+        dd[k] = eb[k] - ea[k]
+        j = g.par_idx[k]
+        m = mu[j]
+        if m == 0.0 or nu[j] == 0.0:
+            ea[k] = 0.0
+            eb[k] = 0.0
+            continue
+        wk = w[k]
+        ea[k] = ea[k] + (xi * wk) * m
+        eb[k] = eb[k] - ((1.0 - xi) * wk) * m
+        a += ea[k]
+        b += eb[k]
+    At[0] = a
+    Bt[0] = b
 
 
 cdef double solve_xi(const Dag *g, const double *w, double h, Py_ssize_t i, const double *mu,
-                     double xi0, double Z, double gtol, double *A, double *B, double *fa,
-                     double *fb) noexcept nogil:
-    """Minimise phi(xi) = xi Z + ln(e^A(xi) + e^B(xi)) over [0, 1]; returns xi.  A, B and the
-    per-edge log-factors fa[k] = ln(1 - mu_j + mu_j e^{-xi W_ij}), fb[k] (with (1 - xi) W_ij)
-    are left at the returned xi."""
-    cdef double lo = 0.0, hi = 1.0, xi = xi0, x, wk, r, a, b, da, db, d2a, d2b, pa, pb, fk
-    cdef double d1, d2, step, xn, xi_eval = -1.0
-    cdef Py_ssize_t k, j, it
+                     const double *nu, double xi0, double gtol, double *dd, double *ea,
+                     double *eb, double *At, double *Bt, double *D) noexcept nogil:
+    """Minimise phi(xi) over [0, 1] (safeguarded Newton); returns xi, with unit i's caches
+    (At, Bt, D and its edges' dd, ea, eb) left at it.  Any xi in [0, 1] gives a valid bound,
+    so a derivative that overflowed (NaN) only makes the search bisect."""
+    cdef double lo = 0.0, hi = 1.0, xi = xi0, xe = -1.0, d1 = 0.0, d2 = 0.0, xn
+    cdef Py_ssize_t it
+    if not (0.0 <= xi <= 1.0):
+        xi = 0.5
     for it in range(MAX_IT):
-        xi_eval = xi
-        a = -xi * h
-        b = (1.0 - xi) * h
-        da = -h
-        db = -h
-        d2a = 0.0
-        d2b = 0.0
-        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
-            j = g.par_idx[k]
-            wk = w[k]
-            fk = 0.0
-            r = l1p_tilt(mu[j], -xi * wk, &fk)
-            fa[k] = fk
-            a += fk
-            da -= wk * r
-            d2a += wk * wk * r * (1.0 - r)
-            fk = 0.0
-            r = l1p_tilt(mu[j], (1.0 - xi) * wk, &fk)
-            fb[k] = fk
-            b += fk
-            db -= wk * r
-            d2b += wk * wk * r * (1.0 - r)
-        pa = 1.0 / (1.0 + exp(b - a))
-        pb = 1.0 - pa
-        d1 = Z + pa * da + pb * db
-        A[0] = a
-        B[0] = b
+        xe = xi
+        xi_eval(g, w, h, i, mu, nu, xi, ea, eb, D, &d1, &d2, 1)
         if fabs(d1) <= gtol:
             break
-        if d1 > 0.0:
-            hi = xi
-        else:
+        if d1 < 0.0:
             lo = xi
+        else:
+            hi = xi
         if hi - lo <= 1e-15:
             break
-        d2 = pa * (d2a + da * da) + pb * (d2b + db * db) - (pa * da + pb * db) ** 2
         xn = xi - d1 / d2 if d2 > 0.0 else -1.0
-        if not (lo < xn < hi):
+        if not (lo < xn < hi) or xn == xi:
             xn = 0.5 * (lo + hi)
         xi = xn
-    if xi != xi_eval:          # the evaluation budget ran out after a step: refresh the caches
-        a = -xi * h
-        b = (1.0 - xi) * h
-        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
-            fa[k] = l1p(mu[g.par_idx[k]], -xi * w[k])
-            fb[k] = l1p(mu[g.par_idx[k]], (1.0 - xi) * w[k])
-            a += fa[k]
-            b += fb[k]
-        A[0] = a
-        B[0] = b
+    if xi != xe:               # the budget ran out after a step: evaluate at the returned xi
+        xi_eval(g, w, h, i, mu, nu, xi, ea, eb, D, &d1, &d2, 0)
+    centre(g, w, i, mu, nu, xi, dd, ea, eb, At, Bt)
     return xi
 
 
-cdef inline double sweep_bound(const Dag *g, const double *w, const double *h,
-                               const double *mu, const double *t, const double *xi,
-                               const uint8_t *free_, double *Z, double *A, double *B) noexcept nogil:
-    """The bound from scratch; refreshes the caches Z, A, B."""
-    cdef double total = 0.0
-    cdef Py_ssize_t i
+cdef void xi_pass(const Dag *g, const double *w, const double *h, const double *mu,
+                  const double *nu, double *xi, double gtol, double *Z, double *At, double *Bt,
+                  double *D, double *dd, double *ea, double *eb) noexcept nogil:
+    """Every unit's xi, and every cache from scratch."""
+    cdef double z
+    cdef Py_ssize_t i, k
     for i in range(g.n):
-        unit_moments(g, w, h[i], i, mu, xi[i], &Z[i], &A[i], &B[i])
-        total += (mu[i] - xi[i]) * Z[i] - lse(A[i], B[i])
-        if free_[i]:
-            total += entropy_t(t[i])
-    return total
+        z = h[i]
+        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+            z += w[k] * mu[g.par_idx[k]]
+        Z[i] = z
+        xi[i] = solve_xi(g, w, h[i], i, mu, nu, xi[i], gtol, dd, ea, eb, &At[i], &Bt[i], &D[i])
 
 
-cdef inline double cached_bound(Py_ssize_t n, const double *mu, const double *t,
-                               const double *xi, const uint8_t *free_, const double *Z,
-                               const double *A, const double *B) noexcept nogil:
-    """The bound from the cached Z, A, B: O(n_units)."""
+cdef double cached_bound(Py_ssize_t n, const double *mu, const double *nu,
+                         const uint8_t *free_, const double *Z, const double *At,
+                         const double *Bt, const double *D) noexcept nogil:
+    """The bound from the caches: O(n_units)."""
     cdef double total = 0.0
     cdef Py_ssize_t i
     for i in range(n):
-        total += (mu[i] - xi[i]) * Z[i] - lse(A[i], B[i])
+        total += unit_term(mu[i], nu[i], Z[i], At[i], Bt[i], D[i])
         if free_[i]:
-            total += entropy_t(t[i])
+            total += entropy(mu[i], nu[i])
     return total
 
 
-cdef int update_mu(const Dag *g, const double *w, Py_ssize_t k, double *mu, double *t,
-                   const double *xi, double *Z, double *A, double *B, double *P, double *R,
-                   double *a_out, double *b_out, double *fa, double *fb,
-                   double gtol) noexcept nogil:
+cdef double bound_at(const Dag *g, const double *w, const double *h, const double *mu,
+                     const double *nu, const double *xi, const uint8_t *free_, double *dd,
+                     double *ea, double *eb) noexcept nogil:
+    """The sigmoid bound from scratch at the means (mu, nu = 1 - mu) and xi, with the
+    entropies of the units marked in free_, minus an upper bound on its rounding error.
+
+    Every unit whose own mean or one of whose parents' means is not 0 or 1 contributes
+    (fan-in + 8) eps M to that allowance, M being the sum of the magnitudes of the numbers
+    added in its term (|h|, |Z|, |W| per parent, |ea|, |eb| and 1 per free parent, |term|):
+    the standard bound on the rounding of a sum of fan-in + 8 terms, each a few ulp off.
+    Units whose term involves only clamped values get none: their term is the very
+    ln f(z) or ln(1 - f(z)) that enumeration computes.  On ordinary nets the allowance is
+    about 1e-13 per unit; with weights near 1e300 it is what keeps the reported value below
+    ln P where the optimal xi makes large terms cancel."""
+    cdef double total = 0.0, err = 0.0, z, At, Bt, D, d1, d2, term, M, H
+    cdef Py_ssize_t i, k, j, nfree
+    for i in range(g.n):
+        z = h[i]
+        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+            z += w[k] * mu[g.par_idx[k]]
+        xi_eval(g, w, h[i], i, mu, nu, xi[i], ea, eb, &D, &d1, &d2, 0)
+        centre(g, w, i, mu, nu, xi[i], dd, ea, eb, &At, &Bt)
+        term = unit_term(mu[i], nu[i], z, At, Bt, D)
+        total += term
+        if free_[i]:
+            H = entropy(mu[i], nu[i])
+            total += H
+            err += 4.0 * EPS * H
+        nfree = 0
+        M = fabs(h[i]) + fabs(z) + fabs(term) + 1.0
+        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+            j = g.par_idx[k]
+            if mu[j] == 0.0 or nu[j] == 0.0:
+                M += fabs(w[k])
+            else:
+                nfree += 1
+                M += 3.0 * fabs(w[k]) + fabs(ea[k]) + fabs(eb[k]) + 1.0
+        if nfree > 0 or (mu[i] != 0.0 and nu[i] != 0.0):
+            err += (g.par_ptr[i + 1] - g.par_ptr[i] + 8) * EPS * M
+    return total - err
+
+
+cdef int update_mu(const Dag *g, const double *w, const double *h, const uint8_t *big,
+                   Py_ssize_t k, double *mu, double *nu, double *t, const double *xi, double *Z,
+                   double *At, double *Bt, double *D, double *dd, double *ea, double *eb,
+                   double *S, double gtol) noexcept nogil:
     """Move mu_k to a local maximum of the bound uphill from where it is; 1 if it moved.
-    Each child's log-products lose k's factor by a subtraction (the cached fa, fb)."""
-    cdef Py_ssize_t k0 = g.ch_ptr[k], nc = g.ch_ptr[k + 1] - k0, q, c, e
-    cdef double c0 = Z[k], wk, al, be, a, b, m, mk = mu[k]
+    S is scratch space for 8 numbers per child."""
+    cdef Py_ssize_t k0 = g.ch_ptr[k], nc = g.ch_ptr[k + 1] - k0, q, c, e, f
+    cdef double c0, wk, al, be, dl, m, mk = mu[k], nk = nu[k], fa, fb, rc, xa_, xb_
+    cdef double *P = S
+    cdef double *R = S + nc
+    cdef double *dl_out = S + 2 * nc
+    cdef double *M = S + 3 * nc
+    cdef double *E0 = S + 4 * nc
+    cdef double *E1 = S + 5 * nc
+    cdef double *E2 = S + 6 * nc
+    cdef double *E3 = S + 7 * nc
+    if big[k]:
+        c0 = h[k]
+        for f in range(g.par_ptr[k], g.par_ptr[k + 1]):
+            c0 += w[f] * mu[g.par_idx[f]]
+        Z[k] = c0
+    else:
+        c0 = Z[k]
     for q in range(nc):
         c = g.ch_idx[k0 + q]
         e = g.ch_w[k0 + q]
@@ -241,19 +357,31 @@ cdef int update_mu(const Dag *g, const double *w, Py_ssize_t k, double *mu, doub
         c0 += (mu[c] - xi[c]) * wk
         al = -xi[c] * wk
         be = (1.0 - xi[c]) * wk
-        a = A[c] - fa[e]
-        b = B[c] - fb[e]
-        a_out[q] = a
-        b_out[q] = b
-        m = a + al if a + al > b + be else b + be
-        if a > m:
-            m = a
-        if b > m:
-            m = b
-        P[q] = exp(a - m) + exp(b - m)
-        R[q] = exp(a + al - m) + exp(b + be - m)
+        if big[c]:              # re-add the child's sum without k's edge: no cancellation
+            dl = h[c]
+            for f in range(g.par_ptr[c], g.par_ptr[c + 1]):
+                if f != e:
+                    dl += dd[f]
+        else:
+            dl = D[c] - dd[e]
+        dl_out[q] = dl
+        # the child's e^A + e^B is e^{A without k} ((1 - mu) (1 + e^dl) + mu (e^al + e^{dl + be}))
+        m = 0.0
+        if dl > m:
+            m = dl
+        if al > m:
+            m = al
+        if dl + be > m:
+            m = dl + be
+        M[q] = m
+        E0[q] = exp(-m)
+        E1[q] = exp(dl - m)
+        E2[q] = exp(al - m)
+        E3[q] = exp(dl + be - m)
+        P[q] = E0[q] + E1[q]
+        R[q] = E2[q] + E3[q]
 
-    cdef double t0 = t[k], F0, F, dF, s, den, d, lo, hi, tn, mun, g0, g1
+    cdef double t0 = t[k], F0, F, dF, s, den, d, lo, hi, tn, mun, nun, g0, g1, dmu, gain, prod
     cdef Py_ssize_t it
     # F(t) = dL/dmu at mu = sigmoid(t): -t + c0 - sum_c (R - P) / ((1 - mu) P + mu R)
     g0 = c0
@@ -263,18 +391,18 @@ cdef int update_mu(const Dag *g, const double *w, Py_ssize_t k, double *mu, doub
         g1 -= (R[q] - P[q]) / R[q]
     F0 = -t0 + c0
     for q in range(nc):
-        F0 -= (R[q] - P[q]) / ((1.0 - mk) * P[q] + mk * R[q])
+        F0 -= (R[q] - P[q]) / (nk * P[q] + mk * R[q])
     if fabs(F0) <= gtol:
         return 0
     if F0 > 0.0:
         lo = t0
         hi = g1 if g1 < T_MAX else T_MAX
-        if hi <= lo:
+        if not (hi > lo):
             return 0
     else:
         hi = t0
         lo = g0 if g0 > -T_MAX else -T_MAX
-        if lo >= hi:
+        if not (lo < hi):
             return 0
     # both ends of [lo, hi] are known to bracket a stationary point (F(lo) >= 0 >= F(hi)),
     # except where T_MAX clips, in which case the clipped end itself is the answer
@@ -282,11 +410,11 @@ cdef int update_mu(const Dag *g, const double *w, Py_ssize_t k, double *mu, doub
     if not (lo < tn < hi):
         tn = 0.5 * (lo + hi)
     for it in range(MAX_IT):
-        mun = mf_sigmoid(tn)
+        set_mean(tn, &mun, &nun)
         F = -tn + c0
         dF = 0.0
         for q in range(nc):
-            den = (1.0 - mun) * P[q] + mun * R[q]
+            den = nun * P[q] + mun * R[q]
             d = (R[q] - P[q]) / den
             F -= d
             dF += d * d
@@ -298,30 +426,77 @@ cdef int update_mu(const Dag *g, const double *w, Py_ssize_t k, double *mu, doub
             hi = tn
         if hi - lo <= T_TOL:
             break
-        dF = -1.0 + mun * (1.0 - mun) * dF
+        dF = -1.0 + mun * nun * dF
         s = tn - F / dF if dF < 0.0 else lo - 1.0
-        if not (lo < s < hi):
+        if not (lo < s < hi) or s == tn:
             s = 0.5 * (lo + hi)
         tn = s
-    mun = mf_sigmoid(tn)
+    set_mean(tn, &mun, &nun)
     # keep the move only if the exact 1-D objective rose
-    cdef double gain = entropy_t(tn) - entropy_t(t0) + (mun - mk) * c0
+    dmu = (nk - nun) if mk + mun > 1.0 else (mun - mk)
+    gain = entropy(mun, nun) - entropy(mk, nk) + dmu * c0
+    # minus the sum of the children's log-ratios, from products (few logs)
+    prod = 1.0
     for q in range(nc):
-        gain -= log(((1.0 - mun) * P[q] + mun * R[q]) / ((1.0 - mk) * P[q] + mk * R[q]))
+        d = (nun * P[q] + mun * R[q]) / (nk * P[q] + mk * R[q])
+        if 1e-100 < d < 1e100:
+            prod *= d
+            if not (1e-200 < prod < 1e200):
+                gain -= log(prod)
+                prod = 1.0
+        else:
+            gain -= log(d)
+    gain -= log(prod)
     if not (gain > 0.0):
         return 0
     mu[k] = mun
+    nu[k] = nun
     t[k] = tn
     for q in range(nc):
         c = g.ch_idx[k0 + q]
         e = g.ch_w[k0 + q]
         wk = w[e]
-        Z[c] += wk * (mun - mk)
-        fa[e] = l1p(mun, -xi[c] * wk)
-        fb[e] = l1p(mun, (1.0 - xi[c]) * wk)
-        A[c] = a_out[q] + fa[e]
-        B[c] = b_out[q] + fb[e]
+        xa_ = -xi[c] * wk
+        xb_ = (1.0 - xi[c]) * wk
+        if M[q] < 700.0 and M[q] - dl_out[q] < 700.0:
+            # ln(nu + mu e^al) and ln(nu + mu e^be) from the exponentials already taken
+            fa = log(nun * E0[q] + mun * E2[q]) + M[q]
+            fb = log(nun * E1[q] + mun * E3[q]) + (M[q] - dl_out[q])
+        else:
+            l1p_tilt(mun, nun, xa_, &fa, &rc)
+            l1p_tilt(mun, nun, xb_, &fb, &rc)
+        dd[e] = fb - fa
+        D[c] = dl_out[q] + dd[e]
+        if big[c]:             # re-add the child's sums: no cancellation
+            ea[e] = fa - mun * xa_
+            eb[e] = fb - mun * xb_
+            At[c] = 0.0
+            Bt[c] = 0.0
+            Z[c] = h[c]
+            for f in range(g.par_ptr[c], g.par_ptr[c + 1]):
+                At[c] += ea[f]
+                Bt[c] += eb[f]
+                Z[c] += w[f] * mu[g.par_idx[f]]
+        else:
+            Z[c] += wk * dmu
+            fa = fa - mun * xa_
+            fb = fb - mun * xb_
+            At[c] += fa - ea[e]
+            Bt[c] += fb - eb[e]
+            ea[e] = fa
+            eb[e] = fb
     return 1
+
+
+cdef inline void mark_big(const Dag *g, const double *w, const double *h,
+                          uint8_t *big) noexcept nogil:
+    cdef Py_ssize_t i, k
+    cdef double s
+    for i in range(g.n):
+        s = fabs(h[i])
+        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+            s += fabs(w[k])
+        big[i] = s > BIG_SCALE
 
 
 cdef int solve_item(const Dag *g, const double *w, const double *h, const double *clamp,
@@ -329,52 +504,48 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
                     Py_ssize_t max_sweeps, double *work, double *bound_out,
                     intp_t *sweeps_out) noexcept nogil:
     """Coordinate ascent for one item; returns 1 if it converged."""
-    cdef Py_ssize_t n = g.n, i, k, sweep, maxch = 0
-    cdef double *t = work
-    cdef double *Z = work + n
-    cdef double *A = work + 2 * n
-    cdef double *B = work + 3 * n
-    cdef uint8_t *free_ = <uint8_t *> (work + 4 * n)
-    cdef double *P = work + 5 * n
-    cdef double *R = work + 6 * n
-    cdef double *aa = work + 7 * n
-    cdef double *bb = work + 8 * n
-    cdef double *fa = work + 9 * n
-    cdef double *fb = work + 9 * n + g.par_ptr[n]
-    cdef double bnd, prev, z
-    init_means(n, clamp, mu, t, free_)
+    cdef Py_ssize_t n = g.n, i, k, sweep, nnz = g.par_ptr[g.n]
+    cdef double *nu = work
+    cdef double *t = work + n
+    cdef double *Z = work + 2 * n
+    cdef double *At = work + 3 * n
+    cdef double *Bt = work + 4 * n
+    cdef double *D = work + 5 * n
+    cdef double *S = work + 6 * n          # 8 n: scratch of update_mu
+    cdef double *dd = work + 14 * n
+    cdef double *ea = work + 14 * n + nnz
+    cdef double *eb = work + 14 * n + 2 * nnz
+    cdef uint8_t *free_ = <uint8_t *> (work + 14 * n + 3 * nnz)
+    cdef uint8_t *big = free_ + n
+    cdef double bnd, prev
+    cdef int converged = 0
+    init_means(n, clamp, mu, nu, t, free_)
+    mark_big(g, w, h, big)
     for i in range(n):
         if not (0.0 <= xi[i] <= 1.0):
             xi[i] = 0.5
-    prev = sweep_bound(g, w, h, mu, t, xi, free_, Z, A, B)
+    prev = bound_at(g, w, h, mu, nu, xi, free_, dd, ea, eb)
     if hist != NULL:
         hist[0] = prev
-    cdef int converged = 0
     sweep = 0
     while sweep < max_sweeps:
-        # the xi pass recomputes every unit's Z, A, B and per-edge factors from scratch, so
-        # the caches never drift by more than one sweep of incremental mu updates
-        for i in range(n):
-            z = h[i]
-            for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
-                z += w[k] * mu[g.par_idx[k]]
-            Z[i] = z
-            xi[i] = solve_xi(g, w, h[i], i, mu, xi[i], z, gtol, &A[i], &B[i], fa, fb)
+        # the xi pass recomputes every cache from scratch, so they never drift by more than
+        # one sweep of incremental mu updates
+        xi_pass(g, w, h, mu, nu, xi, gtol, Z, At, Bt, D, dd, ea, eb)
         for i in range(n):
             k = i if sweep % 2 == 0 else n - 1 - i
             if free_[k]:
-                update_mu(g, w, k, mu, t, xi, Z, A, B, P, R, aa, bb, fa, fb, gtol)
+                update_mu(g, w, h, big, k, mu, nu, t, xi, Z, At, Bt, D, dd, ea, eb, S, gtol)
         sweep += 1
-        bnd = cached_bound(n, mu, t, xi, free_, Z, A, B)
+        bnd = cached_bound(n, mu, nu, free_, Z, At, Bt, D)
         if hist != NULL:
             hist[sweep] = bnd
-        if fabs(bnd - prev) < tol:
-            prev = bnd
+        if fabs(bnd - prev) < tol + REL_FLOOR * fabs(bnd):
             converged = 1
             break
         prev = bnd
     # the reported bound is recomputed from scratch at the final mu, xi
-    bound_out[0] = sweep_bound(g, w, h, mu, t, xi, free_, Z, A, B)
+    bound_out[0] = bound_at(g, w, h, mu, nu, xi, free_, dd, ea, eb)
     if hist != NULL:
         hist[sweep] = bound_out[0]
     sweeps_out[0] = sweep
@@ -392,22 +563,22 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
 # a concave problem on the simplex, solved through its optimality conditions (below).
 
 cdef inline double gnor(double x) noexcept nogil:
-    """ln(1 - e^{-x}) for x > 0."""
+    """ln(1 - e^{-x}) for x > 0 (0 at x = inf)."""
     return log(-expm1(-x))
 
 
 cdef inline double psi_nor(double h, double gh, double y, double *dpsi) noexcept nogil:
     """psi(y) = g(h + y) - g(h) - y g'(h + y) and its derivative y e^{-x} / (1 - e^{-x})^2."""
     cdef double x = h + y, em = exp(-x), om = -expm1(-x)
-    dpsi[0] = y * em / (om * om)
-    return log(om) - gh - y * em / om
+    dpsi[0] = y * em / (om * om) if em > 0.0 else 0.0
+    return log(om) - gh - (y * em / om if em > 0.0 else 0.0)
 
 
 cdef double invert_psi(double h, double gh, double c, double y) noexcept nogil:
     """The y >= 0 with psi(y) = c, for 0 < c < -g(h) (psi increases from 0 to -g(h))."""
     cdef double lo = 0.0, hi = -1.0, f, d, yn
     cdef Py_ssize_t it
-    if not (y > 0.0):
+    if not (y > 0.0 and y < 1e300):
         y = 1.0
     for it in range(MAX_IT):
         f = psi_nor(h, gh, y, &d) - c
@@ -421,9 +592,9 @@ cdef double invert_psi(double h, double gh, double c, double y) noexcept nogil:
             break
         yn = y - f / d if d > 0.0 else -1.0
         if hi < 0.0:            # no upper end yet: Newton, or double
-            if not (yn > lo):
+            if not (yn > lo) or yn == y:
                 yn = 2.0 * y + 1.0
-        elif not (lo < yn < hi):
+        elif not (lo < yn < hi) or yn == y:
             yn = 0.5 * (lo + hi)
         y = yn
     return y
@@ -474,6 +645,7 @@ cdef void update_q(const Dag *g, const double *w, double h, Py_ssize_t i, const 
         lam = 0.5 * lam_max
     lo = 0.0
     hi = lam_max
+    lam_used = lam
     for it in range(MAX_IT):
         S = 0.0
         dS = 0.0
@@ -484,7 +656,8 @@ cdef void update_q(const Dag *g, const double *w, double h, Py_ssize_t i, const 
                 y[k] = invert_psi(h, gh, lam / mj, y[k])
                 psi_nor(h, gh, y[k], &d)
                 S += w[k] / y[k]
-                dS -= w[k] / (y[k] * y[k]) / (mj * d)
+                if d > 0.0:
+                    dS -= w[k] / (y[k] * y[k]) / (mj * d)
         if fabs(S - 1.0) <= 1e-12:
             break
         if S > 1.0:
@@ -494,7 +667,7 @@ cdef void update_q(const Dag *g, const double *w, double h, Py_ssize_t i, const 
         if hi - lo <= 1e-15 * hi:
             break
         ln = lam - (S - 1.0) / dS if dS < 0.0 else -1.0
-        if not (lo < ln < hi):
+        if not (lo < ln < hi) or ln == lam:
             ln = 0.5 * (lo + hi)
         lam = ln
     # the new q (normalised onto the simplex), kept if it does not lower the term
@@ -502,20 +675,20 @@ cdef void update_q(const Dag *g, const double *w, double h, Py_ssize_t i, const 
     for k in range(k0, k1):
         qold[k] = q[k]
         q[k] = 0.0
-        if w[k] > 0.0 and mu[g.par_idx[k]] * G0 > lam_used:
+        if w[k] > 0.0 and mu[g.par_idx[k]] * G0 > lam_used and y[k] > 0.0:
             q[k] = w[k] / y[k]
             S += q[k]
-    if S > 0.0:
+    if S > 0.0 and S < 1e300:
         for k in range(k0, k1):
             q[k] /= S
-    new = edge_terms(g, w, h, i, mu, q)
+    new = edge_terms(g, w, h, i, mu, q) if (S > 0.0 and S < 1e300) else old - 1.0
     if not (new >= old):
         for k in range(k0, k1):
             q[k] = qold[k]
 
 
 cdef double nor_bound(const Dag *g, const double *w, const double *h, const double *mu,
-                      const double *t, const double *q, const uint8_t *free_,
+                      const double *nu, const double *q, const uint8_t *free_,
                       double *Z) noexcept nogil:
     cdef double total = 0.0, z
     cdef Py_ssize_t i, k
@@ -524,24 +697,26 @@ cdef double nor_bound(const Dag *g, const double *w, const double *h, const doub
         for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
             z += w[k] * mu[g.par_idx[k]]
         Z[i] = z
-        total -= (1.0 - mu[i]) * z
+        total -= nu[i] * z
         if mu[i] > 0.0:
             total += mu[i] * (gnor(h[i]) + edge_terms(g, w, h[i], i, mu, q))
         if free_[i]:
-            total += entropy_t(t[i])
+            total += entropy(mu[i], nu[i])
     return total
 
 
 cdef void update_mu_nor(const Dag *g, const double *w, const double *h, Py_ssize_t k,
-                        double *mu, double *t, const double *q, double *Z) noexcept nogil:
+                        double *mu, double *nu, double *t, const double *q,
+                        double *Z) noexcept nogil:
     """mu_k = sigmoid(dL/dmu_k): the exact maximiser (L is H(mu_k) + linear)."""
-    cdef double c = Z[k] + gnor(h[k]) + edge_terms(g, w, h[k], k, mu, q), wk, qk, tn
+    cdef double c = Z[k] + gnor(h[k]) + edge_terms(g, w, h[k], k, mu, q), wk, qk, tn, mun, nun
+    cdef double dmu
     cdef Py_ssize_t a, cc, e
     for a in range(g.ch_ptr[k], g.ch_ptr[k + 1]):
         cc = g.ch_idx[a]
         e = g.ch_w[a]
         wk = w[e]
-        c -= (1.0 - mu[cc]) * wk
+        c -= nu[cc] * wk
         qk = q[e]
         if qk > 0.0 and mu[cc] > 0.0:
             c += mu[cc] * qk * (gnor(h[cc] + wk / qk) - gnor(h[cc]))
@@ -550,10 +725,14 @@ cdef void update_mu_nor(const Dag *g, const double *w, const double *h, Py_ssize
         tn = T_MAX
     elif tn < -T_MAX:
         tn = -T_MAX
-    cdef double mun = mf_sigmoid(tn)
+    elif not (tn == tn):
+        return
+    set_mean(tn, &mun, &nun)
+    dmu = (nu[k] - nun) if mu[k] + mun > 1.0 else (mun - mu[k])
     for a in range(g.ch_ptr[k], g.ch_ptr[k + 1]):
-        Z[g.ch_idx[a]] += w[g.ch_w[a]] * (mun - mu[k])
+        Z[g.ch_idx[a]] += w[g.ch_w[a]] * dmu
     mu[k] = mun
+    nu[k] = nun
     t[k] = tn
 
 
@@ -562,18 +741,19 @@ cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const do
                         Py_ssize_t max_sweeps, double *work, double *bound_out,
                         intp_t *sweeps_out) noexcept nogil:
     cdef Py_ssize_t n = g.n, i, k, sweep, nnz = g.par_ptr[g.n]
-    cdef double *t = work
-    cdef double *Z = work + n
-    cdef uint8_t *free_ = <uint8_t *> (work + 2 * n)
+    cdef double *nu = work
+    cdef double *t = work + n
+    cdef double *Z = work + 2 * n
     cdef double *y = work + 3 * n
     cdef double *qold = work + 3 * n + nnz
+    cdef uint8_t *free_ = <uint8_t *> (work + 3 * n + 2 * nnz)
     cdef double bnd, prev, S
-    init_means(n, clamp, mu, t, free_)
+    init_means(n, clamp, mu, nu, t, free_)
     for i in range(n):
         # q on the simplex over the unit's positive weights (uniform if not given)
         S = 0.0
         for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
-            if not (q[k] >= 0.0) or w[k] <= 0.0:
+            if not (q[k] >= 0.0 and q[k] < 1e300) or w[k] <= 0.0:
                 q[k] = 0.0
             S += q[k]
         if not (S > 0.0):
@@ -583,7 +763,7 @@ cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const do
         if S > 0.0:
             for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
                 q[k] /= S
-    prev = nor_bound(g, w, h, mu, t, q, free_, Z)
+    prev = nor_bound(g, w, h, mu, nu, q, free_, Z)
     if hist != NULL:
         hist[0] = prev
     cdef int converged = 0
@@ -595,12 +775,12 @@ cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const do
         for i in range(n):
             k = i if sweep % 2 == 0 else n - 1 - i
             if free_[k]:
-                update_mu_nor(g, w, h, k, mu, t, q, Z)
+                update_mu_nor(g, w, h, k, mu, nu, t, q, Z)
         sweep += 1
-        bnd = nor_bound(g, w, h, mu, t, q, free_, Z)
+        bnd = nor_bound(g, w, h, mu, nu, q, free_, Z)
         if hist != NULL:
             hist[sweep] = bnd
-        if fabs(bnd - prev) < tol:
+        if fabs(bnd - prev) < tol + REL_FLOOR * fabs(bnd):
             prev = bnd
             converged = 1
             break
@@ -610,37 +790,51 @@ cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const do
     return converged
 
 
+# ---------------------------------------------------------------------------- entry points
 def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1] ch_ptr,
           const intp_t[::1] ch_idx, const intp_t[::1] ch_w, const double[:, ::1] w,
           const double[:, ::1] h, const intp_t[::1] net_of, const double[:, ::1] clamp,
           double[:, ::1] mu, double[:, ::1] xi, double[::1] bound, intp_t[::1] n_sweeps,
-          uint8_t[::1] converged, double[:, ::1] history, double tol, double gtol,
-          Py_ssize_t max_sweeps, int n_threads, bint noisy_or=False):
+          uint8_t[::1] converged, int8_t[::1] status, double[:, ::1] history, double tol,
+          double gtol, Py_ssize_t max_sweeps, int n_threads, bint noisy_or=False):
     """Solve every item in place (see the module docstring).  ``history`` is (n_items,
     max_sweeps + 1) to record the bound after each sweep, or (0, 0) for none.  With
-    ``noisy_or``, ``xi`` is (n_items, nnz): the q of every edge, in parent order."""
+    ``noisy_or``, ``xi`` is (n_items, nnz): the q of every edge, in parent order.
+
+    Returns MF_OK, or MF_EBADARG (nothing written) when a size or an index is inconsistent;
+    ``status[p]`` is MF_ENOMEM for an item whose thread could not allocate its scratch space.
+    """
     cdef Dag g
-    g.n = h.shape[1]
-    g.par_ptr = &par_ptr[0]
-    g.par_idx = &par_idx[0] if par_idx.shape[0] else NULL
-    g.ch_ptr = &ch_ptr[0]
-    g.ch_idx = &ch_idx[0] if ch_idx.shape[0] else NULL
-    g.ch_w = &ch_w[0] if ch_w.shape[0] else NULL
-    cdef Py_ssize_t n_items = clamp.shape[0], p, n = g.n
+    if check_dag(par_ptr, par_idx, ch_ptr, ch_idx, ch_w, &g) != MF_OK:
+        return MF_EBADARG
+    if check_items(&g, w, h, net_of, clamp) != MF_OK:
+        return MF_EBADARG
+    cdef Py_ssize_t n_items = clamp.shape[0], p, n = g.n, nnz = par_idx.shape[0]
+    cdef Py_ssize_t n_xi = nnz if noisy_or else n
+    if (mu.shape[0] != n_items or mu.shape[1] != n or xi.shape[0] != n_items
+            or xi.shape[1] != n_xi or bound.shape[0] != n_items or n_sweeps.shape[0] != n_items
+            or converged.shape[0] != n_items or status.shape[0] != n_items
+            or max_sweeps < 0 or n_threads < 1 or not (tol >= 0.0) or not (gtol >= 0.0)):
+        return MF_EBADARG
     cdef bint record = history.shape[0] > 0
+    if record and (history.shape[0] != n_items or history.shape[1] != max_sweeps + 1):
+        return MF_EBADARG
+    # scratch per thread: 14 n + 3 nnz doubles (sigmoid) or 3 n + 2 nnz (noisy-OR), 2 n bytes
+    cdef size_t nbytes = (14 * <size_t> n + 3 * <size_t> nnz) * sizeof(double) + 2 * <size_t> n + 16
     cdef double *work = NULL
     cdef const double *wrow
     cdef double dummy_w = 0.0
     with nogil, parallel(num_threads=n_threads):
-        work = <double *> malloc((9 * n + 2 * xi.shape[1] + 2 * par_idx.shape[0]) * sizeof(double) + 8)
+        work = <double *> malloc(nbytes)
         for p in prange(n_items, schedule="dynamic", chunksize=8):
             if work == NULL:
-                converged[p] = 2
+                status[p] = MF_ENOMEM
                 continue
-            wrow = &w[net_of[p], 0] if w.shape[1] else &dummy_w
+            status[p] = MF_OK
+            wrow = &w[net_of[p], 0] if nnz else &dummy_w
             if noisy_or:
                 converged[p] = solve_item_nor(&g, wrow, &h[net_of[p], 0], &clamp[p, 0],
-                                              &mu[p, 0], &xi[p, 0] if xi.shape[1] else &dummy_w,
+                                              &mu[p, 0], &xi[p, 0] if nnz else &dummy_w,
                                               &history[p, 0] if record else NULL, tol,
                                               max_sweeps, work, &bound[p], &n_sweeps[p])
             else:
@@ -648,48 +842,70 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
                                           &xi[p, 0], &history[p, 0] if record else NULL, tol,
                                           gtol, max_sweeps, work, &bound[p], &n_sweeps[p])
         free(work)
-    if np.any(np.asarray(converged) == 2):
-        raise MemoryError("could not allocate per-thread scratch space for the SJJ solver")
+    return MF_OK
 
 
 def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1] ch_ptr,
              const intp_t[::1] ch_idx, const intp_t[::1] ch_w, const double[:, ::1] w,
              const double[:, ::1] h, const intp_t[::1] net_of, const double[:, ::1] clamp,
              const double[:, ::1] mu, const double[:, ::1] xi, double[::1] bound,
-             bint noisy_or=False):
-    """The bound at given mu, xi (noisy-OR: q per edge; clamped units read from ``clamp``),
-    into ``bound``."""
+             int8_t[::1] status, bint noisy_or=False, int n_threads=1):
+    """The bound at given mu (free units' values in [0, 1]), xi (noisy-OR: q per edge) into
+    ``bound``, free units' entropies included; clamped units are read from ``clamp``.
+    Returns MF_OK or MF_EBADARG (nothing written)."""
     cdef Dag g
-    g.n = h.shape[1]
-    g.par_ptr = &par_ptr[0]
-    g.par_idx = &par_idx[0] if par_idx.shape[0] else NULL
-    g.ch_ptr = &ch_ptr[0]
-    g.ch_idx = &ch_idx[0] if ch_idx.shape[0] else NULL
-    g.ch_w = &ch_w[0] if ch_w.shape[0] else NULL
-    cdef Py_ssize_t n = g.n, p, i
-    cdef double dummy_w = 0.0, x
-    work_a = np.empty(5 * n + 1, dtype=np.float64)
-    cdef double[::1] work = work_a
-    cdef double *m = &work[0]
-    cdef double *t = &work[n]
-    cdef double *Z = &work[2 * n]
-    cdef double *A = &work[3 * n]
-    cdef double *B = &work[4 * n]
-    none_a = np.zeros(n, dtype=np.uint8)   # entropy added below, from mu (0 log 0 = 0)
-    cdef uint8_t[::1] none_ = none_a
-    for p in range(clamp.shape[0]):
-        for i in range(n):
-            t[i] = 0.0
-            m[i] = clamp[p, i] if clamp[p, i] == clamp[p, i] else mu[p, i]
-        if noisy_or:
-            bound[p] = nor_bound(&g, &w[net_of[p], 0] if w.shape[1] else &dummy_w,
-                                 &h[net_of[p], 0], m, t, &xi[p, 0] if xi.shape[1] else &dummy_w,
-                                 &none_[0], Z)
-        else:
-            bound[p] = sweep_bound(&g, &w[net_of[p], 0] if w.shape[1] else &dummy_w,
-                                   &h[net_of[p], 0], m, t, &xi[p, 0], &none_[0], Z, A, B)
-        for i in range(n):
-            if clamp[p, i] != clamp[p, i]:
-                x = m[i]
-                if 0.0 < x < 1.0:
-                    bound[p] -= x * log(x) + (1.0 - x) * log1p(-x)
+    if check_dag(par_ptr, par_idx, ch_ptr, ch_idx, ch_w, &g) != MF_OK:
+        return MF_EBADARG
+    if check_items(&g, w, h, net_of, clamp) != MF_OK:
+        return MF_EBADARG
+    cdef Py_ssize_t n = g.n, p, i, n_items = clamp.shape[0], nnz = par_idx.shape[0]
+    if (mu.shape[0] != n_items or mu.shape[1] != n or xi.shape[0] != n_items
+            or xi.shape[1] != (nnz if noisy_or else n) or bound.shape[0] != n_items
+            or status.shape[0] != n_items or n_threads < 1):
+        return MF_EBADARG
+    cdef size_t nbytes = (4 * <size_t> n + 3 * <size_t> nnz) * sizeof(double) + <size_t> n + 16
+    cdef double *work = NULL
+    cdef double *m
+    cdef double *nu
+    cdef double *Z
+    cdef double *dd
+    cdef uint8_t *none_
+    cdef double dummy_w = 0.0, x, total
+    with nogil, parallel(num_threads=n_threads):
+        work = <double *> malloc(nbytes)
+        for p in prange(n_items, schedule="static"):
+            if work == NULL:
+                status[p] = MF_ENOMEM
+                continue
+            status[p] = MF_OK
+            m = work
+            nu = work + n
+            Z = work + 2 * n
+            dd = work + 3 * n
+            none_ = <uint8_t *> (work + 3 * n + 3 * nnz)
+            total = 0.0
+            for i in range(n):
+                none_[i] = 0       # entropies are added here, from mu (0 ln 0 = 0)
+                x = clamp[p, i]
+                if not (x == x):
+                    x = mu[p, i]
+                    total = total + entropy(x, 1.0 - x)
+                m[i] = x
+                nu[i] = 1.0 - x
+            if noisy_or:
+                total = total + nor_bound(&g, &w[net_of[p], 0] if nnz else &dummy_w,
+                                          &h[net_of[p], 0], m, nu,
+                                          &xi[p, 0] if nnz else &dummy_w, none_, Z)
+            else:
+                total = total + bound_at(&g, &w[net_of[p], 0] if nnz else &dummy_w,
+                                         &h[net_of[p], 0], m, nu, &xi[p, 0] if n else &dummy_w,
+                                         none_, dd, dd + nnz, dd + 2 * nnz)
+            bound[p] = total
+        free(work)
+    return MF_OK
+
+
+#: Status codes of ``mf_status.h``, for the Python wrapper.
+STATUS_OK = MF_OK
+STATUS_EBADARG = MF_EBADARG
+STATUS_ENOMEM = MF_ENOMEM

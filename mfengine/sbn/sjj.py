@@ -1,23 +1,209 @@
-"""The strict mean-field bound of Saul, Jaakkola & Jordan for sigmoid DAG belief nets.
+"""The strict mean-field bound of Saul, Jaakkola & Jordan for DAG belief nets.
 
 Low-level entry points over a ``DagStructure`` and batches of nets sharing it; ``mf.infer``
-(method "sjj") and ``BeliefNet.fit`` call these.  The bound (DESIGN §4)::
+(method "sjj") and the belief nets' ``fit`` call these.  For sigmoid units the bound is
+(DESIGN section 4)::
 
     L = sum_{free i} H(mu_i) + sum_i [ (mu_i - xi_i) <z_i> - ln(<e^{-xi_i z_i}> + <e^{(1-xi_i) z_i}>) ]
 
-is below ln P(clamped units) for every mu and xi in [0, 1]; coordinate ascent raises it at
-every step (see ``mfengine/sbn/_sjj.pyx``).
+It lies below ln P(clamped units) for every mu and xi in [0, 1], for any finite weights: the
+kernel (``mfengine/sbn/_sjj.pyx``) evaluates it without cancellation between large numbers,
+so that with no free unit it equals ln P exactly and otherwise it stays below it up to the
+rounding of its own sums (relative 1e-16).  Coordinate ascent raises it at every step.
+
+Every function here validates its arguments (shapes, dtypes, finiteness, ranges, the
+consistency of the structure's index arrays) before any compiled code runs, and raises a
+``ValueError`` or ``TypeError`` naming the argument.
 """
+import numbers
+
 import numpy as np
+from scipy.special import expit
+
+from mfengine._validation import check_binary, effective_n_threads
 
 __all__ = ["solve", "evaluate", "gradient"]
 
+ACTIVATIONS = ("sigmoid", "noisy_or")
 
-def _args(structure, w, h, net_of, clamp):
-    return (structure.par_ptr, structure.par_idx, structure.ch_ptr, structure.ch_idx,
-            structure.ch_w, w, h, net_of, clamp)
+#: Largest sum over the units of a net of ``|h_i| + sum_j |W_ij|`` that the kernels accept:
+#: every intermediate of the bound (and the bound itself) then stays below the double range.
+MAX_NET_SCALE = 2.0 ** 1020
+
+_STRUCTURE_ARRAYS = ("par_ptr", "par_idx", "ch_ptr", "ch_idx", "ch_w")
+_INTP_MAX = np.iinfo(np.intp).max
 
 
+def _kernel():
+    try:
+        from mfengine.sbn import _sjj
+    except ImportError as exc:  # pragma: no cover - depends on the build
+        raise ImportError(
+            "mfengine.sbn._sjj is not built; run `pip install .` (or `python setup.py "
+            "build_ext --inplace`) in the mfengine source tree"
+        ) from exc
+    return _sjj
+
+
+# ---------------------------------------------------------------------------- validation
+def as_matrix(X, name, n_cols=None, allow_nan=False):
+    """``X`` as a C-contiguous float64 2-D array (a copy where needed), with ``n_cols`` columns.
+
+    Unlike the estimators' data checks, empty arrays are fine here (0 items, or a net without
+    edges); NaN is refused unless ``allow_nan``, infinity always.
+    """
+    if isinstance(X, np.ndarray) and X.dtype == object:
+        raise TypeError(f"{name} has dtype object; pass a numeric array")
+    arr = np.asarray(X)
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D array, got shape {arr.shape}")
+    if n_cols is not None and arr.shape[1] != n_cols:
+        raise ValueError(f"{name} must have {n_cols} columns, got {arr.shape[1]}")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    bad = np.isinf(arr) if allow_nan else ~np.isfinite(arr)
+    if np.any(bad):
+        raise ValueError(f"{name} contains {'infinite' if allow_nan else 'NaN or infinite'} values")
+    return arr
+
+
+def check_structure(structure):
+    """The five index arrays of a ``DagStructure``, checked and as C-contiguous ``intp``.
+
+    Checks that the arrays describe one DAG in topological order: ``par_ptr`` and ``ch_ptr``
+    run from 0 to nnz without decreasing, every parent index is below its child's, and the
+    child lists (``ch_ptr``, ``ch_idx``, ``ch_w``) list exactly the edges of the parent
+    lists.  Raises TypeError or ValueError naming the array otherwise.
+    """
+    if not all(hasattr(structure, name) for name in _STRUCTURE_ARRAYS):
+        raise TypeError(f"structure must be a DagStructure, got {type(structure).__name__}")
+    arrays = []
+    for name in _STRUCTURE_ARRAYS:
+        a = np.asarray(getattr(structure, name))
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            raise TypeError(f"structure.{name} must be a 1-D integer array, got dtype {a.dtype} "
+                            f"and shape {a.shape}")
+        if a.size and (a.min() < 0 or a.max() > _INTP_MAX):
+            raise ValueError(f"structure.{name} has entries outside [0, {_INTP_MAX}]")
+        arrays.append(np.ascontiguousarray(a, dtype=np.intp))
+    par_ptr, par_idx, ch_ptr, ch_idx, ch_w = arrays
+    n, nnz = par_ptr.size - 1, par_idx.size
+    if n < 0:
+        raise ValueError("structure.par_ptr must have n_units + 1 entries, got none")
+    if getattr(structure, "n_units", n) != n or getattr(structure, "nnz", nnz) != nnz:
+        raise ValueError(f"structure.n_units and structure.nnz ({structure.n_units}, "
+                         f"{structure.nnz}) disagree with its arrays ({n}, {nnz})")
+    if ch_ptr.size != n + 1 or ch_idx.size != nnz or ch_w.size != nnz:
+        raise ValueError(f"structure's child lists must have {n + 1}, {nnz} and {nnz} entries "
+                         f"(ch_ptr, ch_idx, ch_w), got {ch_ptr.size}, {ch_idx.size}, {ch_w.size}")
+    for name, ptr in (("par_ptr", par_ptr), ("ch_ptr", ch_ptr)):
+        if ptr[0] != 0 or ptr[-1] != nnz or np.any(np.diff(ptr) < 0):
+            raise ValueError(f"structure.{name} must rise from 0 to nnz = {nnz} without decreasing")
+    child = np.repeat(np.arange(n, dtype=np.intp), np.diff(par_ptr))
+    if np.any(par_idx >= child):
+        raise ValueError("structure.par_idx must list parents j < i for each unit i "
+                         "(units in topological order)")
+    if np.any(ch_w >= nnz) or np.any(np.bincount(ch_w, minlength=nnz) != 1):
+        raise ValueError("structure.ch_w must be a permutation of the nnz edges")
+    parent = np.repeat(np.arange(n, dtype=np.intp), np.diff(ch_ptr))
+    if not (np.array_equal(par_idx[ch_w], parent) and np.array_equal(child[ch_w], ch_idx)):
+        raise ValueError("structure's child lists (ch_ptr, ch_idx, ch_w) do not list the edges "
+                         "of its parent lists (par_ptr, par_idx)")
+    return tuple(arrays)
+
+
+def check_nets(structure, w, h, net_of, clamp, activation):
+    """Validate the arrays shared by the DAG kernels (SJJ and Plefka).
+
+    Returns ``(arrays, w, h, net_of, clamp)`` with the structure's index arrays and every
+    array converted to C-contiguous float64 / intp.  Raises TypeError or ValueError naming
+    the offending argument: sizes inconsistent with ``structure``, non-finite weights or
+    biases, ``net_of`` outside ``[0, n_nets)``, clamped values other than 0, 1 (NaN marks a
+    free unit), weights so large that a net's bound would leave the double range, and for
+    noisy-OR units negative weights or biases.
+    """
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    arrays = check_structure(structure)
+    n, nnz = arrays[0].size - 1, arrays[1].size
+    w = as_matrix(w, "w", n_cols=nnz)
+    h = as_matrix(h, "h", n_cols=n)
+    if h.shape[0] != w.shape[0]:
+        raise ValueError(f"w and h must describe the same number of nets, got {w.shape[0]} and "
+                         f"{h.shape[0]}")
+    net_of = np.asarray(net_of)
+    if net_of.ndim != 1 or (net_of.size and net_of.dtype.kind not in "iu"):
+        raise TypeError(f"net_of must be a 1-D integer array, got dtype {net_of.dtype} and "
+                        f"shape {net_of.shape}")
+    if net_of.size and (net_of.min() < 0 or net_of.max() >= w.shape[0]):
+        raise ValueError(f"net_of must index the {w.shape[0]} nets of w and h, got values in "
+                         f"[{net_of.min()}, {net_of.max()}]")
+    net_of = np.ascontiguousarray(net_of, dtype=np.intp)
+    clamp = as_matrix(clamp, "clamp", n_cols=n, allow_nan=True)
+    if clamp.shape[0] != net_of.shape[0]:
+        raise ValueError(f"clamp has {clamp.shape[0]} rows but net_of has {net_of.shape[0]} items")
+    check_binary(clamp, "clamp", ignore=np.isnan(clamp))
+    with np.errstate(over="ignore"):
+        scale = np.abs(w).sum(axis=1) + np.abs(h).sum(axis=1)
+    if scale.size and not np.all(scale <= MAX_NET_SCALE):
+        k = int(np.argmax(~(scale <= MAX_NET_SCALE)))
+        raise ValueError(
+            f"w and h are too large to evaluate in double precision: net {k} has "
+            f"sum_i (|h_i| + sum_j |W_ij|) = {scale[k]:.3g}, above {MAX_NET_SCALE:.3g}")
+    if activation == "noisy_or":
+        if np.any(w < 0):
+            raise ValueError("noisy-OR units need non-negative weights; w has negative entries")
+        if np.any(h < 0):
+            raise ValueError("noisy-OR units need non-negative biases; h has negative entries")
+    return arrays, w, h, net_of, clamp
+
+
+def check_means(u, clamp, name):
+    """Means of shape ``clamp.shape``, in [0, 1] at the free units (NaN in ``clamp``); the
+    values at clamped units are replaced by the clamped ones."""
+    u = as_matrix(u, name, n_cols=clamp.shape[1], allow_nan=True)
+    if u.shape[0] != clamp.shape[0]:
+        raise ValueError(f"{name} must have {clamp.shape[0]} rows (one per item), got {u.shape[0]}")
+    free = np.isnan(clamp)
+    uf = u[free]
+    if not np.all((uf >= 0.0) & (uf <= 1.0)):
+        raise ValueError(f"{name} must lie in [0, 1] at the free units (and contain no NaN there)")
+    return np.ascontiguousarray(np.where(free, u, clamp))
+
+
+def _check_xi(xi, n_items, n_cols, noisy, name):
+    xi = as_matrix(xi, name, n_cols=n_cols)
+    if xi.shape[0] != n_items:
+        raise ValueError(f"{name} must have {n_items} rows (one per item), got {xi.shape[0]}")
+    if noisy and np.any(xi < 0.0):
+        raise ValueError(f"{name} (noisy-OR: the q of every edge) must be non-negative")
+    if not noisy and not np.all((xi >= 0.0) & (xi <= 1.0)):
+        raise ValueError(f"{name} must lie in [0, 1]")
+    return xi.copy()
+
+
+def _check_tol(value, name):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (0.0 <= value < np.inf):
+        raise ValueError(f"{name} must be a finite non-negative number, got {value!r}")
+    return float(value)
+
+
+def _check_count(value, name):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < _INTP_MAX:
+        raise ValueError(f"{name} must be a non-negative integer below {_INTP_MAX}, got {value!r}")
+    return int(value)
+
+
+def _raise_status(rc, status, what, nbytes):
+    _sjj = _kernel()
+    if rc == _sjj.STATUS_EBADARG:   # pragma: no cover - the checks above make this unreachable
+        raise ValueError(f"{what}: the kernel refused its arguments (inconsistent sizes)")
+    if np.any(status == _sjj.STATUS_ENOMEM):
+        raise MemoryError(f"{what}: could not allocate {nbytes} bytes of scratch space per thread")
+
+
+# ---------------------------------------------------------------------------- entry points
 def solve(structure, w, h, net_of, clamp, tol=1e-6, inner_tol=1e-9, max_sweeps=200, n_threads=1,
           init_mu=None, init_xi=None, record=False, activation="sigmoid"):
     """Coordinate ascent on the SJJ bound for every item.
@@ -25,120 +211,240 @@ def solve(structure, w, h, net_of, clamp, tol=1e-6, inner_tol=1e-9, max_sweeps=2
     Parameters
     ----------
     structure : DagStructure
-    w : (n_nets, nnz) float64, weights in ``structure``'s parent order
-    h : (n_nets, n_units) float64, biases
-    net_of : (n_items,) intp, the net of each item
-    clamp : (n_items, n_units) float64, the value (0/1) of a clamped unit, NaN for a free one
-    tol : stop an item when a sweep changes its bound by less than this
-    inner_tol : tolerance of each 1-D solve, on |dL/dmu| and |dphi/dxi|
-    init_mu, init_xi : (n_items, n_units) starting points (default 0.5)
-    record : also return the bound after every sweep, (n_items, max_sweeps + 1), NaN-padded
-    activation : "sigmoid", or "noisy_or" (positive biases needed).  For noisy-OR the
-        variational parameters are q per edge: ``xi`` is (n_items, nnz) in parent order,
-        each unit's q on the simplex over its parents (``init_xi`` default: uniform).
+        The sparsity pattern shared by every net.
+    w : array of shape (n_nets, nnz)
+        Weights of each net in ``structure``'s parent order (finite).
+    h : array of shape (n_nets, n_units)
+        Biases (finite; positive for noisy-OR units).
+    net_of : int array of shape (n_items,)
+        The net of each item, in ``[0, n_nets)``.
+    clamp : array of shape (n_items, n_units)
+        The value (0 or 1) of a clamped unit, NaN for a free one (hidden, or missing).
+    tol : float, default 1e-6
+        Stop an item when a sweep changes its bound by less than this.
+    inner_tol : float, default 1e-9
+        Tolerance of each 1-D solve, on ``|dL/dmu|`` and ``|dphi/dxi|``.
+    max_sweeps : int, default 200
+        Sweeps per item at most (0: the bound at the starting point).
+    n_threads : int or None, default 1
+        OpenMP threads (None: ``OMP_NUM_THREADS`` or all cores; clamped to at least 1).  The
+        answers do not depend on it.
+    init_mu : array of shape (n_items, n_units), optional
+        Starting means of the free units, in [0, 1] (values at clamped units are ignored);
+        default 0.5.
+    init_xi : array, optional
+        Starting xi, (n_items, n_units) in [0, 1] (default 0.5); for noisy-OR the starting q,
+        (n_items, nnz), non-negative (each unit's row is normalised; default uniform).
+    record : bool, default False
+        Also return the bound after every sweep.
+    activation : {"sigmoid", "noisy_or"}, default "sigmoid"
+        For noisy-OR the variational parameters are one q per edge: ``xi`` is (n_items, nnz)
+        in parent order, each unit's q on the simplex over its parents.
 
     Returns
     -------
-    bound, mu, xi, n_sweeps, converged[, history]
-    """
-    from mfengine.sbn import _sjj
+    bound : ndarray of shape (n_items,)
+        The bound at the solution, below ln P(clamped units).
+    mu : ndarray of shape (n_items, n_units)
+        The means (clamped units hold their values).
+    xi : ndarray of shape (n_items, n_units), or (n_items, nnz) for noisy-OR
+        The variational parameters at the solution.
+    n_sweeps : intp ndarray of shape (n_items,)
+        Sweeps taken.
+    converged : bool ndarray of shape (n_items,)
+        Whether the last sweep changed the bound by less than ``tol``.
+    history : ndarray of shape (n_items, max_sweeps + 1)
+        Only with ``record``: the bound before the first sweep (with xi already optimised)
+        and after every sweep, NaN-padded.
 
-    n_items, n = clamp.shape
+    Raises
+    ------
+    TypeError, ValueError
+        For arguments of the wrong type, shape or range (the message names the argument).
+    MemoryError
+        When a thread cannot allocate its scratch space.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfengine.sbn.dag import DagStructure
+    >>> W = np.array([[0.0, 0.0], [2.0, 0.0]])       # unit 0 -> unit 1
+    >>> s = DagStructure(W != 0)
+    >>> clamp = np.array([[np.nan, 1.0]])              # unit 0 hidden, unit 1 seen on
+    >>> bound, mu, xi, n_sweeps, converged = solve(s, s.pack(W)[None], np.zeros((1, 2)),
+    ...                                            np.zeros(1, dtype=np.intp), clamp)
+    >>> bool(bound[0] <= np.log(0.5 * (0.5 + 1 / (1 + np.exp(-2.0)))))
+    True
+    """
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    arrays, w, h, net_of, clamp = check_nets(structure, w, h, net_of, clamp, activation)
+    tol = _check_tol(tol, "tol")
+    inner_tol = _check_tol(inner_tol, "inner_tol")
+    max_sweeps = _check_count(max_sweeps, "max_sweeps")
+    threads = effective_n_threads(n_threads)
     noisy = activation == "noisy_or"
     if noisy and np.any(h <= 0.0):
         raise ValueError("the SJJ bound for noisy-OR units needs positive biases (a leak): with "
                          "h = 0 a unit whose parents are all off can never fire, and the bound "
                          "is -inf; h has entries <= 0")
-    mu = np.full((n_items, n), 0.5) if init_mu is None else np.array(init_mu, dtype=np.float64)
-    n_xi = structure.nnz if noisy else n
+    n_items, n = clamp.shape
+    nnz = arrays[1].size
+    if init_mu is None:
+        mu = np.full((n_items, n), 0.5)
+    else:
+        mu = check_means(init_mu, clamp, "init_mu")
+    n_xi = nnz if noisy else n
     if init_xi is None:
         xi = np.full((n_items, n_xi), -1.0 if noisy else 0.5)   # -1: uniform q
     else:
-        xi = np.array(init_xi, dtype=np.float64)
+        xi = _check_xi(init_xi, n_items, n_xi, noisy, "init_xi")
     bound = np.empty(n_items)
     n_sweeps = np.zeros(n_items, dtype=np.intp)
     conv = np.zeros(n_items, dtype=np.uint8)
+    status = np.zeros(n_items, dtype=np.int8)
     hist = np.full((n_items, max_sweeps + 1), np.nan) if record else np.empty((0, 0))
-    _sjj.solve(*_args(structure, w, h, net_of, clamp), mu, xi, bound, n_sweeps, conv, hist,
-               float(tol), float(inner_tol), int(max_sweeps), int(n_threads), noisy)
+    _sjj = _kernel()
+    rc = _sjj.solve(*arrays, w, h, net_of, clamp, mu, xi, bound, n_sweeps, conv, status, hist,
+                    tol, inner_tol, max_sweeps, threads, noisy)
+    _raise_status(rc, status, "sjj.solve", (14 * n + 3 * nnz) * 8 + 2 * n + 16)
     out = (bound, mu, xi, n_sweeps, conv.astype(bool))
     return out + (hist,) if record else out
 
 
-def evaluate(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid"):
-    """The SJJ bound at given ``mu`` and ``xi`` (noisy-OR: q per edge; free units' entropies
-    included), per item."""
-    from mfengine.sbn import _sjj
+def evaluate(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid", n_threads=1):
+    """The SJJ bound at given means and variational parameters, per item.
 
-    bound = np.empty(clamp.shape[0])
-    _sjj.evaluate(*_args(structure, w, h, net_of, clamp), np.ascontiguousarray(mu, dtype=np.float64),
-                  np.ascontiguousarray(xi, dtype=np.float64), bound, activation == "noisy_or")
+    Parameters
+    ----------
+    structure, w, h, net_of, clamp, activation
+        As in `solve`.
+    mu : array of shape (n_items, n_units)
+        Means of the free units, in [0, 1] (values at clamped units are ignored).
+    xi : array
+        (n_items, n_units) in [0, 1]; for noisy-OR the q of every edge, (n_items, nnz),
+        non-negative (each unit's q should lie on the simplex over its parents).
+    n_threads : int or None, default 1
+        OpenMP threads.
+
+    Returns
+    -------
+    bound : ndarray of shape (n_items,)
+        The bound, free units' entropies included.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For arguments of the wrong type, shape or range.
+    """
+    arrays, w, h, net_of, clamp = check_nets(structure, w, h, net_of, clamp, activation)
+    noisy = activation == "noisy_or"
+    n_items, n = clamp.shape
+    nnz = arrays[1].size
+    mu = check_means(mu, clamp, "mu")
+    xi = _check_xi(xi, n_items, nnz if noisy else n, noisy, "xi")
+    bound = np.empty(n_items)
+    status = np.zeros(n_items, dtype=np.int8)
+    rc = _kernel().evaluate(*arrays, w, h, net_of, clamp, mu, xi, bound, status, noisy,
+                            effective_n_threads(n_threads))
+    _raise_status(rc, status, "sjj.evaluate", (4 * n + 3 * nnz) * 8 + n + 16)
     return bound
 
 
-def _l1p(mu, x):
-    """ln(1 - mu + mu e^x), elementwise and stable."""
-    pos = x > 0
-    xs = np.where(pos, -x, x)
-    m = np.where(pos, 1.0 - mu, mu)
-    return np.where(pos, x, 0.0) + np.log1p(m * np.expm1(xs))
-
-
-def _tilt(mu, x):
-    """mu e^x / (1 - mu + mu e^x), elementwise and stable."""
-    pos = x > 0
-    e = np.exp(np.where(pos, -x, x))
-    return np.where(pos, mu / (mu + (1.0 - mu) * e), mu * e / (1.0 - mu + mu * e))
+# ---------------------------------------------------------------------------- gradient
+def _l1p_tilt(m, x):
+    """ln(1 - m + m e^x) and the tilted mean m e^x / (1 - m + m e^x), elementwise, accurate
+    for every finite x and exact for m = 0 or 1 (the kernel's ``l1p_tilt``)."""
+    nu = 1.0 - m
+    neg = x <= 0.0
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        e = np.exp(np.where(neg, x, -x))
+        lead = np.where(neg, m, nu)         # the term multiplied by e^{-|x|} - 1
+        other = np.where(neg, nu, m)
+        u = lead * (e - 1.0)
+        d = np.where(u > -0.5, 1.0 + u, other + lead * e)
+        f = np.where(u > -0.5, np.log1p(u), np.log(d)) + np.where(neg, 0.0, x)
+        r = np.where(neg, m * e, m) / d
+    f = np.where(m == 0.0, 0.0, np.where(nu == 0.0, x, f))
+    r = np.where(m == 0.0, 0.0, np.where(nu == 0.0, 1.0, r))
+    return f, r
 
 
 def _segment_sum(vals, ptr):
-    """Sums of ``vals[..., ptr[i]:ptr[i+1]]`` for every i (empty segments give 0)."""
-    c = np.concatenate([np.zeros(vals.shape[:-1] + (1,)), np.cumsum(vals, axis=-1)], axis=-1)
-    return c[..., ptr[1:]] - c[..., ptr[:-1]]
+    """Sums of ``vals[..., ptr[i]:ptr[i+1]]`` for every i (empty segments give 0), each from
+    its own terms (no differences of running sums)."""
+    out = np.zeros(vals.shape[:-1] + (ptr.size - 1,))
+    full = np.diff(ptr) > 0
+    if np.any(full):
+        out[..., full] = np.add.reduceat(vals, ptr[:-1][full], axis=-1)
+    return out
 
 
 def gradient(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid"):
-    """Partial derivatives of the SJJ bound in the weights and biases at fixed ``mu``, ``xi``
-    (noisy-OR: q per edge).
+    """Partial derivatives of the SJJ bound in the weights and biases at fixed means.
 
-    At a solution of the mean-field equations (mu stationary, xi minimising) these are the
-    total derivatives of the bound, the learning signal.  Returns ``(dL/dw (n_items, nnz),
-    dL/dh (n_items, n_units))``, per item.
+    At a solution of the mean-field equations (mu stationary, xi minimising, as `solve`
+    returns) these are the total derivatives of the bound: the learning signal.
+
+    Parameters
+    ----------
+    structure, w, h, net_of, clamp, activation
+        As in `solve`.
+    mu : array of shape (n_items, n_units)
+        Means of the free units, in [0, 1].
+    xi : array
+        (n_items, n_units) in [0, 1]; for noisy-OR the q of every edge, (n_items, nnz).
+
+    Returns
+    -------
+    grad_w : ndarray of shape (n_items, nnz)
+        dL/dw per item, in ``structure``'s parent order.
+    grad_h : ndarray of shape (n_items, n_units)
+        dL/dh per item.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For arguments of the wrong type, shape or range.
     """
-    mu = np.where(np.isnan(clamp), mu, clamp)
+    arrays, w, h, net_of, clamp = check_nets(structure, w, h, net_of, clamp, activation)
+    par_ptr, par_idx = arrays[0], arrays[1]
+    n_items, n = clamp.shape
+    noisy = activation == "noisy_or"
+    mu = check_means(mu, clamp, "mu")
+    xi = _check_xi(xi, n_items, par_idx.size if noisy else n, noisy, "xi")
     W = w[net_of]                                   # (n_items, nnz)
     H = h[net_of]                                   # (n_items, n)
-    child = np.repeat(np.arange(structure.n_units), np.diff(structure.par_ptr))
-    mu_p = mu[:, structure.par_idx]                 # parent means, per edge
-    if activation == "noisy_or":
-        return _gradient_noisy_or(structure, W, H, mu, mu_p, child, xi)
+    child = np.repeat(np.arange(n), np.diff(par_ptr))
+    mu_p = mu[:, par_idx]                           # parent means, per edge
+    if noisy:
+        return _gradient_noisy_or(par_ptr, W, H, mu, mu_p, child, xi)
     xi_c = xi[:, child]                             # the child's xi, per edge
-    xa = -xi_c * W
-    xb = (1.0 - xi_c) * W
-    A = -xi * H + _segment_sum(_l1p(mu_p, xa), structure.par_ptr)
-    B = (1.0 - xi) * H + _segment_sum(_l1p(mu_p, xb), structure.par_ptr)
-    pb = 1.0 / (1.0 + np.exp(A - B))                # weight of the (1 - xi) term
-    pa = 1.0 - pb
+    fa, ra = _l1p_tilt(mu_p, -xi_c * W)
+    fb, rb = _l1p_tilt(mu_p, (1.0 - xi_c) * W)
+    D = H + _segment_sum(fb - fa, par_ptr)          # B - A per unit
+    pb = expit(D)                                   # weight of the (1 - xi) term
+    pa = expit(-D)
     gh = mu - pb
     gw = ((mu - xi)[:, child] * mu_p
-          + pa[:, child] * xi_c * _tilt(mu_p, xa)
-          - pb[:, child] * (1.0 - xi_c) * _tilt(mu_p, xb))
+          + pa[:, child] * xi_c * ra
+          - pb[:, child] * (1.0 - xi_c) * rb)
     return gw, gh
 
 
 def _dgnor(x):
     """g'(x) for g(x) = ln(1 - e^{-x}): 1 / (e^x - 1), 0 at x = inf."""
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", divide="ignore"):
         return 1.0 / np.expm1(x)
 
 
-def _gradient_noisy_or(structure, W, H, mu, mu_p, child, q):
-    with np.errstate(divide="ignore", invalid="ignore"):
+def _gradient_noisy_or(par_ptr, W, H, mu, mu_p, child, q):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         x = np.where(q > 0, H[:, child] + W / q, np.inf)
     dg = _dgnor(x)                                  # g'(h_i + w_ij / q_ij), per edge
     mu_c = mu[:, child]
     gw = -(1.0 - mu_c) * mu_p + mu_c * mu_p * dg
     dgh = _dgnor(H)
-    edge = _segment_sum(q * mu_p * (dg - dgh[:, child]), structure.par_ptr)
+    edge = _segment_sum(q * mu_p * (dg - dgh[:, child]), par_ptr)
     gh = -(1.0 - mu) + mu * (dgh + edge)
     return gw, gh
