@@ -116,7 +116,6 @@ def format_errors(errors):
     return "\n".join(lines)
 
 
-@pytest.mark.xfail(strict=False, reason="docstrings being brought to numpydoc")
 def test_numpydoc_validation():
     errors = collect_errors()
     total = sum(len(v) for v in errors.values())
