@@ -151,8 +151,8 @@ class ContextHMM(PersistMixin, BaseEstimator):
         most probable path of the structured posterior's chain Q, ``"map"`` the most probable
         state of each marginal.
     params : str, default="stmrl"
-        Parameters that :meth:`fit` updates: any of ``s`` (startprob_), ``t`` (transmat_),
-        ``m`` (means_), ``r`` (right_means_), ``l`` (left_means_).
+        Parameters that :meth:`fit` updates: any of ``s`` (``startprob_``), ``t`` (``transmat_``),
+        ``m`` (``means_``), ``r`` (``right_means_``), ``l`` (``left_means_``).
     init_params : str, default="stmrl"
         Parameters that :meth:`fit` initialises (same codes).  A parameter left out keeps the
         value it was given before fit (and is initialised only when it was not set); a
@@ -185,7 +185,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
         Own-state output means; must be set (or fitted) before scoring.
     right_means_, left_means_ : ndarray of shape (n_states, n_features)
         Context output means (zeros when not set; must stay zero for an absent context).
-    history_ : ndarray of shape (n_iter_,)
+    history_ : ndarray of shape (`n_iter_`,)
         After :meth:`fit`: the objective of each EM iteration, summed over sequences, in nats:
         the first ``bw_n_iter_`` entries the exact log-likelihood of the first-order model
         (Baum-Welch), the others the structured bound (mean-field EM).  Neither part ever
@@ -733,7 +733,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
         The procedure of Saul & Jordan (1996, sec. 3): the context means are held at zero while
         Baum-Welch fits the first-order HMM (its E-step is exact); then they are released and
         the parameters are re-estimated by EM whose E-step is structured mean field and whose
-        M-step maximises the same bound with Q fixed (startprob_ and transmat_ in closed form,
+        M-step maximises the same bound with Q fixed (``startprob_`` and ``transmat_`` in closed form,
         the mean tables by one linear solve per output dimension).  When new transitions
         would lower the bound (Q's family is the chain with the model's transitions, so moving
         them moves the family) they are not taken, and an M-step that still lowers it (at the

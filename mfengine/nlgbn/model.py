@@ -408,7 +408,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         The type of every unit, layer by layer.
     n_features_in_ : int
         Number of visible units.
-    history_ : ndarray of shape (n_iter_ + 1,)
+    history_ : ndarray of shape (`n_iter_` + 1,)
         Mean bound per training pattern (nats) after the first E-step and after every EM
         iteration of the last ``fit``; it never decreases.
     n_iter_ : int
