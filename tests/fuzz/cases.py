@@ -363,7 +363,7 @@ def dag_case(draw):
             fmt = draw(st.sampled_from(("csr_matrix", "csc_matrix", "coo_matrix", "csr_array")))
             edit, label, names = (f"import scipy.sparse\nW = scipy.sparse.{fmt}(W)",
                                   f"W as scipy.sparse.{fmt}", ["W"])
-            valid = True        # DESIGN: "W dense or scipy.sparse"
+            valid = True        # W may be dense or scipy.sparse
         elif which == "vis":
             v = draw(st.sampled_from(["[4, 3]", "[3, 3]", "[5]", "[-1, 4]", "[]", "[2**63 - 1]",
                                       "[0.5, 4]", "np.zeros(5, dtype=bool)", "np.ones(4, dtype=bool)",
