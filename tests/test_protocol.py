@@ -614,3 +614,33 @@ def test_shared_hyperparameters_have_the_same_names_and_defaults():
         assert sig["SigmoidBeliefNet"][name].default == sig["BeliefNet"][name].default, name
     assert sig["SigmoidBeliefNet"]["tol"].default is None
     assert sig["SigmoidBeliefNet"]["warm_start"].default is False
+
+
+# ----------------------------------------------------------------------------- imputation
+@pytest.mark.parametrize("kind, method", [("SigmoidBeliefNet", "gaussian"),
+                                          ("SigmoidBeliefNet", "sjj"), ("BeliefNet", "sjj")])
+def test_impute_matches_the_exact_conditional(kind, method):
+    # one missing entry per pattern: the exact P(x_j = 1 | the other entries) by enumeration
+    net = mf.SigmoidBeliefNet([3, 6, 10], random_state=0, progress=False)
+    model = net if kind == "SigmoidBeliefNet" else net.to_dag()
+    X = net.sample(300, random_state=1)
+    rows = np.arange(300)
+    j = np.random.default_rng(2).integers(0, 10, 300)
+    miss = np.zeros(X.shape, dtype=bool)
+    miss[rows, j] = True
+    X1 = X.copy()
+    X1[rows, j] = 1.0
+    exact = np.exp(model.exact_log_likelihood(X1) - model.exact_log_likelihood(X, missing=miss))
+    Xn = np.where(miss, np.nan, X)
+    filled = model.impute(Xn, miss, method=method)
+    np.testing.assert_array_equal(filled[~miss], X[~miss])       # observed entries untouched
+    err = np.abs(filled[miss] - exact)
+    assert err.mean() < 0.01 and err.max() < 0.05, (err.mean(), err.max())
+    # and far better than guessing the true value's complement
+    assert err.mean() < 0.1 * np.abs(X[miss] - exact).mean()
+
+
+def test_impute_needs_a_mask():
+    net = mf.SigmoidBeliefNet([2, 4], random_state=0)
+    with pytest.raises(ValueError, match="missing"):
+        net.impute(net.sample(3, random_state=0), None)

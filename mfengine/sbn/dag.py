@@ -450,6 +450,42 @@ class BeliefNet(_DagModel):
         self.W_ = self._structure.unpack(w, sparse=_is_sparse(self.W_))
         self.h_ = np.ascontiguousarray(h, dtype=np.float64)
 
+    def impute(self, X, missing, *, method=None):
+        """Fill in missing entries with their posterior predictive probability of a 1.
+
+        Each missing entry is replaced by the mean of that free unit in the mean-field solve.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_patterns, n_visible)
+            Binary data; entries where ``missing`` is True may be anything (NaN too).
+        missing : array_like of bool, shape (n_patterns, n_visible) or (n_visible,)
+            The entries to fill in.
+        method : {"sjj", "plefka11", "plefka12", "plefka22"}, optional
+            Default: the net's ``method``.
+
+        Returns
+        -------
+        X_filled : ndarray of shape (n_patterns, n_visible)
+            ``X`` as float64, the observed entries unchanged and the missing ones in [0, 1].
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import mfengine as mf
+        >>> W = np.tril(np.full((6, 6), 0.8), -1)
+        >>> net = mf.BeliefNet(W, np.full(6, -0.5), visible=[3, 4, 5])
+        >>> X = net.sample(3, random_state=0)
+        >>> filled = net.impute(X, np.array([True, False, False]))
+        >>> filled.shape
+        (3, 3)
+        """
+        if missing is None:
+            raise ValueError("missing must mark the entries to impute (a boolean mask), got None")
+        r = self.infer(X, missing, method=method)
+        V, miss = self._check_data(X, missing)
+        return np.where(miss, r.mu[:, self.visible_], V)
+
     # ------------------------------------------------------------------ learning
     def fit(self, X, y=None, missing=None):
         """Learn the weights and biases by gradient ascent on the mean-field objective.

@@ -462,6 +462,45 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         """
         return self.infer(X, missing).bound
 
+    def impute(self, X, missing, *, method=None):
+        """Fill in missing entries with their posterior predictive probability of a 1.
+
+        Each missing entry is replaced by the mean-field probability that it is 1.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_patterns, n_visible)
+            Binary data; entries where ``missing`` is True may be anything (NaN too).
+        missing : array_like of bool, shape (n_patterns, n_visible) or (n_visible,)
+            The entries to fill in.
+        method : str, optional
+            Default: the net's ``method``.  With "gaussian" the probability is the missing
+            unit's ``xi`` (its approximate predictive); with the DAG methods the missing units
+            are free units of the solve and the probability is their mean.
+
+        Returns
+        -------
+        X_filled : ndarray of shape (n_patterns, n_visible)
+            ``X`` as float64, the observed entries unchanged and the missing ones in [0, 1].
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import mfengine as mf
+        >>> net = mf.SigmoidBeliefNet([3, 6, 10], random_state=0)
+        >>> X = net.sample(4, random_state=1)
+        >>> miss = np.zeros(X.shape, dtype=bool); miss[:, :5] = True
+        >>> filled = net.impute(X, miss)
+        >>> bool(np.all((filled[miss] >= 0) & (filled[miss] <= 1)))
+        True
+        """
+        if missing is None:
+            raise ValueError("missing must mark the entries to impute (a boolean mask), got None")
+        r = self.infer(X, missing, method=method)
+        V, miss = self._check_data(X, missing)
+        out = np.where(miss.astype(bool), r.mu[-1], V)
+        return out
+
     def score(self, X, y=None, missing=None):
         """The mean of ``score_samples(X)``: the average bound per pattern, in nats.
 
