@@ -44,6 +44,7 @@ from libc.math cimport log, log1p, expm1, fabs, sqrt, INFINITY, NAN
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
 from mfengine._typedefs cimport intp_t, int8_t
+from mfengine.sbn._dag cimport Dag, check_dag, check_items, MF_OK, MF_EBADARG, MF_ENOMEM, MF_EOVERFLOW
 
 cdef extern from "mf_numerics.h" nogil:
     double mf_log1pexp(double x)
@@ -60,11 +61,11 @@ DEF MAX_LS = 40         # evaluations per line search
 DEF MAX_STALLS = 10     # consecutive accepted steps that neither lower G nor move u by tol: give up
 DEF MEM = 5             # curvature pairs kept by the quasi-Newton correction
 
-# item status
-DEF ST_OK = 0
-DEF ST_INF = 1          # G = +inf (a unit with u > 0 and ln f(Mbar) = -inf)
-DEF ST_NAN = 2          # a non-finite value appeared (overflow)
-DEF ST_NOMEM = -1
+# An item's outcome inside the kernel: MF_OK, MF_EOVERFLOW (G or its gradient left the double
+# range) or G_INF, not an error: G = +inf because a unit with u > 0 has ln f(Mbar) = -inf
+# (noisy-OR, clamped units that are impossible).  The per-item status written out holds the
+# codes of mf_status.h only (G_INF is reported as MF_OK with G = +inf).
+DEF G_INF = 1
 
 
 cdef struct Net:
@@ -235,7 +236,7 @@ cdef int core(const Net *net, const double *w, const double *h, Work *W, int wan
 
     With want_grad: gu[k] = dF/du_k for every unit k, W.mbar[i] = dF/dh_i and, if wbar is not
     NULL, wbar[e] = dF/dw_e (partial derivatives, every other mean held fixed).
-    Returns ST_OK, or ST_INF (F = +inf; no derivatives).
+    Returns MF_OK, or G_INF (F = +inf; no derivatives).
     """
     cdef Py_ssize_t n = net.n, i, e, k, j, l, ce, f, ew, nt, q
     cdef const intp_t *par_ptr = net.par_ptr
@@ -249,7 +250,7 @@ cdef int core(const Net *net, const double *w, const double *h, Work *W, int wan
     cdef double *c = W.c
     cdef double *A = W.A
     cdef double *Abar = W.Abar
-    cdef double m, vv, we, wf, Fv = 0.0, Spair = 0.0, Stri = 0.0, s, ab, gsum, tb, Vb
+    cdef double m, vv, we, wf, Fv = 0.0, Spair = 0.0, Stri = 0.0, s, ab, gsum, tb, Vb, x
     cdef double gi2, vj, s4
     for i in range(n):
         m = h[i]
@@ -258,13 +259,13 @@ cdef int core(const Net *net, const double *w, const double *h, Work *W, int wan
             k = par_idx[e]
             we = w[e]
             m = m + we * u[k]
-            vv = vv + we * we * v[k]
+            vv = vv + we * (we * v[k])      # w^2 v, not overflowing where v is tiny
         W.M[i] = m
         W.V[i] = vv
         inf |= coeffs(m, u[i], act, W, i)
     if inf:
         F[0] = INFINITY
-        return ST_INF
+        return G_INF
     for i in range(n):
         Fv -= W.g0[i]
     if order >= 12:
@@ -289,7 +290,7 @@ cdef int core(const Net *net, const double *w, const double *h, Work *W, int wan
                 if v[i] > 0.0:
                     s4 = 0.0
                     for e in range(par_ptr[i], par_ptr[i + 1]):
-                        we = w[e] * w[e] * v[par_idx[e]]
+                        we = w[e] * (w[e] * v[par_idx[e]])
                         s4 = s4 + we * we
                     W.T[i] = 0.5 * (W.V[i] * W.V[i] - s4)
                     Stri += W.d2[i] * W.d2[i] * v[i] * W.T[i]
@@ -365,7 +366,7 @@ cdef int core(const Net *net, const double *w, const double *h, Work *W, int wan
         Fv -= 0.5 * (Spair + Stri)
     F[0] = Fv
     if not want_grad:
-        return ST_OK
+        return MF_OK
     # adjoints of V_i (and of T_i for G22 noisy-OR) onto v and w
     for i in range(n):
         Vb = -0.5 * W.g2[i] if order >= 12 else 0.0
@@ -380,9 +381,10 @@ cdef int core(const Net *net, const double *w, const double *h, Work *W, int wan
         for e in range(par_ptr[i], par_ptr[i + 1]):
             k = par_idx[e]
             we = w[e]
-            W.vbar[k] += we * we * (Vb - tb * we * we * v[k])
+            x = Vb - tb * we * (we * v[k])
+            W.vbar[k] += we * (we * x)
             if wbar != NULL:
-                wbar[e] += 2.0 * we * v[k] * (Vb - tb * we * we * v[k])
+                wbar[e] += 2.0 * we * (v[k] * x)
     for k in range(n):
         gu[k] = W.ubar[k] + W.vbar[k] * c[k] - 2.0 * W.cbar[k]
     for i in range(n):
@@ -392,7 +394,7 @@ cdef int core(const Net *net, const double *w, const double *h, Work *W, int wan
             gu[k] += m * w[e]
             if wbar != NULL:
                 wbar[e] += m * u[k]
-    return ST_OK
+    return MF_OK
 
 
 cdef double eval_t(const Net *net, const double *w, const double *h, Work *W, const double *t,
@@ -412,15 +414,15 @@ cdef double eval_t(const Net *net, const double *w, const double *h, Work *W, co
         W.c[i] = sm - s
         negH += s * ti - mf_log1pexp(ti)
     status[0] = core(net, w, h, W, want_grad, gu, NULL, &F)
-    if status[0] != ST_OK:
+    if status[0] != MF_OK:
         return INFINITY
     if want_grad:
         for i in range(n):
             if not W.fixed[i]:
                 gu[i] += t[i]
     F = negH + F
-    if not (F == F) or F == -INFINITY:
-        status[0] = ST_NAN
+    if not (fabs(F) < INFINITY):     # NaN or +-inf: G left the double range
+        status[0] = MF_EOVERFLOW
     return F
 
 
@@ -460,7 +462,7 @@ cdef int solve_item(const Net *net, const double *w, const double *h, const doub
     cdef double *gtry = W.gb
     cdef double *glo = W.gc
     cdef double *tmp
-    cdef int status = ST_OK, clipped, found, surely_off, finite, pending = 0, qn = net.accel == 2
+    cdef int status = MF_OK, clipped, found, surely_off, finite, pending = 0, qn = net.accel == 2
     cdef double tmax = net.t_max, step, sy, ss, yy, Dq
     cdef Py_ssize_t mem = 0, head = 0, stalls = 0
     conv[0] = 0
@@ -497,7 +499,7 @@ cdef int solve_item(const Net *net, const double *w, const double *h, const doub
                 t[i] = log(x) - log1p(-x)
                 t[i] = -tmax if t[i] < -tmax else (tmax if t[i] > tmax else t[i])
     G = eval_t(net, w, h, W, t, 1, gcur, &status)
-    while status == ST_OK:
+    while status == MF_OK:
         # the fixed-point image t_img = t - dG/du = -dF/du, its distance in u, and the slope
         res = 0.0
         clipped = 0
@@ -570,8 +572,8 @@ cdef int solve_item(const Net *net, const double *w, const double *h, const doub
             if not W.fixed[i]:
                 tt[i] = t[i] + dt[i]
         G1 = eval_t(net, w, h, W, tt, 1, gtry, &status)
-        if status != ST_OK:
-            status = ST_OK      # a trial point where G is +inf or overflows is just rejected
+        if status != MF_OK:
+            status = MF_OK      # a trial point where G is +inf or overflows is just rejected
             G1 = INFINITY
         D1 = dir_deriv(net, W, gtry, dt) if G1 < INFINITY else INFINITY
         if G1 <= G + C_ARMIJO * D + noise and D1 <= -C_CURV * D:
@@ -610,8 +612,8 @@ cdef int solve_item(const Net *net, const double *w, const double *h, const doub
                 if not W.fixed[i]:
                     tt[i] = t[i] + lam * dt[i]
             f = eval_t(net, w, h, W, tt, 1, gtry, &status)
-            if status != ST_OK:
-                status = ST_OK
+            if status != MF_OK:
+                status = MF_OK
                 f = INFINITY
             d = dir_deriv(net, W, gtry, dt) if f < INFINITY else INFINITY
             if not (f <= G + C_ARMIJO * lam * D + noise and f <= flo + noise):
@@ -654,24 +656,22 @@ cdef int solve_item(const Net *net, const double *w, const double *h, const doub
             W.Sm[head * n + i] = step * dt[i]
         pending = 1
     n_iter[0] = it
-    G_out[0] = G if status != ST_NAN else NAN
+    G_out[0] = G if status != MF_EOVERFLOW else NAN
     for i in range(n):
         u_out[i] = W.u[i] if W.fixed[i] else mf_sigmoid(t[i])
-    if status != ST_OK:
+    if status != MF_OK:
         conv[0] = 0
     return status
 
 
-cdef void fill_net(Net *net, const intp_t[::1] par_ptr, const intp_t[::1] par_idx,
-                   const intp_t[::1] ch_ptr, const intp_t[::1] ch_idx, const intp_t[::1] ch_w,
-                   int order, int act, int accel) noexcept:
-    net.n = par_ptr.shape[0] - 1
-    net.nnz = par_idx.shape[0]
-    net.par_ptr = &par_ptr[0]
-    net.par_idx = &par_idx[0] if net.nnz > 0 else NULL
-    net.ch_ptr = &ch_ptr[0]
-    net.ch_idx = &ch_idx[0] if net.nnz > 0 else NULL
-    net.ch_w = &ch_w[0] if net.nnz > 0 else NULL
+cdef void fill_net(Net *net, const Dag *g, int order, int act, int accel) noexcept nogil:
+    net.n = g.n
+    net.nnz = g.nnz
+    net.par_ptr = g.par_ptr
+    net.par_idx = g.par_idx
+    net.ch_ptr = g.ch_ptr
+    net.ch_idx = g.ch_idx
+    net.ch_w = g.ch_w
     net.order = order
     net.act = act
     net.t_max = T_MAX
@@ -745,35 +745,69 @@ cdef int qn_direction(const Net *net, Work *W, const double *t, const double *dt
     return 1
 
 
+cdef int check_args(const intp_t[::1] par_ptr, const intp_t[::1] par_idx,
+                    const intp_t[::1] ch_ptr, const intp_t[::1] ch_idx, const intp_t[::1] ch_w,
+                    const double[:, ::1] w, const double[:, ::1] h, const intp_t[::1] net_of,
+                    const double[:, ::1] clamp, int order, int act, int n_threads,
+                    Dag *g) noexcept nogil:
+    if check_dag(par_ptr, par_idx, ch_ptr, ch_idx, ch_w, g) != MF_OK:
+        return MF_EBADARG
+    if check_items(g, w, h, net_of, clamp) != MF_OK:
+        return MF_EBADARG
+    if not (order == 11 or order == 12 or order == 22) or not (act == SIGMOID or act == NOISY_OR):
+        return MF_EBADARG
+    if n_threads < 1:
+        return MF_EBADARG
+    return MF_OK
+
+
 def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1] ch_ptr,
           const intp_t[::1] ch_idx, const intp_t[::1] ch_w, const double[:, ::1] w,
           const double[:, ::1] h, const intp_t[::1] net_of, const double[:, ::1] clamp,
           const double[:, ::1] init, bint has_init, int order, int act, double tol,
           Py_ssize_t max_iter, double[::1] G, double[:, ::1] u, intp_t[::1] n_iter,
           int8_t[::1] conv, int8_t[::1] status, int n_threads, int accel=1):
-    """Solve dG/du = 0 for every item (outputs in the caller's buffers; status per item).
+    """Solve dG/du = 0 for every item (outputs in the caller's buffers).
+
     accel: 0 plain fixed-point steps (with the line search), 1 quasi-Newton corrections once a
-    line search was needed, 2 quasi-Newton corrections from the second step on."""
+    line search was needed, 2 quasi-Newton corrections from the second step on.  Returns MF_OK,
+    or MF_EBADARG (nothing written) when a size, index or option is inconsistent; status[p]
+    is MF_OK, MF_ENOMEM (no scratch space for the item's thread) or MF_EOVERFLOW (G is not
+    finite at the starting point: the weights are too large for this expansion)."""
+    cdef Dag g
     cdef Net net
-    fill_net(&net, par_ptr, par_idx, ch_ptr, ch_idx, ch_w, order, act, accel)
-    cdef Py_ssize_t p, n_items = clamp.shape[0], nbytes = WORK_BYTES(net.n)
+    if check_args(par_ptr, par_idx, ch_ptr, ch_idx, ch_w, w, h, net_of, clamp, order, act,
+                  n_threads, &g) != MF_OK:
+        return MF_EBADARG
+    cdef Py_ssize_t p, n_items = clamp.shape[0]
+    if (u.shape[0] != n_items or u.shape[1] != g.n or G.shape[0] != n_items
+            or n_iter.shape[0] != n_items or conv.shape[0] != n_items
+            or status.shape[0] != n_items or max_iter < 0 or not (tol > 0.0)
+            or not (0 <= accel <= 2)
+            or (has_init and (init.shape[0] != n_items or init.shape[1] != g.n))):
+        return MF_EBADARG
+    fill_net(&net, &g, order, act, accel)
+    cdef Py_ssize_t nbytes = WORK_BYTES(net.n)
     cdef char *block
     cdef Work W
     cdef const double *wrow
     cdef const double *irow
+    cdef int st
     block = NULL
     with nogil, parallel(num_threads=n_threads):
         block = <char *> malloc(nbytes)
         for p in prange(n_items, schedule="dynamic", chunksize=8):
             if block == NULL:
-                status[p] = ST_NOMEM
+                status[p] = MF_ENOMEM
                 continue
             W = make_work(block, net.n)
             wrow = &w[net_of[p], 0] if net.nnz > 0 else NULL
             irow = &init[p, 0] if has_init else NULL
-            status[p] = solve_item(&net, wrow, &h[net_of[p], 0], &clamp[p, 0], irow, &W, tol,
-                                   max_iter, &G[p], &u[p, 0], &n_iter[p], &conv[p])
+            st = solve_item(&net, wrow, &h[net_of[p], 0], &clamp[p, 0], irow, &W, tol,
+                            max_iter, &G[p], &u[p, 0], &n_iter[p], &conv[p])
+            status[p] = MF_OK if st == G_INF else st
         free(block)
+    return MF_OK
 
 
 def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1] ch_ptr,
@@ -783,10 +817,24 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
              double[:, ::1] gu, double[:, ::1] gw, double[:, ::1] gh, int8_t[::1] status,
              int n_threads):
     """G at the given means (free units' u in [0, 1]); with want_grad also dG/du (free units;
-    0 for clamped ones), dG/dw and dG/dh, all partial (the other means held fixed)."""
+    0 for clamped ones), dG/dw and dG/dh, all partial (the other means held fixed).
+
+    Returns MF_OK or MF_EBADARG (nothing written); status[p] is MF_OK (G may be +inf: a unit
+    with u > 0 whose ln f(Mbar) is -inf), MF_ENOMEM or MF_EOVERFLOW (G or its gradient is
+    not finite)."""
+    cdef Dag g
     cdef Net net
-    fill_net(&net, par_ptr, par_idx, ch_ptr, ch_idx, ch_w, order, act, 0)
-    cdef Py_ssize_t p, i, n = net.n, n_items = clamp.shape[0], nbytes = WORK_BYTES(net.n)
+    if check_args(par_ptr, par_idx, ch_ptr, ch_idx, ch_w, w, h, net_of, clamp, order, act,
+                  n_threads, &g) != MF_OK:
+        return MF_EBADARG
+    cdef Py_ssize_t p, i, n = g.n, n_items = clamp.shape[0], nbytes = WORK_BYTES(g.n)
+    if (u.shape[0] != n_items or u.shape[1] != n or G.shape[0] != n_items
+            or status.shape[0] != n_items):
+        return MF_EBADARG
+    if want_grad and (gu.shape[0] != n_items or gu.shape[1] != n or gh.shape[0] != n_items
+                      or gh.shape[1] != n or gw.shape[0] != n_items or gw.shape[1] != g.nnz):
+        return MF_EBADARG
+    fill_net(&net, &g, order, act, 0)
     cdef char *block
     cdef Work W
     cdef double x, negH, F
@@ -798,7 +846,7 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
         block = <char *> malloc(nbytes)
         for p in prange(n_items, schedule="dynamic", chunksize=8):
             if block == NULL:
-                status[p] = ST_NOMEM
+                status[p] = MF_ENOMEM
                 continue
             W = make_work(block, n)
             negH = 0.0
@@ -819,11 +867,11 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
             F = 0.0
             st = core(&net, wrow, &h[net_of[p], 0], &W, want_grad, &gu[p, 0] if want_grad else NULL,
                       wbar, &F)
-            status[p] = st
-            G[p] = negH + F
-            if st == ST_OK and not (G[p] == G[p]):
-                status[p] = ST_NAN
-            if want_grad and st == ST_OK:
+            G[p] = negH + F if st == MF_OK else INFINITY
+            status[p] = MF_OK
+            if st == MF_OK and not (fabs(G[p]) < INFINITY):
+                status[p] = MF_EOVERFLOW
+            if want_grad and st == MF_OK:
                 for i in range(n):
                     gh[p, i] = W.mbar[i]
                     if W.fixed[i]:
@@ -831,4 +879,17 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
                     else:
                         x = W.u[i]
                         gu[p, i] += log(x) - log1p(-x)
+                    if not (fabs(gu[p, i]) < INFINITY and fabs(gh[p, i]) < INFINITY):
+                        status[p] = MF_EOVERFLOW
+                for i in range(net.nnz):
+                    if not (fabs(gw[p, i]) < INFINITY):
+                        status[p] = MF_EOVERFLOW
         free(block)
+    return MF_OK
+
+
+#: Status codes of ``mf_status.h``, for the Python wrapper.
+STATUS_OK = MF_OK
+STATUS_EBADARG = MF_EBADARG
+STATUS_ENOMEM = MF_ENOMEM
+STATUS_EOVERFLOW = MF_EOVERFLOW

@@ -22,13 +22,19 @@ every accepted step lowering G; stiff items then switch to quasi-Newton-correcte
 and of all its derivatives costs O(nnz) for G11 and G12 and O(nnz * max fan-in) for G22
 (precisely O(nnz + sum_i fanin_i^2)); items run in parallel with OpenMP and the answers do not
 depend on the number of threads.
+
+Every function validates its arguments (shapes, dtypes, finiteness, ranges, the consistency of
+the structure's index arrays; ``mfengine.sbn.sjj.check_nets``) before any compiled code runs.
+Weights so large that G leaves the double range (``|w|^2 u (1 - u)`` beyond 1e308, so |w|
+above about 1e154 for G12 and G22) are handled by starting those items from the G11 solution,
+where the means are saturated; where G is still not finite a ``FloatingPointError`` says so.
 """
 import numbers
 
 import numpy as np
 
-from mfengine._validation import as_float_matrix, check_binary, effective_n_threads
-from mfengine.sbn.dag import ACTIVATIONS, DagStructure
+from mfengine._validation import effective_n_threads
+from mfengine.sbn.sjj import check_means, check_nets
 
 try:
     from mfengine.sbn import _plefka
@@ -44,66 +50,27 @@ __all__ = ["ORDERS", "solve", "objective", "gradient", "gradient_u"]
 ORDERS = (11, 12, 22)
 
 _ACT_CODE = {"sigmoid": 0, "noisy_or": 1}
-_ST_NOMEM, _ST_INF, _ST_NAN = -1, 1, 2
 
 
 def _check_common(structure, w, h, net_of, clamp, order, activation):
-    if not isinstance(structure, DagStructure):
-        raise TypeError(f"structure must be a DagStructure, got {type(structure).__name__}")
     if isinstance(order, bool) or not isinstance(order, numbers.Integral) or int(order) not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-    n, nnz = structure.n_units, structure.nnz
-    w = as_float_matrix(w, "w", n_cols=nnz)
-    h = as_float_matrix(h, "h", n_cols=n)
-    if h.shape[0] != w.shape[0]:
-        raise ValueError(f"w and h must describe the same number of nets, got {w.shape[0]} and {h.shape[0]}")
-    net_of = np.asarray(net_of)
-    if net_of.ndim != 1 or (net_of.size and net_of.dtype.kind not in "iu"):
-        raise TypeError(f"net_of must be a 1-D integer array, got dtype {net_of.dtype} and shape {net_of.shape}")
-    net_of = np.ascontiguousarray(net_of, dtype=np.intp)
-    if net_of.size and (net_of.min() < 0 or net_of.max() >= w.shape[0]):
-        raise ValueError(f"net_of must index the {w.shape[0]} nets of w and h, got values in "
-                         f"[{net_of.min()}, {net_of.max()}]")
-    clamp = as_float_matrix(clamp, "clamp", n_cols=n, allow_nan=True)
-    if clamp.shape[0] != net_of.shape[0]:
-        raise ValueError(f"clamp has {clamp.shape[0]} rows but net_of has {net_of.shape[0]} items")
-    if np.any(np.isinf(clamp)):
-        raise ValueError("clamp contains infinite values (use 0/1 for clamped units, NaN for free ones)")
-    check_binary(clamp, "clamp", ignore=np.isnan(clamp))
-    if activation == "noisy_or":
-        if np.any(w < 0):
-            raise ValueError("noisy-OR units need non-negative weights; w has negative entries")
-        if np.any(h < 0):
-            raise ValueError("noisy-OR units need non-negative biases; h has negative entries")
-    return w, h, net_of, clamp, int(order), _ACT_CODE[activation]
+    arrays, w, h, net_of, clamp = check_nets(structure, w, h, net_of, clamp, activation)
+    return arrays, w, h, net_of, clamp, int(order), _ACT_CODE[activation]
 
 
-def _check_means(u, clamp, name):
-    u = as_float_matrix(u, name, n_cols=clamp.shape[1], allow_nan=True)
-    if u.shape[0] != clamp.shape[0]:
-        raise ValueError(f"{name} must have {clamp.shape[0]} rows (one per item), got {u.shape[0]}")
-    free = np.isnan(clamp)
-    uf = u[free]
-    if not np.all((uf >= 0.0) & (uf <= 1.0)):
-        raise ValueError(f"{name} must lie in [0, 1] at the free units (and contain no NaN there)")
-    return np.ascontiguousarray(np.where(free, u, clamp))
-
-
-def _args(structure):
-    return (structure.par_ptr, structure.par_idx, structure.ch_ptr, structure.ch_idx, structure.ch_w)
-
-
-def _raise_status(status, what):
-    if np.any(status == _ST_NOMEM):
-        raise MemoryError(f"could not allocate per-thread scratch space for {what}")
-    if np.any(status == _ST_NAN):
-        bad = np.flatnonzero(status == _ST_NAN)
+def _raise_status(rc, status, what, order, n):
+    if rc == _plefka.STATUS_EBADARG:   # pragma: no cover - the checks make this unreachable
+        raise ValueError(f"{what}: the kernel refused its arguments (inconsistent sizes)")
+    if np.any(status == _plefka.STATUS_ENOMEM):
+        raise MemoryError(f"{what}: could not allocate {8 * (40 * n + 11) + 10 * n + 16} bytes "
+                          "of scratch space per thread")
+    if np.any(status == _plefka.STATUS_EOVERFLOW):
+        bad = np.flatnonzero(status == _plefka.STATUS_EOVERFLOW)
         raise FloatingPointError(
-            f"{what}: a non-finite value appeared for items {bad[:10].tolist()} (overflow; "
-            f"weights or inputs too close to 0 for noisy-OR units?)"
-        )
+            f"{what}: G{order} is not finite for items {bad[:10].tolist()}: the weights w are "
+            f"too large for this expansion (its terms in w^2 u (1 - u) leave the double range); "
+            f"use smaller weights, order 11, or the SJJ bound (sjj.solve)")
 
 
 def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter=500, n_threads=1,
@@ -114,26 +81,30 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
     ----------
     structure : DagStructure
         The sparsity pattern shared by every net.
-    w : (n_nets, nnz) float array
-        Weights of each net in the structure's parent order.
-    h : (n_nets, n_units) float array
-        Biases.
-    net_of : (n_items,) int array
-        The net of each item.
-    clamp : (n_items, n_units) float array
+    w : array of shape (n_nets, nnz)
+        Weights of each net in the structure's parent order (finite; non-negative for
+        noisy-OR units).
+    h : array of shape (n_nets, n_units)
+        Biases (finite; non-negative for noisy-OR units).
+    net_of : int array of shape (n_items,)
+        The net of each item, in ``[0, n_nets)``.
+    clamp : array of shape (n_items, n_units)
         0.0 or 1.0 for a clamped unit, NaN for a free one (hidden, or a missing visible unit).
     order : {11, 12, 22}
         The scheme G11, G12 or G22.
     activation : {"sigmoid", "noisy_or"}
+        The units' activation.
     tol : float, default 1e-10
         Converged when every free mean is within ``tol`` of its fixed-point image
         ``sigmoid(-dF/du)``.
     max_iter : int, default 500
         Fixed-point iterations (each possibly with a line search) per item.
     n_threads : int or None, default 1
-        OpenMP threads (None: ``OMP_NUM_THREADS`` or all cores).  The answers do not depend on it.
-    init_u : (n_items, n_units) float array, optional
-        Starting means of the free units (values at clamped units are ignored); default 0.5.
+        OpenMP threads (None: ``OMP_NUM_THREADS`` or all cores; clamped to at least 1).  The
+        answers do not depend on it.
+    init_u : array of shape (n_items, n_units), optional
+        Starting means of the free units, in [0, 1] (values at clamped units are ignored);
+        default 0.5.
     accelerate : bool, default True
         Once an item's plain fixed-point step has needed a line search (an oscillation or an
         overshoot), correct its later steps with limited-memory quasi-Newton (L-BFGS)
@@ -144,58 +115,113 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
 
     Returns
     -------
-    G : (n_items,) ndarray
+    G : ndarray of shape (n_items,)
         G_order at the solution; ``-G`` approximates ln P(clamped units).  ``+inf`` where the
         clamped units are impossible (a clamped-on noisy-OR unit whose input is surely 0).
-    u : (n_items, n_units) ndarray
+    u : ndarray of shape (n_items, n_units)
         The solution; clamped units hold their values.  A free noisy-OR unit with zero bias
         whose weighted parents are all clamped off is surely off and gets u = 0.
-    n_iter : (n_items,) intp ndarray
+    n_iter : intp ndarray of shape (n_items,)
         Iterations taken.
-    converged : (n_items,) bool ndarray
+    converged : bool ndarray of shape (n_items,)
         Whether a stationary point was reached (False also when a free mean is pushed against
-        the bound |logit u| = 40, where G may have no stationary point, or when G = +inf).
+        the bound |logit u| = 700, where G may have no stationary point, or when G = +inf).
+
+    Raises
+    ------
+    TypeError, ValueError
+        For arguments of the wrong type, shape or range (the message names the argument).
+    FloatingPointError
+        When G is not finite at the starting point even from the G11 solution (weights far
+        too large for this expansion).
+    MemoryError
+        When a thread cannot allocate its scratch space.
+
+    Notes
+    -----
+    An item whose G (order 12 or 22) overflows at its starting point -- weights above about
+    1e154, where ``w^2 u (1 - u)`` at u = 0.5 leaves the double range -- is solved again from
+    the G11 solution, where such units are saturated.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfengine.sbn.dag import DagStructure
+    >>> W = np.array([[0.0, 0.0], [2.0, 0.0]])
+    >>> s = DagStructure(W != 0)
+    >>> G, u, n_iter, converged = solve(s, s.pack(W)[None], np.zeros((1, 2)),
+    ...                                 np.zeros(1, dtype=np.intp), np.array([[np.nan, 1.0]]),
+    ...                                 12, "sigmoid")
+    >>> bool(converged[0]), u.shape
+    (True, (1, 2))
     """
-    w, h, net_of, clamp, order, act = _check_common(structure, w, h, net_of, clamp, order, activation)
-    if not (isinstance(tol, numbers.Real) and np.isfinite(tol) and tol > 0):
+    arrays, w, h, net_of, clamp, order, act = _check_common(structure, w, h, net_of, clamp,
+                                                            order, activation)
+    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (0 < tol < np.inf):
         raise ValueError(f"tol must be a positive number, got {tol!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral) or max_iter < 0:
+    if (isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral)
+            or not 0 <= max_iter < np.iinfo(np.intp).max):
         raise ValueError(f"max_iter must be a non-negative integer, got {max_iter!r}")
-    n_items = clamp.shape[0]
-    if init_u is None:
-        init = np.zeros((1, 1))
-    else:
-        init = _check_means(init_u, clamp, "init_u")
+    if not isinstance(accelerate, (bool, np.bool_)):
+        raise TypeError(f"accelerate must be True or False, got {accelerate!r}")
+    init = None if init_u is None else check_means(init_u, clamp, "init_u")
     threads = effective_n_threads(n_threads)
-    G = np.empty(n_items)
-    u = np.empty((n_items, structure.n_units))
-    n_iter = np.zeros(n_items, dtype=np.intp)
-    conv = np.zeros(n_items, dtype=np.int8)
-    status = np.zeros(n_items, dtype=np.int8)
-    _plefka.solve(*_args(structure), w, h, net_of, clamp, init, init_u is not None, order, act,
-                  float(tol), int(max_iter), G, u, n_iter, conv, status, threads, 1 if accelerate else 0)
-    _raise_status(status, "plefka.solve")
+    G, u, n_iter, conv, status = _solve(arrays, w, h, net_of, clamp, init, order, act,
+                                        float(tol), int(max_iter), threads, bool(accelerate))
+    bad = np.flatnonzero(status == _plefka.STATUS_EOVERFLOW)
+    if bad.size and order != 11:
+        # start those items from the G11 solution, where units with huge weights saturate,
+        # and failing that from it rounded to 0/1 (u (1 - u) = 1e-304: w^2 u (1 - u) finite)
+        _, u11, _, _, st11 = _solve(arrays, w, h, net_of[bad], clamp[bad],
+                                    None if init is None else init[bad], 11, act, float(tol),
+                                    int(max_iter), threads, bool(accelerate))
+        for start in (u11, np.round(u11)):
+            ok = (st11 == _plefka.STATUS_OK) & (status[bad] == _plefka.STATUS_EOVERFLOW)
+            if not np.any(ok):
+                break
+            out = _solve(arrays, w, h, net_of[bad[ok]], clamp[bad[ok]], start[ok], order, act,
+                         float(tol), int(max_iter), threads, bool(accelerate))
+            for full, part in zip((G, u, n_iter, conv, status), out):
+                full[bad[ok]] = part
+    _raise_status(_plefka.STATUS_OK, status, "plefka.solve", order, clamp.shape[1])
     return G, u, n_iter, conv.astype(bool)
 
 
-def _evaluate(structure, w, h, net_of, clamp, u, order, activation, want_grad):
-    w, h, net_of, clamp, order, act = _check_common(structure, w, h, net_of, clamp, order, activation)
-    u = _check_means(u, clamp, "u")
+def _solve(arrays, w, h, net_of, clamp, init, order, act, tol, max_iter, threads, accelerate):
     n_items, n = clamp.shape
+    G = np.empty(n_items)
+    u = np.empty((n_items, n))
+    n_iter = np.zeros(n_items, dtype=np.intp)
+    conv = np.zeros(n_items, dtype=np.int8)
+    status = np.zeros(n_items, dtype=np.int8)
+    has_init = init is not None
+    rc = _plefka.solve(*arrays, w, h, net_of, clamp, init if has_init else np.zeros((1, 1)),
+                       has_init, order, act, tol, max_iter, G, u, n_iter, conv, status, threads,
+                       1 if accelerate else 0)
+    if rc != _plefka.STATUS_OK or np.any(status == _plefka.STATUS_ENOMEM):
+        _raise_status(rc, status, "plefka.solve", order, n)
+    return G, u, n_iter, conv, status
+
+
+def _evaluate(structure, w, h, net_of, clamp, u, order, activation, want_grad):
+    arrays, w, h, net_of, clamp, order, act = _check_common(structure, w, h, net_of, clamp,
+                                                            order, activation)
+    u = check_means(u, clamp, "u")
+    n_items, n = clamp.shape
+    nnz = arrays[1].size
     G = np.empty(n_items)
     status = np.zeros(n_items, dtype=np.int8)
     if want_grad:
         gu = np.zeros((n_items, n))
-        gw = np.zeros((n_items, structure.nnz))
+        gw = np.zeros((n_items, nnz))
         gh = np.zeros((n_items, n))
     else:
-        gu = gh = np.zeros((1, 1))
-        gw = np.zeros((1, 1))
-    _plefka.evaluate(*_args(structure), w, h, net_of, clamp, u, order, act, want_grad, G, gu,
-                     gw, gh, status, 1)
-    _raise_status(status, "plefka")
-    if want_grad and np.any(status == _ST_INF):
-        bad = np.flatnonzero(status == _ST_INF)
+        gu = gh = gw = np.zeros((1, 1))
+    rc = _plefka.evaluate(*arrays, w, h, net_of, clamp, u, order, act, want_grad, G, gu, gw, gh,
+                          status, 1)
+    _raise_status(rc, status, "plefka", order, n)
+    if want_grad and np.any(np.isinf(G)):
+        bad = np.flatnonzero(np.isinf(G))
         raise ValueError(
             f"G is +inf for items {bad[:10].tolist()} (a noisy-OR unit with mean > 0 has input "
             f"exactly 0, so ln f = -inf): no gradient"
@@ -206,28 +232,82 @@ def _evaluate(structure, w, h, net_of, clamp, u, order, activation, want_grad):
 def objective(structure, w, h, net_of, clamp, u, order, activation):
     """G_order at the given means, per item.
 
-    Arguments as in ``solve``; ``u`` is (n_items, n_units) with the free units' means in
-    [0, 1] (0 ln 0 = 0); its values at clamped units are ignored.  Returns (n_items,) floats,
-    +inf where a unit with mean > 0 has ln f(Mbar) = -inf (noisy-OR with Mbar = 0).
+    Parameters
+    ----------
+    structure, w, h, net_of, clamp, order, activation
+        As in `solve`.
+    u : array of shape (n_items, n_units)
+        The free units' means, in [0, 1] (0 ln 0 = 0); values at clamped units are ignored.
+
+    Returns
+    -------
+    G : ndarray of shape (n_items,)
+        G_order per item; +inf where a unit with mean > 0 has ln f(Mbar) = -inf (noisy-OR
+        with Mbar = 0).
+
+    Raises
+    ------
+    TypeError, ValueError
+        For arguments of the wrong type, shape or range.
+    FloatingPointError
+        Where G is not finite for another reason (weights too large for the expansion).
     """
     return _evaluate(structure, w, h, net_of, clamp, u, order, activation, False)[0]
 
 
 def gradient(structure, w, h, net_of, clamp, u, order, activation):
-    """Partial derivatives of G_order with respect to the weights and biases at fixed ``u``.
+    """Partial derivatives of G_order with respect to the weights and biases at fixed means.
 
-    Arguments as in ``objective``.  Returns ``(dG/dw (n_items, nnz), dG/dh (n_items, n_units))``.
-    At a stationary point of G in the free means (``solve``'s answer) these are the total
+    At a stationary point of G in the free means (`solve`'s answer) these are the total
     derivatives of G at the solution (Bhattacharyya & Keerthi, section 3.1), used for learning.
-    A ValueError for items where G is +inf.
+
+    Parameters
+    ----------
+    structure, w, h, net_of, clamp, order, activation
+        As in `solve`.
+    u : array of shape (n_items, n_units)
+        The free units' means, in [0, 1]; values at clamped units are ignored.
+
+    Returns
+    -------
+    grad_w : ndarray of shape (n_items, nnz)
+        dG/dw per item, in the structure's parent order.
+    grad_h : ndarray of shape (n_items, n_units)
+        dG/dh per item.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For arguments of the wrong type, shape or range, and for items where G is +inf.
+    FloatingPointError
+        Where G or its gradient is not finite (weights too large for the expansion).
     """
     _, _, gw, gh = _evaluate(structure, w, h, net_of, clamp, u, order, activation, True)
     return gw, gh
 
 
 def gradient_u(structure, w, h, net_of, clamp, u, order, activation):
-    """dG_order/du_i for the free units at ``u`` (0 at clamped units), (n_items, n_units).
+    """dG_order/du_i for the free units at given means (0 at clamped units).
 
-    The mean-field equations are ``gradient_u == 0``; needs the free means strictly inside (0, 1).
+    The mean-field equations are ``gradient_u == 0``.
+
+    Parameters
+    ----------
+    structure, w, h, net_of, clamp, order, activation
+        As in `solve`.
+    u : array of shape (n_items, n_units)
+        The free units' means, strictly inside (0, 1); values at clamped units are ignored.
+
+    Returns
+    -------
+    grad_u : ndarray of shape (n_items, n_units)
+        dG/du per item.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For arguments of the wrong type, shape or range, and for items where G is +inf.
+    FloatingPointError
+        Where G or its gradient is not finite.
     """
     return _evaluate(structure, w, h, net_of, clamp, u, order, activation, True)[1]
