@@ -1,6 +1,10 @@
 """Kernel: the Plefka schemes G11, G12, G22 of Bhattacharyya & Keerthi for DAG belief nets.
 
-Called only from ``mfengine.sbn.plefka``; the wrapper validates every input.
+Called only from ``mfengine.sbn.plefka``, which validates every input; the entry points still
+check every size, index and option they read and return ``MF_EBADARG`` (``mf_status.h``), and
+report per item MF_OK, MF_ENOMEM or MF_EOVERFLOW (G or its gradient not finite: weights too
+large for the expansion, ``w^2 u (1 - u)`` beyond the double range; computed as w (w v) so that
+saturated means keep it finite).
 
 Units are in topological order; the net is read through the compressed parent/child lists of
 ``DagStructure`` (``par_ptr``/``par_idx`` with the weights in parent order, ``ch_ptr``/
@@ -34,8 +38,8 @@ u_i| <= tol with no free unit pushed against the bound |t| = T_MAX.  A trial poi
 
 Noisy-OR: Mbar_i = 0 happens only when h_i = 0 and every parent with w_ij > 0 has u_j = 0.  A
 free unit for which that holds given the clamped units is surely off: the solver fixes it at
-0 (exact).  A unit with u_i > 0 and Mbar_i = 0 makes G = +inf (status 1); terms multiplied by
-v_i = 0 are skipped, so no inf * 0 arises.
+0 (exact).  A unit with u_i > 0 and Mbar_i = 0 makes G = +inf (a result, reported with MF_OK,
+not an error); terms multiplied by v_i = 0 are skipped, so no inf * 0 arises.
 """
 import numpy as np
 

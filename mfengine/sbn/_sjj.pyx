@@ -17,47 +17,55 @@ ln P(clamped units) for every mu and xi in [0, 1].
 
 Numerics (why the bound stays below ln P for any finite weights)
 -----------------------------------------------------------------
-The bound is evaluated exactly as written at the stored doubles mu (and nu = 1 - mu, kept
-separately so that a mean near 1 is as finely resolved as one near 0), and every piece is
-computed without cancellation between large numbers:
+The bound is evaluated as written at the stored doubles mu and nu = 1 - mu (nu is kept
+separately, as sigmoid(-t), so that a mean near 1 is resolved as finely as one near 0: free
+means are sigmoid(t) with |t| <= T_MAX = 700), and no piece cancels large numbers:
 
-* The per-edge log-factor f(m, x) = ln(nu + m e^x) is log1p(m (e^x - 1)) when that argument
-  is above -1/2 and ln(nu + m e^x) (a sum of two non-negative numbers) otherwise; for x > 0
-  the same with the roles of (m, nu) and e^x, e^-x swapped.  (1 + m expm1(x), the obvious
-  form, cancels catastrophically when m is small and x large: with m = 4e-18 and x = 47 it
-  returned 40 nats too much, and -inf for m = 0, which is where the strict bound went above
-  ln P.)  f is exact for clamped parents (m = 0 or 1).
+* The per-edge log-factor f(m, x) = ln(nu + m e^x) is the log of a sum of two non-negative
+  numbers (for x > 0, x + ln(m + nu e^{-x})).  The former form, x + log1p((1 - m) expm1(-x)),
+  cancelled catastrophically when m was small and x large -- with m = 4e-18 and x = 47 it
+  returned 40 nats too much, and -inf for m = 0 (a clamped-off parent of weight 100 made its
+  child's term 0 instead of ln(1 - f(h))) -- which is where the strict bound went above ln P.
+  Clamped parents (m = 0 or 1) are exact: factors 0 and W m.
 * The unit's term is rearranged around the centred log-moments
-  At = A + xi Z = sum_j [f(mu_j, -xi W_ij) + xi W_ij mu_j] >= 0 and
-  Bt = B - (1 - xi) Z >= 0 (sums of non-negative numbers) and D = B - A:
+  At = A + xi Z = sum_j [f(mu_j, -xi W_ij) + xi W_ij mu_j] >= 0,
+  Bt = B - (1 - xi) Z >= 0 (sums of non-negative numbers) and D = B - A = h + sum_e d_e,
+  d_e = f(mu_j, (1 - xi) W) - f(mu_j, -xi W):
 
       (mu - xi) Z - ln(e^A + e^B) = mu Z - At - log1pexp(D)          (D <= 0)
                                   = -(1 - mu) Z - Bt - log1pexp(-D)  (D > 0)
 
-  so that no term of size xi Z is added and subtracted again.  With no free parents At = Bt =
-  0 and D = Z, and the term is exactly the ln f(z) or ln(1 - f(z)) that enumeration computes.
-* Entropies are computed from the stored mu and nu, so the bound is that of a definite q.
+  so that no term of size xi Z is added and subtracted again.  With only clamped parents
+  At = Bt = 0 and D = Z bit for bit, and the term is the ln f(z) or ln(1 - f(z)) that
+  enumeration computes.
+* Entropies are computed from the stored mu and nu.
+* What remains is the rounding of the sums themselves, which at huge weights can still be
+  large in absolute terms (eps * 1e300) exactly where the optimal xi makes large terms cancel.
+  The reported bound (``bound_at``) is therefore the computed one minus an upper bound on its
+  rounding error, (fan-in + 8) eps times the magnitudes added, for every unit whose term
+  involves a mean other than 0 or 1: about 1e-13 per unit on ordinary nets, nothing when no
+  unit is free.
 
-The rounding that remains is that of adding the per-edge terms (relative 1e-16 of their sizes).
+State per item: mu, nu and t per unit; Z, At, Bt, D per unit; dd = d_e, ea and eb (the
+centred per-edge terms of At and Bt) per edge.  One sweep:
 
-State per item: mu, nu = 1 - mu and t = logit(mu) per unit (|t| <= T_MAX for free units), Z and
-D = B - A per unit, and d_e = f(mu_j, (1 - xi) W) - f(mu_j, -xi W) per edge (so D_i = h_i +
-sum_e d_e).  One sweep:
-
+* xi of every unit: phi(xi) = ln(e^At + e^(Z + Bt)) is convex in xi, with phi'(0) <= 0 <=
+  phi'(1); a safeguarded Newton search on [0, 1] minimises it (O(fan-in) per evaluation).  This
+  pass recomputes every cache from scratch, so rounding drift never builds up.
 * mu of every free unit (forward on even sweeps, backward on odd ones): mu_k enters each
   child's A and B through one factor.  Taking d_e out of D_c leaves the child's log-sum as
   const + ln((1 - mu) P_c + mu R_c) for two numbers P_c, R_c, and the 1-D objective
   H(mu) + mu c0 - sum_c ln((1 - mu) P_c + mu R_c) costs O(children) per evaluation with no
   exponential.  Its stationary points lie in t in [g(0), g(1)]; a bracketed safeguarded Newton
   search in t from the current point climbs to a local maximum, and the move is kept only if
-  the exact 1-D objective rose.  For a unit whose |h| + sum |W| exceeds BIG_SCALE (so that the
-  subtraction D_c - d_e could lose more than about 1e-13 absolute) the sums are re-added from the
-  per-edge values instead, O(fan-in), which costs nothing on ordinary nets.
-* xi of every unit: phi(xi) = ln(e^At + e^(Z + Bt)) is convex in xi, with phi'(0) <= 0 <=
-  phi'(1); a safeguarded Newton search on [0, 1] minimises it (O(fan-in) per evaluation).  This
-  pass recomputes Z, D and every d_e from scratch, so rounding drift never builds up, and
-  gives the bound at the current mu and xi (O(nnz)); the item stops when a sweep changed it by
-  less than tol.  The first xi pass precedes the first mu pass.
+  the exact 1-D objective rose (the sum of the children's log-ratios taken as the log of their
+  product, a few logs per update).  The children's caches are then updated from the
+  exponentials already taken.  For a unit whose |h| + sum |W| exceeds BIG_SCALE, so that the
+  subtraction D_c - d_e could lose more than about 1e-13, the sums are re-added from the
+  per-edge values instead (O(fan-in); ordinary nets never need it).
+* the bound from the caches, O(n_units); the item stops when a sweep changed it by less than
+  tol (or than 1e-13 of its size, its round-off).  The bound reported is recomputed from
+  scratch at the final mu and xi, with its rounding allowance.
 """
 import numpy as np
 

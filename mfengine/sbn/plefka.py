@@ -77,18 +77,21 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
           init_u=None, accelerate=True):
     """Solve the mean-field equations dG/du = 0 of a Plefka scheme for a batch of items.
 
+    The paper's fixed-point iteration with a line search wherever the plain step would raise
+    G or overshoot, every accepted step lowering G (see the module docstring).
+
     Parameters
     ----------
     structure : DagStructure
         The sparsity pattern shared by every net.
-    w : array of shape (n_nets, nnz)
+    w : array_like of shape (n_nets, nnz)
         Weights of each net in the structure's parent order (finite; non-negative for
         noisy-OR units).
-    h : array of shape (n_nets, n_units)
+    h : array_like of shape (n_nets, n_units)
         Biases (finite; non-negative for noisy-OR units).
-    net_of : int array of shape (n_items,)
+    net_of : array_like of int, shape (n_items,)
         The net of each item, in ``[0, n_nets)``.
-    clamp : array of shape (n_items, n_units)
+    clamp : array_like of shape (n_items, n_units)
         0.0 or 1.0 for a clamped unit, NaN for a free one (hidden, or a missing visible unit).
     order : {11, 12, 22}
         The scheme G11, G12 or G22.
@@ -102,7 +105,7 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
     n_threads : int or None, default 1
         OpenMP threads (None: ``OMP_NUM_THREADS`` or all cores; clamped to at least 1).  The
         answers do not depend on it.
-    init_u : array of shape (n_items, n_units), optional
+    init_u : array_like of shape (n_items, n_units), optional
         Starting means of the free units, in [0, 1] (values at clamped units are ignored);
         default 0.5.
     accelerate : bool, default True
@@ -136,6 +139,11 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
         too large for this expansion).
     MemoryError
         When a thread cannot allocate its scratch space.
+
+    See Also
+    --------
+    objective : G at given means.
+    gradient : Its derivatives in the weights and biases.
 
     Notes
     -----
@@ -230,14 +238,26 @@ def _evaluate(structure, w, h, net_of, clamp, u, order, activation, want_grad):
 
 
 def objective(structure, w, h, net_of, clamp, u, order, activation):
-    """G_order at the given means, per item.
+    """Evaluate G_order at given means, per item.
 
     Parameters
     ----------
-    structure, w, h, net_of, clamp, order, activation
-        As in `solve`.
-    u : array of shape (n_items, n_units)
+    structure : DagStructure
+        The sparsity pattern shared by every net.
+    w : array_like of shape (n_nets, nnz)
+        Weights of each net in the structure's parent order.
+    h : array_like of shape (n_nets, n_units)
+        Biases.
+    net_of : array_like of int, shape (n_items,)
+        The net of each item, in ``[0, n_nets)``.
+    clamp : array_like of shape (n_items, n_units)
+        0.0 or 1.0 for a clamped unit, NaN for a free one.
+    u : array_like of shape (n_items, n_units)
         The free units' means, in [0, 1] (0 ln 0 = 0); values at clamped units are ignored.
+    order : {11, 12, 22}
+        The scheme G11, G12 or G22.
+    activation : {"sigmoid", "noisy_or"}
+        The units' activation.
 
     Returns
     -------
@@ -251,29 +271,54 @@ def objective(structure, w, h, net_of, clamp, u, order, activation):
         For arguments of the wrong type, shape or range.
     FloatingPointError
         Where G is not finite for another reason (weights too large for the expansion).
+
+    See Also
+    --------
+    solve : The stationary point of G.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfengine.sbn.dag import DagStructure
+    >>> s = DagStructure(np.array([[False, False], [True, False]]))
+    >>> args = (s, [[2.0]], [[0.0, 0.0]], [0], np.array([[np.nan, 1.0]]), [[0.5, 1.0]])
+    >>> objective(*args, 11, "sigmoid").round(4).tolist()
+    [0.3133]
     """
     return _evaluate(structure, w, h, net_of, clamp, u, order, activation, False)[0]
 
 
 def gradient(structure, w, h, net_of, clamp, u, order, activation):
-    """Partial derivatives of G_order with respect to the weights and biases at fixed means.
+    """Compute the partial derivatives of G_order in the weights and biases.
 
     At a stationary point of G in the free means (`solve`'s answer) these are the total
     derivatives of G at the solution (Bhattacharyya & Keerthi, section 3.1), used for learning.
 
     Parameters
     ----------
-    structure, w, h, net_of, clamp, order, activation
-        As in `solve`.
-    u : array of shape (n_items, n_units)
-        The free units' means, in [0, 1]; values at clamped units are ignored.
+    structure : DagStructure
+        The sparsity pattern shared by every net.
+    w : array_like of shape (n_nets, nnz)
+        Weights of each net in the structure's parent order.
+    h : array_like of shape (n_nets, n_units)
+        Biases.
+    net_of : array_like of int, shape (n_items,)
+        The net of each item, in ``[0, n_nets)``.
+    clamp : array_like of shape (n_items, n_units)
+        0.0 or 1.0 for a clamped unit, NaN for a free one.
+    u : array_like of shape (n_items, n_units)
+        The free units' means, in [0, 1] (0 ln 0 = 0); values at clamped units are ignored.
+    order : {11, 12, 22}
+        The scheme G11, G12 or G22.
+    activation : {"sigmoid", "noisy_or"}
+        The units' activation.
 
     Returns
     -------
     grad_w : ndarray of shape (n_items, nnz)
-        dG/dw per item, in the structure's parent order.
+        The derivatives dG/dw per item, in the structure's parent order.
     grad_h : ndarray of shape (n_items, n_units)
-        dG/dh per item.
+        The derivatives dG/dh per item.
 
     Raises
     ------
@@ -281,27 +326,53 @@ def gradient(structure, w, h, net_of, clamp, u, order, activation):
         For arguments of the wrong type, shape or range, and for items where G is +inf.
     FloatingPointError
         Where G or its gradient is not finite (weights too large for the expansion).
+
+    See Also
+    --------
+    solve : The stationary point at which these are total derivatives.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfengine.sbn.dag import DagStructure
+    >>> s = DagStructure(np.array([[False, False], [True, False]]))
+    >>> args = (s, [[2.0]], [[0.0, 0.0]], [0], np.array([[np.nan, 1.0]]), [[0.5, 1.0]])
+    >>> grad_w, grad_h = gradient(*args, 12, "sigmoid")
+    >>> grad_w.shape, grad_h.shape
+    ((1, 1), (1, 2))
     """
     _, _, gw, gh = _evaluate(structure, w, h, net_of, clamp, u, order, activation, True)
     return gw, gh
 
 
 def gradient_u(structure, w, h, net_of, clamp, u, order, activation):
-    """dG_order/du_i for the free units at given means (0 at clamped units).
+    """Compute dG_order/du_i for the free units at given means (0 at clamped units).
 
     The mean-field equations are ``gradient_u == 0``.
 
     Parameters
     ----------
-    structure, w, h, net_of, clamp, order, activation
-        As in `solve`.
-    u : array of shape (n_items, n_units)
+    structure : DagStructure
+        The sparsity pattern shared by every net.
+    w : array_like of shape (n_nets, nnz)
+        Weights of each net in the structure's parent order.
+    h : array_like of shape (n_nets, n_units)
+        Biases.
+    net_of : array_like of int, shape (n_items,)
+        The net of each item, in ``[0, n_nets)``.
+    clamp : array_like of shape (n_items, n_units)
+        0.0 or 1.0 for a clamped unit, NaN for a free one.
+    u : array_like of shape (n_items, n_units)
         The free units' means, strictly inside (0, 1); values at clamped units are ignored.
+    order : {11, 12, 22}
+        The scheme G11, G12 or G22.
+    activation : {"sigmoid", "noisy_or"}
+        The units' activation.
 
     Returns
     -------
     grad_u : ndarray of shape (n_items, n_units)
-        dG/du per item.
+        The derivatives dG/du per item.
 
     Raises
     ------
@@ -309,5 +380,18 @@ def gradient_u(structure, w, h, net_of, clamp, u, order, activation):
         For arguments of the wrong type, shape or range, and for items where G is +inf.
     FloatingPointError
         Where G or its gradient is not finite.
+
+    See Also
+    --------
+    solve : Finds the means where this vanishes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfengine.sbn.dag import DagStructure
+    >>> s = DagStructure(np.array([[False, False], [True, False]]))
+    >>> args = (s, [[2.0]], [[0.0, 0.0]], [0], np.array([[np.nan, 1.0]]), [[0.5, 1.0]])
+    >>> float(gradient_u(*args, 12, "sigmoid")[0, 1])   # a clamped unit
+    0.0
     """
     return _evaluate(structure, w, h, net_of, clamp, u, order, activation, True)[1]

@@ -47,10 +47,38 @@ def _kernel():
 
 # ---------------------------------------------------------------------------- validation
 def as_matrix(X, name, n_cols=None, allow_nan=False):
-    """``X`` as a C-contiguous float64 2-D array (a copy where needed), with ``n_cols`` columns.
+    """Convert ``X`` to a C-contiguous float64 2-D array (a copy where needed).
 
     Unlike the estimators' data checks, empty arrays are fine here (0 items, or a net without
     edges); NaN is refused unless ``allow_nan``, infinity always.
+
+    Parameters
+    ----------
+    X : array_like
+        Numeric (bool, integer or float) 2-D data.
+    name : str
+        The argument's name, for the error messages.
+    n_cols : int, optional
+        The number of columns required.
+    allow_nan : bool, default False
+        Whether NaN entries are allowed.
+
+    Returns
+    -------
+    arr : ndarray of shape (n_rows, n_cols)
+        The array as float64, C-contiguous.
+
+    Raises
+    ------
+    TypeError
+        For a non-numeric dtype.
+    ValueError
+        For a wrong number of dimensions or columns, NaN (unless allowed) or infinity.
+
+    Examples
+    --------
+    >>> as_matrix([[0, 1]], "clamp", n_cols=2)
+    array([[0., 1.]])
     """
     if isinstance(X, np.ndarray) and X.dtype == object:
         raise TypeError(f"{name} has dtype object; pass a numeric array")
@@ -69,12 +97,38 @@ def as_matrix(X, name, n_cols=None, allow_nan=False):
 
 
 def check_structure(structure):
-    """The five index arrays of a ``DagStructure``, checked and as C-contiguous ``intp``.
+    """Check the five index arrays of a ``DagStructure`` and return them as ``intp``.
 
-    Checks that the arrays describe one DAG in topological order: ``par_ptr`` and ``ch_ptr``
-    run from 0 to nnz without decreasing, every parent index is below its child's, and the
-    child lists (``ch_ptr``, ``ch_idx``, ``ch_w``) list exactly the edges of the parent
-    lists.  Raises TypeError or ValueError naming the array otherwise.
+    The arrays must describe one DAG in topological order: ``par_ptr`` and ``ch_ptr`` run
+    from 0 to nnz without decreasing, every parent index is below its child's, and the child
+    lists (``ch_ptr``, ``ch_idx``, ``ch_w``) list exactly the edges of the parent lists.  The
+    cost is linear in the number of edges.
+
+    Parameters
+    ----------
+    structure : DagStructure
+        Any object with the attributes ``par_ptr``, ``par_idx``, ``ch_ptr``, ``ch_idx`` and
+        ``ch_w`` (and, if present, ``n_units`` and ``nnz`` consistent with them).
+
+    Returns
+    -------
+    arrays : tuple of ndarray
+        ``(par_ptr, par_idx, ch_ptr, ch_idx, ch_w)`` as C-contiguous ``intp`` arrays.
+
+    Raises
+    ------
+    TypeError
+        When ``structure`` lacks an array or an array is not 1-D integer.
+    ValueError
+        When the arrays are inconsistent (the message names the array).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfengine.sbn.dag import DagStructure
+    >>> par_ptr, par_idx, *_ = check_structure(DagStructure(np.tril(np.ones((3, 3)), -1) != 0))
+    >>> par_ptr.tolist(), par_idx.tolist()
+    ([0, 0, 1, 3], [0, 0, 1])
     """
     if not all(hasattr(structure, name) for name in _STRUCTURE_ARRAYS):
         raise TypeError(f"structure must be a DagStructure, got {type(structure).__name__}")
@@ -91,9 +145,10 @@ def check_structure(structure):
     n, nnz = par_ptr.size - 1, par_idx.size
     if n < 0:
         raise ValueError("structure.par_ptr must have n_units + 1 entries, got none")
-    if getattr(structure, "n_units", n) != n or getattr(structure, "nnz", nnz) != nnz:
-        raise ValueError(f"structure.n_units and structure.nnz ({structure.n_units}, "
-                         f"{structure.nnz}) disagree with its arrays ({n}, {nnz})")
+    n_units, n_edges = getattr(structure, "n_units", n), getattr(structure, "nnz", nnz)
+    if n_units != n or n_edges != nnz:
+        raise ValueError(f"structure.n_units and structure.nnz ({n_units!r}, {n_edges!r}) "
+                         f"disagree with its arrays ({n}, {nnz})")
     if ch_ptr.size != n + 1 or ch_idx.size != nnz or ch_w.size != nnz:
         raise ValueError(f"structure's child lists must have {n + 1}, {nnz} and {nnz} entries "
                          f"(ch_ptr, ch_idx, ch_w), got {ch_ptr.size}, {ch_idx.size}, {ch_w.size}")
@@ -114,14 +169,54 @@ def check_structure(structure):
 
 
 def check_nets(structure, w, h, net_of, clamp, activation):
-    """Validate the arrays shared by the DAG kernels (SJJ and Plefka).
+    """Validate the arrays that every DAG kernel (SJJ and Plefka) reads.
 
-    Returns ``(arrays, w, h, net_of, clamp)`` with the structure's index arrays and every
-    array converted to C-contiguous float64 / intp.  Raises TypeError or ValueError naming
-    the offending argument: sizes inconsistent with ``structure``, non-finite weights or
-    biases, ``net_of`` outside ``[0, n_nets)``, clamped values other than 0, 1 (NaN marks a
-    free unit), weights so large that a net's bound would leave the double range, and for
-    noisy-OR units negative weights or biases.
+    Refused, with the offending argument named: sizes inconsistent with ``structure``,
+    non-finite weights or biases, ``net_of`` outside ``[0, n_nets)``, clamped values other
+    than 0 and 1 (NaN marks a free unit), weights so large that a net's bound would leave the
+    double range (``sum_i |h_i| + sum_j |W_ij|`` above ``MAX_NET_SCALE``), and for noisy-OR
+    units negative weights or biases.
+
+    Parameters
+    ----------
+    structure : DagStructure
+        The sparsity pattern (checked by `check_structure`).
+    w : array_like of shape (n_nets, nnz)
+        Weights in the structure's parent order.
+    h : array_like of shape (n_nets, n_units)
+        Biases.
+    net_of : array_like of int, shape (n_items,)
+        The net of each item.
+    clamp : array_like of shape (n_items, n_units)
+        0 or 1 at clamped units, NaN at free ones.
+    activation : {"sigmoid", "noisy_or"}
+        The units' activation.
+
+    Returns
+    -------
+    arrays : tuple of ndarray
+        The structure's index arrays, as `check_structure` returns them.
+    w, h : ndarray
+        As C-contiguous float64.
+    net_of : ndarray
+        As C-contiguous ``intp``.
+    clamp : ndarray
+        As C-contiguous float64.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For an argument of the wrong type, shape or range.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfengine.sbn.dag import DagStructure
+    >>> s = DagStructure(np.array([[False, False], [True, False]]))
+    >>> check_nets(s, [[1.0]], [[0.0, 0.0, 0.0]], [0], [[np.nan, 1.0]], "sigmoid")
+    Traceback (most recent call last):
+    ...
+    ValueError: h must have 2 columns, got 3
     """
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
@@ -160,8 +255,33 @@ def check_nets(structure, w, h, net_of, clamp, activation):
 
 
 def check_means(u, clamp, name):
-    """Means of shape ``clamp.shape``, in [0, 1] at the free units (NaN in ``clamp``); the
-    values at clamped units are replaced by the clamped ones."""
+    """Check means against the clamped units and return them with the clamped values in.
+
+    Parameters
+    ----------
+    u : array_like of shape (n_items, n_units)
+        Means; they must lie in [0, 1] (and not be NaN) at the free units.
+    clamp : ndarray of shape (n_items, n_units)
+        0 or 1 at clamped units, NaN at free ones.
+    name : str
+        The argument's name, for the error messages.
+
+    Returns
+    -------
+    u : ndarray of shape (n_items, n_units)
+        The means, with the clamped units' values from ``clamp``.
+
+    Raises
+    ------
+    ValueError
+        For a wrong shape, or means outside [0, 1] at free units.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_means([[0.3, 0.5]], np.array([[np.nan, 1.0]]), "init_mu")
+    array([[0.3, 1. ]])
+    """
     u = as_matrix(u, name, n_cols=clamp.shape[1], allow_nan=True)
     if u.shape[0] != clamp.shape[0]:
         raise ValueError(f"{name} must have {clamp.shape[0]} rows (one per item), got {u.shape[0]}")
@@ -206,19 +326,25 @@ def _raise_status(rc, status, what, nbytes):
 # ---------------------------------------------------------------------------- entry points
 def solve(structure, w, h, net_of, clamp, tol=1e-6, inner_tol=1e-9, max_sweeps=200, n_threads=1,
           init_mu=None, init_xi=None, record=False, activation="sigmoid"):
-    """Coordinate ascent on the SJJ bound for every item.
+    """Maximise the SJJ bound over the means and xi of every item by coordinate ascent.
+
+    Each sweep minimises every unit's xi (a convex 1-D problem) and then moves every free
+    mean to a local maximum of the bound along its coordinate; every step raises the bound.
+    The bound reported is the computed one minus an upper bound on its rounding error, so
+    it stays below ln P(clamped units) at any finite weights (equal to it when no unit is
+    free).
 
     Parameters
     ----------
     structure : DagStructure
         The sparsity pattern shared by every net.
-    w : array of shape (n_nets, nnz)
+    w : array_like of shape (n_nets, nnz)
         Weights of each net in ``structure``'s parent order (finite).
-    h : array of shape (n_nets, n_units)
+    h : array_like of shape (n_nets, n_units)
         Biases (finite; positive for noisy-OR units).
-    net_of : int array of shape (n_items,)
+    net_of : array_like of int, shape (n_items,)
         The net of each item, in ``[0, n_nets)``.
-    clamp : array of shape (n_items, n_units)
+    clamp : array_like of shape (n_items, n_units)
         The value (0 or 1) of a clamped unit, NaN for a free one (hidden, or missing).
     tol : float, default 1e-6
         Stop an item when a sweep changes its bound by less than this.
@@ -252,10 +378,11 @@ def solve(structure, w, h, net_of, clamp, tol=1e-6, inner_tol=1e-9, max_sweeps=2
     n_sweeps : intp ndarray of shape (n_items,)
         Sweeps taken.
     converged : bool ndarray of shape (n_items,)
-        Whether the last sweep changed the bound by less than ``tol``.
+        Whether the last sweep changed the bound by less than ``tol`` (or than its round-off,
+        1e-13 of its size).
     history : ndarray of shape (n_items, max_sweeps + 1)
-        Only with ``record``: the bound before the first sweep (with xi already optimised)
-        and after every sweep, NaN-padded.
+        Only with ``record``: the bound at the starting point and after every sweep, the last
+        one the reported bound, NaN-padded.
 
     Raises
     ------
@@ -263,6 +390,11 @@ def solve(structure, w, h, net_of, clamp, tol=1e-6, inner_tol=1e-9, max_sweeps=2
         For arguments of the wrong type, shape or range (the message names the argument).
     MemoryError
         When a thread cannot allocate its scratch space.
+
+    See Also
+    --------
+    evaluate : The bound at given means and xi.
+    gradient : Its derivatives in the weights and biases.
 
     Examples
     --------
@@ -313,19 +445,32 @@ def solve(structure, w, h, net_of, clamp, tol=1e-6, inner_tol=1e-9, max_sweeps=2
 
 
 def evaluate(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid", n_threads=1):
-    """The SJJ bound at given means and variational parameters, per item.
+    """Evaluate the SJJ bound at given means and variational parameters, per item.
+
+    The value is the one `solve` reports at its solution: the bound minus an upper bound on
+    its own rounding error, so that it never exceeds the exactly computed bound.
 
     Parameters
     ----------
-    structure, w, h, net_of, clamp, activation
-        As in `solve`.
-    mu : array of shape (n_items, n_units)
+    structure : DagStructure
+        The sparsity pattern shared by every net.
+    w : array_like of shape (n_nets, nnz)
+        Weights of each net in ``structure``'s parent order.
+    h : array_like of shape (n_nets, n_units)
+        Biases.
+    net_of : array_like of int, shape (n_items,)
+        The net of each item, in ``[0, n_nets)``.
+    clamp : array_like of shape (n_items, n_units)
+        The value (0 or 1) of a clamped unit, NaN for a free one.
+    mu : array_like of shape (n_items, n_units)
         Means of the free units, in [0, 1] (values at clamped units are ignored).
-    xi : array
+    xi : array_like
         (n_items, n_units) in [0, 1]; for noisy-OR the q of every edge, (n_items, nnz),
         non-negative (each unit's q should lie on the simplex over its parents).
+    activation : {"sigmoid", "noisy_or"}, default "sigmoid"
+        The units' activation.
     n_threads : int or None, default 1
-        OpenMP threads.
+        OpenMP threads (None: ``OMP_NUM_THREADS`` or all cores).
 
     Returns
     -------
@@ -336,6 +481,22 @@ def evaluate(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid", n_thr
     ------
     TypeError, ValueError
         For arguments of the wrong type, shape or range.
+    MemoryError
+        When a thread cannot allocate its scratch space.
+
+    See Also
+    --------
+    solve : The bound maximised over mu and xi.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfengine.sbn.dag import DagStructure
+    >>> s = DagStructure(np.array([[False, False], [True, False]]))
+    >>> clamp = np.array([[0.0, 1.0]])                 # both units clamped: the bound is ln P
+    >>> b = evaluate(s, [[3.0]], [[0.0, -1.0]], [0], clamp, clamp, [[0.5, 0.5]])
+    >>> bool(np.isclose(b[0], -np.log(2) - np.log1p(np.exp(1.0))))
+    True
     """
     arrays, w, h, net_of, clamp = check_nets(structure, w, h, net_of, clamp, activation)
     noisy = activation == "noisy_or"
@@ -381,31 +542,55 @@ def _segment_sum(vals, ptr):
 
 
 def gradient(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid"):
-    """Partial derivatives of the SJJ bound in the weights and biases at fixed means.
+    """Compute the partial derivatives of the SJJ bound in the weights and biases.
 
     At a solution of the mean-field equations (mu stationary, xi minimising, as `solve`
     returns) these are the total derivatives of the bound: the learning signal.
 
     Parameters
     ----------
-    structure, w, h, net_of, clamp, activation
-        As in `solve`.
-    mu : array of shape (n_items, n_units)
-        Means of the free units, in [0, 1].
-    xi : array
+    structure : DagStructure
+        The sparsity pattern shared by every net.
+    w : array_like of shape (n_nets, nnz)
+        Weights of each net in ``structure``'s parent order.
+    h : array_like of shape (n_nets, n_units)
+        Biases.
+    net_of : array_like of int, shape (n_items,)
+        The net of each item, in ``[0, n_nets)``.
+    clamp : array_like of shape (n_items, n_units)
+        The value (0 or 1) of a clamped unit, NaN for a free one.
+    mu : array_like of shape (n_items, n_units)
+        Means of the free units, in [0, 1] (values at clamped units are ignored).
+    xi : array_like
         (n_items, n_units) in [0, 1]; for noisy-OR the q of every edge, (n_items, nnz).
+    activation : {"sigmoid", "noisy_or"}, default "sigmoid"
+        The units' activation.
 
     Returns
     -------
     grad_w : ndarray of shape (n_items, nnz)
-        dL/dw per item, in ``structure``'s parent order.
+        The derivatives dL/dw per item, in ``structure``'s parent order.
     grad_h : ndarray of shape (n_items, n_units)
-        dL/dh per item.
+        The derivatives dL/dh per item.
 
     Raises
     ------
     TypeError, ValueError
         For arguments of the wrong type, shape or range.
+
+    See Also
+    --------
+    solve : The solution at which these are the total derivatives.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfengine.sbn.dag import DagStructure
+    >>> s = DagStructure(np.array([[False, False], [True, False]]))
+    >>> clamp = np.array([[1.0, 1.0]])
+    >>> gw, gh = gradient(s, [[0.0]], [[0.0, 0.0]], [0], clamp, clamp, [[0.5, 0.5]])
+    >>> gh.round(3).tolist()                           # 1 - sigmoid(0) for each unit
+    [[0.5, 0.5]]
     """
     arrays, w, h, net_of, clamp = check_nets(structure, w, h, net_of, clamp, activation)
     par_ptr, par_idx = arrays[0], arrays[1]
