@@ -11,8 +11,7 @@ Asserted per family:
 
 * no crash, no hang, no silent bad result (NaN/inf returned, a bound above 0 for binary data
   or above the exact ln P(v), a probability outside [0, 1], a history that decreases, an
-  input modified) -- except the cases listed in KNOWN_DEFECTS (families still being moved
-  to the protocol), each an xfail with its reproducer;
+  input modified);
 * unclear error messages (the message does not name the offending argument in the words of
   the public API, or the exception is not ValueError/TypeError/MemoryError/OverflowError)
   and refusals of valid input stay within today's documented counts (UNCLEAR_LIMIT,
@@ -101,11 +100,6 @@ UNCLEAR_LIMIT = {
 #: Today's refusals of valid input per family.
 REFUSED_LIMIT = {"SigmoidBeliefNet": 2}
 
-#: Crashes, hangs or silent bad results found in families still being moved to the protocol
-#: (NLGBN, ContextHMM): case id -> reproducer.  Each is an xfail(strict=False) below and is
-#: left out of the family's count.  A failure of a belief net is never listed here: it fails.
-KNOWN_DEFECTS = {}
-
 #: Entry points each family's cases must reach.
 ENTRIES = {
     "SigmoidBeliefNet": {"infer", "mf.infer", "mf.infer(arrays)", "score_samples", "score",
@@ -150,7 +144,7 @@ def _listing(rows):
 @pytest.mark.parametrize("fam", FAMILIES)
 def test_no_crash_hang_or_silent_bad_result(results, fam):
     rows = [(c, r, o) for c, r, o in _family(results, fam)
-            if o in runner.FAILURES and c["id"] not in KNOWN_DEFECTS]
+            if o in runner.FAILURES]
     assert not rows, f"{len(rows)} failures in {fam}:\n" + _listing(rows)
 
 
@@ -181,9 +175,3 @@ def test_cases_reach_every_entry_point_and_both_answers(results, fam):
     # the oracles accept real answers and the suite provokes real errors
     assert "ok" in outcomes and "clean" in outcomes
 
-
-@pytest.mark.parametrize("case_id", sorted(KNOWN_DEFECTS) or ["none"])
-def test_known_defect(case_id):
-    if case_id == "none":
-        pytest.skip("no known crash, hang or silent bad result in the migrating families")
-    pytest.xfail(KNOWN_DEFECTS[case_id])
