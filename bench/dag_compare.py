@@ -86,6 +86,7 @@ from dag_cases import (  # noqa: E402
     MAX_MEAN_DIFF_G12,
     MAX_OBJECTIVE_MISMATCH,
     N_NETS,
+    METHODS,
     N_PATTERNS,
     TOL,
     make_case,

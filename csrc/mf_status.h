@@ -9,7 +9,7 @@ enum {
     MF_NOT_CONVERGED = 1,   /* results written; some item reached its iteration budget */
     MF_EBADARG = -1,        /* a bad argument (size, pointer, value); nothing written */
     MF_ENOMEM = -2,         /* a scratch allocation failed */
-    MF_EOVERFLOW = -3       /* a size or offset would overflow ptrdiff_t */
+    MF_EOVERFLOW = -3       /* a size or offset would overflow ptrdiff_t, or a result the double range */
 };
 
 #endif
