@@ -280,7 +280,15 @@ def load(path):
                          "does not have") from exc
     if not (isinstance(cls, type) and issubclass(cls, PersistMixin)):
         raise ValueError(f"{path!s} names {header.get('class')!r}, not an mfengine model class")
-    model = cls(**_decode(header["params"], arrays))
-    for k, v in _decode(header["state"], arrays).items():
+    try:
+        params = _decode(header["params"], arrays)
+        state = _decode(header["state"], arrays)
+        model = cls(**params)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{path!s} is not a readable mfengine model file (its parameters or "
+                         f"fitted state are incomplete or not {qualname}'s: {exc})") from exc
+    if not isinstance(state, dict):
+        raise ValueError(f"{path!s} is not a readable mfengine model file (no fitted state)")
+    for k, v in state.items():
         setattr(model, k, v)
     return model

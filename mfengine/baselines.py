@@ -14,6 +14,7 @@ import numbers
 import numpy as np
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin, DensityMixin
+from sklearn.utils import check_array
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_scalar, validate_data
 
@@ -58,7 +59,7 @@ def _check_real(value, name, min_val=None, include_min=True, allow_none=False):
         raise TypeError(f"{name} must be a number, got {value!r}")
     check_scalar(value, name, numbers.Real, min_val=min_val,
                  include_boundaries="left" if include_min else "neither")
-    if not np.isfinite(value):
+    if not np.isfinite(float(value)):
         raise ValueError(f"{name} must be finite, got {value!r}")
     return float(value)
 
@@ -88,9 +89,25 @@ def _validate_array(estimator, X, *, reset, y="no_validation"):
     # scikit-learn's own message for complex input prints the whole array and names no argument
     if getattr(getattr(X, "dtype", None), "kind", None) == "c":
         raise ValueError("Complex data not supported in X: X must be binary (0/1)")
+    # scikit-learn's messages ("Expected 2D array, got 1D array instead", "Unknown label type")
+    # do not say which argument is at fault: say it
+    def named(exc, name):
+        msg = str(exc)
+        return msg if msg.startswith(name) else f"{name}: {msg}"
+
     if isinstance(y, str) and y == "no_validation":
-        return validate_data(estimator, X, reset=reset, **kw)
-    return validate_data(estimator, X, y, reset=reset, **kw)
+        try:
+            return validate_data(estimator, X, reset=reset, **kw)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(named(exc, "X")) from exc
+    try:
+        return validate_data(estimator, X, y, reset=reset, **kw)
+    except (TypeError, ValueError) as exc:
+        try:
+            check_array(X, **kw)
+        except (TypeError, ValueError):
+            raise type(exc)(named(exc, "X")) from exc
+        raise type(exc)(named(exc, "y")) from exc
 
 
 def _check_binary_values(X, missing=None):
@@ -133,7 +150,10 @@ def _check_targets(y):
 
     Returns ``(classes, y_index, counts)``.
     """
-    check_classification_targets(y)
+    try:
+        check_classification_targets(y)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"y: {exc}") from exc
     classes, y_idx, counts = np.unique(y, return_inverse=True, return_counts=True)
     if classes.shape[0] < 2:
         raise ValueError(

@@ -202,7 +202,11 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
 
         params = dict(dict(infer_tol=self.infer_tol, infer_max_iter=self.infer_max_iter,
                            n_threads=self.n_threads, progress=False), **params)
-        return SigmoidBeliefNet.from_params(self.net_weights_[c], self.net_biases_[c], **params)
+        try:
+            return SigmoidBeliefNet.from_params(self.net_weights_[c], self.net_biases_[c], **params)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"net_weights_[{c}] / net_biases_[{c}] (the net of class "
+                            f"{self.classes_[c]!r}): {exc}") from exc
 
     def _train_net(self, c, X, sizes, rates, rng, callback, warm):
         """Train the net of class c on its patterns X; returns (weights, biases, history)."""
@@ -367,10 +371,15 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X, obs = _validate_binary(self, X, reset=False, missing=missing)
         miss = None if obs is None else obs == 0.0
-        n_classes = len(self.classes_)
+        classes = np.asarray(self.classes_) if self.classes_ is not None else None
+        if classes is None or classes.ndim != 1 or classes.size < 2:
+            raise ValueError(f"classes_ must be a 1-D array of at least two classes, got "
+                             f"{self.classes_!r}")
+        n_classes = classes.size
         for name in ("net_weights_", "net_biases_"):
             if len(getattr(self, name)) != n_classes:
-                raise ValueError(f"{name} must hold one entry per class ({n_classes})")
+                raise ValueError(f"{name} must hold one entry per class of classes_ "
+                                 f"({n_classes}), got {len(getattr(self, name))}")
         out = np.empty((X.shape[0], n_classes))
         converged = np.empty((X.shape[0], n_classes), dtype=bool)
         with warnings.catch_warnings():

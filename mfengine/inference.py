@@ -12,7 +12,8 @@ def _as_model(model):
 
     if isinstance(model, (tuple, list)) and model and all(isinstance(m, BeliefNet) for m in model):
         return BeliefNetBatch.from_nets(model)
-    if isinstance(model, (tuple, list)) and len(model) == 2:
+    if (isinstance(model, (tuple, list)) and len(model) == 2
+            and all(isinstance(part, (list, tuple)) for part in model)):
         return SigmoidBeliefNet.from_params(model[0], model[1])
     raise TypeError("model must be an mfengine model (SigmoidBeliefNet, BeliefNet, "
                     "BeliefNetBatch, NLGBN, ContextHMM), a list of BeliefNet with one "

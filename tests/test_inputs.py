@@ -321,10 +321,14 @@ def test_bad_mu_xi_for_evaluate_bound_and_gradient(net, V):
 
 
 def test_sample_arguments(net):
-    with pytest.raises(ValueError, match="n_samples must be"):
+    with pytest.raises(ValueError, match="n_samples == -1, must be >= 0"):
         net.sample(-1)
-    with pytest.raises(ValueError, match="n_samples must be"):
+    with pytest.raises(TypeError, match="n_samples must be an instance of int"):
         net.sample(2.5)
+    with pytest.raises(ValueError, match="n_samples"):
+        net.sample(2**63)
+    with pytest.raises(TypeError, match="return_all"):
+        net.sample(2, return_all=np.array([1, 2]))
     assert net.sample(0).shape == (0, 8)
     layers = net.sample(5, random_state=0, return_all=True)
     assert [x.shape for x in layers] == [(5, n) for n in net.sizes]

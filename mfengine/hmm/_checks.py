@@ -128,7 +128,8 @@ def check_lengths(lengths, n_rows):
         raise ValueError(f"lengths has {arr.size} entries but X has only {n_rows} rows")
     vals = [int(v) for v in arr]
     if min(vals) < 1:
-        raise ValueError("lengths must all be >= 1 (empty sequences are not allowed)")
+        raise ValueError("lengths must all be >= 1: an empty sequence (a 0 in lengths, or an "
+                         "empty array in a list X of sequences) is not allowed")
     if max(vals) > n_rows:
         raise ValueError(f"lengths must each be at most the {n_rows} rows of X, got {max(vals)}")
     total = sum(vals)

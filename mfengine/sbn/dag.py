@@ -8,7 +8,6 @@ Units are in topological order.  Unit i fires with probability f(z_i), with
 This module holds the models (one net, or a batch of nets sharing a structure), ancestral
 sampling and exact enumeration; ``mf.infer`` runs the mean-field methods on them.
 """
-import numbers
 
 import numpy as np
 from scipy.special import logsumexp
@@ -16,6 +15,7 @@ from sklearn.base import BaseEstimator, DensityMixin
 
 from mfengine._base import PersistMixin
 from mfengine._validation import as_float_matrix, check_binary, check_missing, check_random_state
+from mfengine.sbn._hyper import check_flag, check_int
 from mfengine.sbn._solve import DAG_METHODS, check_solve_args, report, run_dag
 from mfengine.sbn._structure import ACTIVATIONS, DagStructure, _is_sparse
 
@@ -185,6 +185,8 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
             # after load, or when W_ was replaced by another net's: the edges of W (the
             # constructor's) when the sizes agree, else those of W_
             W0 = self.W if _is_sparse(self.W) else np.asarray(self.W)
+            if W0.shape == W.shape:   # the edges are W's: check it as the constructor would
+                W0 = _check_weights(W0, self.h, activation, self._batch)[0]
             src = W0 if W0.shape == W.shape else W
             self._structure = s = DagStructure(_edges(src, self._batch))
         if not s.covers(W):
@@ -539,8 +541,8 @@ class BeliefNet(_DagModel):
         X : ndarray of shape (n_samples, n_visible), or (n_samples, n_units)
             The sampled states (0.0 or 1.0).
         """
-        if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) or n_samples < 0:
-            raise ValueError(f"n_samples must be a non-negative integer, got {n_samples!r}")
+        n_samples = check_int(n_samples, "n_samples", 0)
+        return_all = check_flag(return_all, "return_all")
         rng = check_random_state(random_state)
         self._params()
         s = self._structure
@@ -622,6 +624,7 @@ class BeliefNet(_DagModel):
         """
         self._params()
         V, miss = self._check_data(X, missing)
+        max_hidden = check_int(max_hidden, "max_hidden", 0)
         vis = np.flatnonzero(self.visible_)
         Vz = np.where(np.isfinite(V), V, 0.0)
         out = np.empty(V.shape[0])
@@ -795,7 +798,10 @@ class BeliefNetBatch(_DagModel):
             The log-probability under each net, in nats.
         """
         self._params()
-        S = np.asarray(S, dtype=np.float64)
+        try:
+            S = np.asarray(S, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"S must be an array of 0/1 states: {exc}") from exc
         if S.ndim < 2 or S.shape[0] != self.W_.shape[0] or S.shape[-1] != self.W_.shape[-1]:
             raise ValueError(f"S must have shape ({self.W_.shape[0]}, ..., {self.W_.shape[-1]}), "
                              f"got {S.shape}")
@@ -825,8 +831,8 @@ class BeliefNetBatch(_DagModel):
         X : ndarray of shape (n_nets, n_samples, n_visible), or (n_nets, n_samples, n_units)
             The sampled states (0.0 or 1.0) of every net.
         """
-        if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) or n_samples < 0:
-            raise ValueError(f"n_samples must be a non-negative integer, got {n_samples!r}")
+        n_samples = check_int(n_samples, "n_samples", 0)
+        return_all = check_flag(return_all, "return_all")
         rng = check_random_state(random_state)
         self._params()
         s = self._structure
@@ -867,6 +873,7 @@ class BeliefNetBatch(_DagModel):
                              "exact_log_likelihood")
         self._params()
         V, squeeze = self._check_data(X)
+        max_hidden = check_int(max_hidden, "max_hidden", 0)
         K = self.n_hidden
         if K > max_hidden:
             raise ValueError(f"exact_log_likelihood enumerates 2**n_hidden states; n_hidden = {K} "

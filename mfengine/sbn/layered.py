@@ -176,8 +176,9 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         biases = list(biases)
         if len(biases) != len(weights) + 1 or len(weights) < 1:
             raise ValueError(
-                f"need one bias vector per layer and one weight matrix between layers; got "
-                f"{len(weights)} weight matrices and {len(biases)} bias vectors"
+                f"weights and biases must hold one weight matrix between layers and one bias "
+                f"vector per layer; got {len(weights)} weight matrices (weights) and "
+                f"{len(biases)} bias vectors (biases)"
             )
         sizes = sizes_from_biases(biases)
         params.setdefault("warm_start", True)
@@ -314,7 +315,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                     raise TypeError(f"{name}[{l}] must be numeric, got dtype {arr.dtype}")
                 if arr.ndim != ndim:
                     raise ValueError(f"{name}[{l}] must be {ndim}-D, got shape {arr.shape}")
-                if arr.dtype != np.float64 or not arr.flags.c_contiguous:
+                if not isinstance(a, np.ndarray) or arr.dtype != np.float64 or not arr.flags.c_contiguous:
                     arrays[l] = np.ascontiguousarray(arr, dtype=np.float64)
         want = check_sizes(self.sizes, np.asarray(self.biases_[-1]).shape[0])
         for l, b in enumerate(self.biases_[: len(want)]):
@@ -542,8 +543,8 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             The visible vectors, or with ``return_all=True`` one (n_samples, sizes[l]) array
             per layer.
         """
-        if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral) or n_samples < 0:
-            raise ValueError(f"n_samples must be a non-negative integer, got {n_samples!r}")
+        n_samples = _check_n_samples(n_samples)
+        return_all = check_flag(return_all, "return_all")
         rng = check_random_state(random_state)
         self._params()
         layers = []
@@ -610,6 +611,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         """
         self._params()
         V, miss = self._check_data(X, missing)
+        max_hidden = check_int(max_hidden, "max_hidden", 0)
         H = self.n_hidden
         if H > max_hidden:
             raise ValueError(
@@ -882,6 +884,11 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         self.history_ = dag.history_
         self.n_iter_ = dag.n_iter_
         return self
+
+
+def _check_n_samples(n_samples):
+    """``n_samples`` as an int in [0, 2**31 - 1], named in the error."""
+    return check_int(n_samples, "n_samples", 0)
 
 
 def _sigmoid(x):

@@ -27,7 +27,7 @@ Every function validates its arguments (shapes, dtypes, finiteness, ranges, the 
 the structure's index arrays; ``mfengine.sbn.sjj.check_nets``) before any compiled code runs.
 Weights so large that G leaves the double range (``|w|^2 u (1 - u)`` beyond 1e308, so |w|
 above about 1e154 for G12 and G22) are handled by starting those items from the G11 solution,
-where the means are saturated; where G is still not finite a ``FloatingPointError`` says so.
+where the means are saturated; where G is still not finite a ``OverflowError`` says so.
 """
 import numbers
 
@@ -67,7 +67,7 @@ def _raise_status(rc, status, what, order, n):
                           "of scratch space per thread")
     if np.any(status == _plefka.STATUS_EOVERFLOW):
         bad = np.flatnonzero(status == _plefka.STATUS_EOVERFLOW)
-        raise FloatingPointError(
+        raise OverflowError(
             f"{what}: G{order} is not finite for items {bad[:10].tolist()}: the weights w are "
             f"too large for this expansion (its terms in w^2 u (1 - u) leave the double range); "
             f"use smaller weights, order 11, or the SJJ bound (sjj.solve)")
@@ -134,7 +134,7 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
     ------
     TypeError, ValueError
         For arguments of the wrong type, shape or range (the message names the argument).
-    FloatingPointError
+    OverflowError
         When G is not finite at the starting point even from the G11 solution (weights far
         too large for this expansion).
     MemoryError
@@ -269,7 +269,7 @@ def objective(structure, w, h, net_of, clamp, u, order, activation):
     ------
     TypeError, ValueError
         For arguments of the wrong type, shape or range.
-    FloatingPointError
+    OverflowError
         Where G is not finite for another reason (weights too large for the expansion).
 
     See Also
@@ -324,7 +324,7 @@ def gradient(structure, w, h, net_of, clamp, u, order, activation):
     ------
     TypeError, ValueError
         For arguments of the wrong type, shape or range, and for items where G is +inf.
-    FloatingPointError
+    OverflowError
         Where G or its gradient is not finite (weights too large for the expansion).
 
     See Also
@@ -378,7 +378,7 @@ def gradient_u(structure, w, h, net_of, clamp, u, order, activation):
     ------
     TypeError, ValueError
         For arguments of the wrong type, shape or range, and for items where G is +inf.
-    FloatingPointError
+    OverflowError
         Where G or its gradient is not finite.
 
     See Also
