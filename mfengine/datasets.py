@@ -15,6 +15,7 @@ __all__ = [
     "DIGITS_SHAPE",
     "make_continuous_bars",
     "make_stereo",
+    "make_diagnosis_net",
 ]
 
 #: Height and width of one image from ``load_binary_digits``.
@@ -281,3 +282,71 @@ def make_stereo(n, noisy=False, random_state=None, n_dots=4, n_pixels=12, blur=1
     if noisy:
         img = img + rng.standard_normal(img.shape)
     return np.ascontiguousarray(img, dtype=np.float64)
+
+
+def make_diagnosis_net(n_diseases=600, n_findings=4000, parents_per_finding=10, prior=(0.001, 0.02),
+                       link=(0.05, 0.95), leak=(0.005, 0.01), random_state=None):
+    """A diagnosis-style bipartite noisy-OR net, the shape of QMR-DT.
+
+    Diseases (the first ``n_diseases`` units) are roots; each finding has
+    ``parents_per_finding`` diseases drawn at random without repetition.  QMR-DT has about
+    600 diseases and 4,000 findings.  The weights are stored sparse: nothing of size
+    n_units**2 is allocated.
+
+    Parameters
+    ----------
+    n_diseases, n_findings : int, default=600, 4000
+        Numbers of hidden (disease) and visible (finding) units.
+    parents_per_finding : int, default=10
+        Diseases per finding (at most ``n_diseases``).
+    prior : (float, float), default=(0.001, 0.02)
+        Range of the diseases' prior probabilities, drawn uniformly.
+    link : (float, float), default=(0.05, 0.95)
+        Range of P(finding | one parent disease on, the leak aside), drawn uniformly per edge;
+        the weight is ``-log(1 - link)``.
+    leak : (float, float), default=(0.005, 0.01)
+        Range of the findings' leak biases (P(finding | no disease) = 1 - exp(-leak)).
+    random_state : None, int or numpy.random.Generator, default=None
+        Seed of the draw.
+
+    Returns
+    -------
+    net : BeliefNet
+        Noisy-OR, ``W`` a scipy.sparse CSR matrix, the findings visible.
+
+    Examples
+    --------
+    >>> import mfengine as mf
+    >>> net = mf.datasets.make_diagnosis_net(20, 50, 3, random_state=0)
+    >>> net.n_hidden, net.n_visible, net.n_weights
+    (20, 50, 150)
+    """
+    import scipy.sparse
+
+    from mfengine._validation import check_random_state
+    from mfengine.sbn import BeliefNet
+
+    for name, v, low in (("n_diseases", n_diseases, 1), ("n_findings", n_findings, 1),
+                         ("parents_per_finding", parents_per_finding, 1)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not low <= v <= 2**31 - 1:
+            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+    if parents_per_finding > n_diseases:
+        raise ValueError(f"parents_per_finding={parents_per_finding} is more than the "
+                         f"{n_diseases} diseases")
+    for name, (a, b), hi in (("prior", prior, 1.0), ("link", link, 1.0), ("leak", leak, np.inf)):
+        if not (0 < a <= b < hi):
+            raise ValueError(f"{name} must be a range (low, high) with 0 < low <= high < {hi}, "
+                             f"got {(a, b)!r}")
+    rng = check_random_state(random_state)
+    n = n_diseases + n_findings
+    # each finding's parents: the first k of a random permutation, drawn in one sort
+    keys = rng.random((n_findings, n_diseases))
+    parents = np.argpartition(keys, parents_per_finding - 1, axis=1)[:, :parents_per_finding]
+    rows = np.repeat(np.arange(n_diseases, n), parents_per_finding)
+    w = -np.log1p(-rng.uniform(link[0], link[1], rows.size))
+    W = scipy.sparse.csr_matrix((w, (rows, parents.ravel())), shape=(n, n))
+    h = np.concatenate([-np.log1p(-rng.uniform(prior[0], prior[1], n_diseases)),
+                        rng.uniform(leak[0], leak[1], n_findings)])
+    visible = np.zeros(n, dtype=bool)
+    visible[n_diseases:] = True
+    return BeliefNet(W, h, visible, activation="noisy_or")

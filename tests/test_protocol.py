@@ -7,10 +7,12 @@ defect of the library is a strict xfail whose reason says what is wrong.
 """
 import inspect
 import json
+import os
 import pickle
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 import warnings
 
@@ -644,3 +646,38 @@ def test_impute_needs_a_mask():
     net = mf.SigmoidBeliefNet([2, 4], random_state=0)
     with pytest.raises(ValueError, match="missing"):
         net.impute(net.sample(3, random_state=0), None)
+
+
+# ----------------------------------------------------------------------------- sparse weights
+@pytest.mark.filterwarnings("ignore::mfengine.ConvergenceWarning")  # plefka11 on a few cases
+def test_sparse_weights_give_the_dense_answers():
+    import scipy.sparse
+
+    net = mf.datasets.make_diagnosis_net(12, 30, 3, random_state=0)
+    assert scipy.sparse.issparse(net.W) and net.n_weights == 90
+    dense = mf.BeliefNet(net.W.toarray(), net.h, net.visible, "noisy_or", progress=False)
+    net.set_params(progress=False)
+    X = dense.sample(40, random_state=1)
+    np.testing.assert_array_equal(net.sample(40, random_state=1), X)
+    for method in ("sjj", "plefka11"):
+        np.testing.assert_allclose(net.infer(X, method=method).bound,
+                                   dense.infer(X, method=method).bound, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(net.exact_log_likelihood(X[:, :], max_hidden=12),
+                               dense.exact_log_likelihood(X, max_hidden=12), rtol=1e-12)
+    net.set_params(max_iter=2, batch_size=20)
+    dense.set_params(max_iter=2, batch_size=20)
+    net.set_params(random_state=0).fit(X)
+    dense.set_params(random_state=0).fit(X)
+    assert scipy.sparse.issparse(net.W_)
+    np.testing.assert_allclose(net.W_.toarray(), dense.W_, atol=1e-12)
+    np.testing.assert_allclose(net.history_, dense.history_, atol=1e-12)
+    path = net.save(os.path.join(tempfile.mkdtemp(), "sparse"))
+    np.testing.assert_array_equal(mf.load(path).score_samples(X), net.score_samples(X))
+
+
+def test_sparse_net_refuses_upper_triangular_weights():
+    import scipy.sparse
+
+    W = scipy.sparse.csr_matrix(([0.5], ([0], [1])), shape=(3, 3))
+    with pytest.raises(ValueError, match="strictly lower triangular"):
+        mf.BeliefNet(W, np.zeros(3), [2]).sample(1)
