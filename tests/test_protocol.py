@@ -681,3 +681,37 @@ def test_sparse_net_refuses_upper_triangular_weights():
     W = scipy.sparse.csr_matrix(([0.5], ([0], [1])), shape=(3, 3))
     with pytest.raises(ValueError, match="strictly lower triangular"):
         mf.BeliefNet(W, np.zeros(3), [2]).sample(1)
+
+
+# ----------------------------------------------------------------------------- posterior samples
+def test_posterior_samples_follow_the_mean_field_posterior():
+    net = mf.SigmoidBeliefNet([3, 6, 10], random_state=0, progress=False)
+    X = net.sample(5, random_state=1)
+    r = net.infer(X)
+    layers = net.sample_posterior(X, n_samples=4000, random_state=2)
+    assert [a.shape for a in layers] == [(4000, 5, n) for n in (3, 6, 10)]
+    np.testing.assert_array_equal(layers[-1], np.broadcast_to(X, layers[-1].shape))
+    for a, m in zip(layers[:-1], r.mu[:-1]):
+        se = np.sqrt(m * (1 - m) / 4000) + 1e-12
+        assert np.all(np.abs(a.mean(axis=0) - m) < 5 * se + 1e-9)
+    again = net.sample_posterior(X, n_samples=3, random_state=2)
+    np.testing.assert_array_equal(again[0], net.sample_posterior(X, 3, random_state=2)[0])
+
+    dag = net.to_dag().set_params(progress=False)
+    S = dag.sample_posterior(X, n_samples=2000, random_state=3)
+    mu = dag.infer(X).mu
+    assert S.shape == (2000, 5, 19)
+    np.testing.assert_array_equal(S[:, :, dag.visible_], np.broadcast_to(X, (2000, 5, 10)))
+    se = np.sqrt(mu * (1 - mu) / 2000) + 1e-12
+    assert np.all(np.abs(S.mean(axis=0) - mu) < 5 * se + 1e-9)
+
+    g = mf.NLGBN([2, 5], units=["linear", "linear"], random_state=0, progress=False)
+    Xg = g.sample(4, random_state=1)
+    rg = g.infer(Xg)
+    draws = g.sample_posterior(Xg, n_samples=20000, random_state=4)
+    assert [d.shape for d in draws] == [(20000, 4, 2), (20000, 4, 5)]
+    np.testing.assert_allclose(draws[0].mean(axis=0), rg.mu[0], atol=6 * rg.sigma[0].max() / np.sqrt(20000))
+    np.testing.assert_allclose(draws[0].std(axis=0), rg.sigma[0], rtol=0.03)
+    np.testing.assert_array_equal(draws[1], np.broadcast_to(Xg, draws[1].shape))
+    with pytest.raises(ValueError, match="n_samples"):
+        g.sample_posterior(Xg, n_samples=-1)

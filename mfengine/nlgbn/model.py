@@ -787,6 +787,38 @@ class NLGBN(PersistMixin, BaseEstimator):
         res.sigma = [sig[:, offs[l]:offs[l + 1]] for l in range(L - 1)] + [np.zeros_like(X)]
         return res
 
+    def sample_posterior(self, X, n_samples=1, random_state=None):
+        """Draw hidden pre-activations from the variational posterior of each pattern.
+
+        q is a product of Gaussians N(mu, sigma**2) over the hidden units' pre-activations;
+        the visible layer keeps the data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_patterns, sizes[-1])
+            The visible units' values.
+        n_samples : int, default=1
+            Draws per pattern.
+        random_state : None, int or numpy.random.Generator, default=None
+            Seed of the draws.
+
+        Returns
+        -------
+        layers : list of ndarray
+            One (n_samples, n_patterns, sizes[l]) array per layer, top first: draws of the
+            pre-activations (apply each unit's nonlinearity for its output); the last layer
+            is the data, repeated.
+        """
+        from mfengine._validation import check_random_state
+
+        if (isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral)
+                or not 0 <= n_samples <= 2**31 - 1):
+            raise ValueError(f"n_samples must be an integer in [0, 2**31 - 1], got {n_samples!r}")
+        rng = check_random_state(random_state)
+        r = self.infer(X)
+        return [m[None] + s[None] * rng.standard_normal((n_samples,) + m.shape)
+                for m, s in zip(r.mu, r.sigma)]
+
     def score_samples(self, X):
         """The variational lower bound on ``ln p(x)`` of each pattern, in nats.
 

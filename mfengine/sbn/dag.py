@@ -294,6 +294,35 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
                     progress)
         return report(r, f"{type(self).__name__}.infer(method={method!r})")
 
+    def sample_posterior(self, X, n_samples=1, missing=None, *, method=None, random_state=None):
+        """Draw unit states from the mean-field posterior of each item.
+
+        Q is factorised: each free unit is on with probability its mean; clamped units keep
+        their data.
+
+        Parameters
+        ----------
+        X : array_like
+            Binary data (see ``infer``).
+        n_samples : int, default=1
+            Draws per item.
+        missing : array_like of bool, optional
+            Missing visible entries (BeliefNet only), drawn like hidden units.
+        method : {"sjj", "plefka11", "plefka12", "plefka22"}, optional
+            The mean-field method; default the model's ``method``.
+        random_state : None, int or numpy.random.Generator, default=None
+            Seed of the draws.
+
+        Returns
+        -------
+        S : ndarray of shape (n_samples,) + infer(X).mu.shape
+            States 0.0/1.0 of every unit.
+        """
+        n_samples = check_int(n_samples, "n_samples", 0)
+        rng = check_random_state(random_state)
+        mu = self.infer(X, missing, method=method).mu
+        return (rng.random((n_samples,) + mu.shape) < mu).astype(np.float64)
+
     def score_samples(self, X, missing=None):
         """The objective of each pattern at its mean-field solution, in nats.
 

@@ -446,6 +446,35 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             r.xi = [np.ascontiguousarray(a) for a in np.split(r.xi, splits, axis=1)]
         return r
 
+    def sample_posterior(self, X, n_samples=1, missing=None, *, method=None, random_state=None):
+        """Draw hidden states from the mean-field posterior of each pattern.
+
+        Q is factorised: each unit is on with probability its mean ``mu``.  Visible units keep
+        their data; a missing visible entry is drawn from its predictive probability.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_patterns, n_visible)
+            Binary data.
+        n_samples : int, default=1
+            Draws per pattern.
+        missing : array_like of bool, optional
+            Missing visible entries (drawn, not kept).
+        method : str, optional
+            The mean-field method; default the net's ``method``.
+        random_state : None, int or numpy.random.Generator, default=None
+            Seed of the draws.
+
+        Returns
+        -------
+        layers : list of ndarray
+            One (n_samples, n_patterns, sizes[l]) array of 0.0/1.0 per layer, top first.
+        """
+        n_samples = _check_n_samples(n_samples)
+        rng = check_random_state(random_state)
+        r = self.infer(X, missing, method=method)
+        return [(rng.random((n_samples,) + m.shape) < m).astype(np.float64) for m in r.mu]
+
     def score_samples(self, X, missing=None):
         """The bound on ln P(x) of each pattern at its mean-field solution, in nats.
 
