@@ -263,6 +263,9 @@ def load(path):
             raise ValueError(f"{path!s} is not a readable mfengine model file: {exc}") from exc
     if not isinstance(header, dict):
         raise ValueError(f"{path!s} is not an mfengine model file (its header is not a record)")
+    for key, arr in arrays.items():     # NaN is never a valid parameter: the file is damaged
+        if arr.dtype.kind == "f" and np.isnan(arr).any():
+            raise ValueError(f"the file {path!s} is damaged: its entry {key} holds NaN")
     version = header.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION:
         raise ValueError(

@@ -168,7 +168,7 @@ def _check_known_labels(y, classes, name="y"):
     if unseen.size:
         raise ValueError(
             f"{name} contains labels not seen during fit: {unseen.tolist()[:10]}; "
-            f"known classes: {classes.tolist()}"
+            f"known classes (classes_): {classes.tolist()}"
         )
 
 
@@ -737,4 +737,7 @@ def _accuracy(clf, X, y, sample_weight, missing):
     if y.shape != pred.shape:
         raise ValueError(f"y must have shape {pred.shape}, one label per pattern, got {y.shape}")
     _check_known_labels(y, clf.classes_)
-    return float(accuracy_score(y, pred, sample_weight=sample_weight))
+    try:
+        return float(accuracy_score(y, pred, sample_weight=sample_weight))
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"y (or sample_weight): {exc}") from exc

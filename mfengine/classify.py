@@ -385,7 +385,11 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)  # one warning for all classes
             for c in range(n_classes):
-                r = self._net(c).infer(X, miss)
+                try:
+                    r = self._net(c).infer(X, miss)
+                except ValueError as exc:
+                    raise ValueError(f"net_weights_[{c}] / net_biases_[{c}] (the net of class "
+                                     f"{self.classes_[c]!r}): {exc}") from exc
                 out[:, c], converged[:, c] = r.bound, r.converged
         bad = ~np.all(np.isfinite(out), axis=0)
         if np.any(bad):

@@ -265,6 +265,16 @@ class _Network:
             if getattr(b, "ndim", None) != 1:
                 raise ValueError(f"biases_[{l}] must be 1-D, got shape {np.shape(b)}")
             B.append(_param_array(b, f"biases_[{l}]", None))
+        if isinstance(units, tuple) and all(isinstance(u, tuple) for u in units):
+            # units_ holds one name per unit: the layer sizes the biases must have
+            want = tuple(len(u) for u in units)
+            if len(B) != len(want):
+                raise ValueError(f"biases_ and units_ disagree: units_ has {len(want)} layers, "
+                                 f"biases_ holds {len(B)} vectors (one per layer)")
+            for l, (b, n) in enumerate(zip(B, want)):
+                if b.shape != (n,):
+                    raise ValueError(f"biases_[{l}] has shape {b.shape} but units_[{l}] names "
+                                     f"{n} units")
         sizes = tuple(b.shape[0] for b in B)
         if any(n < 1 for n in sizes):
             raise ValueError(f"every layer needs at least one unit; biases_ gives sizes {sizes}")
