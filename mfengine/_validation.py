@@ -173,7 +173,7 @@ def sizes_from_biases(biases):
     sizes = []
     for l, b in enumerate(biases):
         b = np.asarray(b)
-        if b.ndim != 1:
-            raise ValueError(f"biases[{l}] must be 1-D, got shape {b.shape}")
+        if b.ndim != 1 or b.shape[0] < 1:
+            raise ValueError(f"biases[{l}] must be 1-D with at least one unit, got shape {b.shape}")
         sizes.append(b.shape[0])
     return check_sizes(sizes)

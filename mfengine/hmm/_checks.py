@@ -78,7 +78,7 @@ def check_real(value, name, allow_none=False):
     """
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) \
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(float(value)) \
             or value < 0:
         none = " or None" if allow_none else ""
         raise ValueError(f"{name} must be a finite number >= 0{none}, got {value!r}")

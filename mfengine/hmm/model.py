@@ -639,10 +639,16 @@ class ContextHMM(PersistMixin, BaseEstimator):
             The hidden states.
         """
         T = check_int(n_samples, "n_samples", 1)
+        if T > 2**31 - 1:
+            raise ValueError(f"n_samples must be at most 2**31 - 1 time steps, got {T}")
         sp, A, U, V, W = self._params()
         rng = check_random_state(self.random_state if random_state is None else random_state)
         n = int(self.n_states)
-        states = np.empty(T, dtype=np.intp)
+        try:
+            states = np.empty(T, dtype=np.intp)
+            np.empty((T, U.shape[1]))     # the output too must fit, before the long loop
+        except MemoryError as exc:
+            raise MemoryError(f"n_samples={T} time steps do not fit in memory: {exc}") from exc
         states[0] = rng.choice(n, p=sp)
         cum = np.cumsum(A, axis=1)
         u = rng.random(T)

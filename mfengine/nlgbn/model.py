@@ -129,7 +129,7 @@ def _check_float(value, name, min_val, *, include_min=True, max_val=None):
         raise TypeError(f"{name} must be a real number, got {value!r}")
     value = float(value)
     low_ok = value >= min_val if include_min else value > min_val
-    if not (np.isfinite(value) and low_ok and (max_val is None or value <= max_val)):
+    if not (np.isfinite(float(value)) and low_ok and (max_val is None or value <= max_val)):
         bound = f"{'>=' if include_min else '>'} {min_val:g}"
         top = "" if max_val is None else f" and <= {max_val:g}"
         raise ValueError(f"{name} must be a finite number {bound}{top}, got {value!r}")

@@ -29,7 +29,7 @@ def check_tol(value, name, allow_none=False):
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a number, not a bool: got {value!r}")
     value = check_scalar(value, name, numbers.Real, min_val=0.0, include_boundaries="neither")
-    if not np.isfinite(value):
+    if not np.isfinite(float(value)):
         raise ValueError(f"{name} must be finite, got {value!r}")
     return float(value)
 

@@ -46,6 +46,14 @@ def check_solve_args(method, tol, max_iter, inner_tol, names=("tol", "max_iter")
     return method, float(tol), int(max_iter), None if inner_tol is None else float(inner_tol)
 
 
+def _as_means(init_mu):
+    """``init_mu`` as a float64 array, with an error that names it."""
+    try:
+        return np.asarray(init_mu, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise type(exc)(f"init_mu must be an array of means in [0, 1]: {exc}") from exc
+
+
 def _threads(n_threads, n):
     # At least 16 patterns per thread: waking threads for a tiny batch costs more than it
     # saves.  The answer does not depend on it.
@@ -92,7 +100,7 @@ def run_gaussian(net, V, miss, init_mu, tol, max_iter, inner_tol, n_threads, pro
     gtol = inner_tol_for(tol) if inner_tol is None else inner_tol
     n = V.shape[0]
     if init_mu is not None:
-        init_mu = np.asarray(init_mu, dtype=np.float64)
+        init_mu = _as_means(init_mu)
         if init_mu.shape != (n, net.n_hidden):
             raise ValueError(f"init_mu must have shape {(n, net.n_hidden)} (hidden layers "
                              f"concatenated), got {init_mu.shape}")
@@ -164,7 +172,7 @@ def run_dag(model, V, missing, method, tol, max_iter, inner_tol, n_threads, init
     mu0 = None
     if init_mu is not None:
         hid = ~batch.visible_
-        init_mu = np.asarray(init_mu, dtype=np.float64)
+        init_mu = _as_means(init_mu)
         if init_mu.shape != (n, int(hid.sum())):
             raise ValueError(f"init_mu must have shape {(n, int(hid.sum()))} (the hidden units in "
                              f"order), got {init_mu.shape}")
