@@ -259,14 +259,14 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
         _check_int(self.infer_max_iter, "infer_max_iter", 1)
         warm = _check_flag(self.warm_start, "warm_start") and hasattr(self, "net_weights_")
         _check_flag(self.progress, "progress")
-        previous = (self.classes_, self.n_features_in_) if warm else None
+        previous = (np.asarray(self.classes_), self.n_features_in_) if warm else None
         X, y = _validate_array(self, X, y=y, reset=True)
         classes, y_idx, counts = _check_targets(y)
         X, _ = _check_binary_values(X)
         if warm and (previous[1] != X.shape[1] or not np.array_equal(previous[0], classes)):
             self.classes_, self.n_features_in_ = previous
             raise ValueError(
-                f"warm_start=True continues the nets of classes {previous[0].tolist()} on "
+                f"warm_start=True continues the nets of classes {previous[0].tolist()} (classes_) on "
                 f"{previous[1]} pixels, but X, y hold classes {classes.tolist()} on "
                 f"{X.shape[1]} pixels; set warm_start=False to train afresh"
             )

@@ -481,7 +481,7 @@ def test_bad_input_raises_clear_errors():
         bad.score(X)
     bad = random_hmm(n=3, context="right", seed=0)
     bad.means_ = np.zeros((2, 2))
-    with pytest.raises(ValueError, match=r"means_ must have shape \(3, 2\)"):
+    with pytest.raises(ValueError, match=r"means_ must have shape \(n_states, n_features\) = \(3, 2\)"):
         bad.score(X)
     bad = random_hmm(n=3, context="right", seed=0)
     bad.left_means_ = np.ones((3, 2))

@@ -324,7 +324,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
             raise TypeError(f"{name} must be numeric, got dtype {A.dtype}")
         A = np.ascontiguousarray(A, dtype=np.float64)
         if A.shape != shape:
-            raise ValueError(f"{name} must have shape {shape}, got {A.shape}")
+            raise ValueError(f"{name} must have shape {shape} (n_states = {shape[0]}), got {A.shape}")
         if not np.all(np.isfinite(A)) or np.any(A < 0) or np.any(np.abs(A.sum(-1) - 1.0) > 1e-8):
             what = "rows must be probability vectors" if rows else "must be a probability vector"
             raise ValueError(f"{name} {what} (non-negative, summing to 1)")
@@ -349,7 +349,8 @@ class ContextHMM(PersistMixin, BaseEstimator):
                 raise TypeError(f"{name} must be numeric, got dtype {M.dtype}")
             M = np.ascontiguousarray(M, dtype=np.float64)
             if M.shape != (n, D):
-                raise ValueError(f"{name} must have shape ({n}, {D}), got {M.shape}")
+                raise ValueError(f"{name} must have shape (n_states, n_features) = ({n}, {D}), "
+                                 f"got {M.shape}")
             if not np.all(np.isfinite(M)):
                 raise ValueError(f"{name} contains NaN or infinite values")
             if not present and np.any(M != 0):

@@ -786,7 +786,11 @@ class BeliefNetBatch(_DagModel):
         return self._params().W_.shape[0]
 
     def __getitem__(self, k):
+        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
+            raise TypeError(f"a BeliefNetBatch is indexed by a net number k (an int), got {k!r}")
         self._params()
+        if not -self.W_.shape[0] <= k < self.W_.shape[0]:
+            raise IndexError(f"net index k={k} is out of range for {self.W_.shape[0]} nets")
         return BeliefNet(self.W_[k], self.h_[k], self.visible_, self.activation)
 
     @property

@@ -88,8 +88,15 @@ def fit_dag(net, X, missing=None):
                 net_of = np.zeros(idx.size, dtype=np.intp)
                 init_xi = None if xi_state is None else xi_state[idx]
                 batch.h_ = h
-                bound, mu, xi, _, conv = solve_items(batch, w, clamp[idx], net_of, method, itol,
-                                                     imax, nt, mu_state[idx], None, init_xi)
+                try:
+                    bound, mu, xi, _, conv = solve_items(batch, w, clamp[idx], net_of, method,
+                                                         itol, imax, nt, mu_state[idx], None,
+                                                         init_xi)
+                except OverflowError as exc:
+                    raise OverflowError(
+                        f"fit(method={method!r}) stopped in epoch {epoch}: the weights learned so "
+                        f"far leave the range of the objective (learning_rate={lr}); lower "
+                        f"learning_rate or use method='sjj'. {exc}") from exc
                 converged.append(np.asarray(conv, dtype=bool))
                 mu_state[idx] = mu
                 if xi is not None:
