@@ -92,11 +92,13 @@ def fit_dag(net, X, missing=None):
                     bound, mu, xi, _, conv = solve_items(batch, w, clamp[idx], net_of, method,
                                                          itol, imax, nt, mu_state[idx], None,
                                                          init_xi)
+                    gw, gh = objective_gradient(batch, w, h, clamp[idx], net_of, method, mu, xi)
                 except OverflowError as exc:
                     raise OverflowError(
-                        f"fit(method={method!r}) stopped in epoch {epoch}: the weights learned so "
-                        f"far leave the range of the objective (learning_rate={lr}); lower "
-                        f"learning_rate or use method='sjj'. {exc}") from exc
+                        f"fit(method={method!r}) stopped in epoch {epoch}: the weights W (given, "
+                        f"or learned so far with learning_rate={lr}) leave the range of the "
+                        f"objective; use smaller weights, a lower learning_rate or "
+                        f"method='sjj'. {exc}") from exc
                 converged.append(np.asarray(conv, dtype=bool))
                 mu_state[idx] = mu
                 if xi is not None:
@@ -109,7 +111,6 @@ def fit_dag(net, X, missing=None):
                             xi_state[:] = 0.5
                     xi_state[idx] = xi
                 total += bound.sum()
-                gw, gh = objective_gradient(batch, w, h, clamp[idx], net_of, method, mu, xi)
                 step = lr / idx.size
                 w[0] += step * gw.sum(axis=0)
                 h[0] += step * gh.sum(axis=0)
