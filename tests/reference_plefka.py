@@ -79,7 +79,7 @@ def second_term_closed(W, h, clamp, u, activation):
 
 
 def objective(W, h, clamp, u, order, activation):
-    """G_order of one item (DESIGN §5; entropy terms of clamped units vanish)."""
+    """G_order of one item (Bhattacharyya & Keerthi, eqs. 42-51; entropy terms of clamped units vanish)."""
     free, uu = _means(clamp, u)
     v = uu * (1.0 - uu)
     M = h + W @ uu

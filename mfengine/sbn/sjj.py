@@ -2,7 +2,7 @@
 
 Low-level entry points over a ``DagStructure`` and batches of nets sharing it; ``mf.infer``
 (method "sjj") and the belief nets' ``fit`` call these.  For sigmoid units the bound is
-(DESIGN section 4)::
+(Saul, Jaakkola & Jordan 1996)::
 
     L = sum_{free i} H(mu_i) + sum_i [ (mu_i - xi_i) <z_i> - ln(<e^{-xi_i z_i}> + <e^{(1-xi_i) z_i}>) ]
 
