@@ -479,7 +479,89 @@ class BernoulliMixture(PersistMixin, DensityMixin, BaseEstimator):
         return (rng.random((n, self.n_features_in_)) < means[comp]).astype(np.float64)
 
 
-class MixtureClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
+class _GenerativeClassifierMixin(ClassifierMixin):
+    """Prediction for classifiers built from one generative model per class.
+
+    A subclass provides ``_joint(X, missing)``: the (n_samples, n_classes) array of each
+    class's log-likelihood (or its bound) plus its log prior; the class probabilities are its
+    softmax over classes.
+    """
+
+    def predict_log_proba(self, X, missing=None):
+        """Log posterior class probabilities, computed stably in log space.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Binary patterns.
+        missing : array-like of bool, optional
+            Pixels to sum out (marginalised by each class's model).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            The log-probabilities ln P(class | x), columns in the order of ``classes_``.
+        """
+        return _normalise_log(self._joint(X, missing))
+
+    def predict_proba(self, X, missing=None):
+        """Posterior class probabilities: the softmax over classes of log-likelihood + log prior.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Binary patterns.
+        missing : array-like of bool, optional
+            Pixels to sum out (marginalised by each class's model).
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes)
+            P(class | x); rows sum to 1.
+        """
+        return np.exp(self.predict_log_proba(X, missing=missing))
+
+    def predict(self, X, missing=None):
+        """The most probable class of each pattern.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Binary patterns.
+        missing : array-like of bool, optional
+            Pixels to sum out (marginalised by each class's model).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Labels from ``classes_``.
+        """
+        joint = self._joint(X, missing)      # checks that the model is fitted first
+        return self.classes_[np.argmax(joint, axis=1)]
+
+    def score(self, X, y, sample_weight=None, *, missing=None):
+        """Classification accuracy.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Binary patterns (at least one).
+        y : array-like of shape (n_samples,)
+            True labels; labels not seen during ``fit`` raise ValueError.
+        sample_weight : array-like of shape (n_samples,), optional
+            Weights of the patterns in the mean.
+        missing : array-like of bool, optional
+            Pixels to sum out (marginalised by each class's model).
+
+        Returns
+        -------
+        float
+            The (weighted) fraction of patterns labelled correctly.
+        """
+        return _accuracy(self, X, y, sample_weight, missing)
+
+
+class MixtureClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimator):
     """One Bernoulli mixture per class; label = argmax of log-likelihood + log prior.
 
     Parameters
@@ -652,79 +734,6 @@ class MixtureClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
     def _joint(self, X, missing):
         ll = self.class_log_likelihoods(X, missing=missing)
         return ll + _check_class_log_prior(self)
-
-    def predict_log_proba(self, X, missing=None):
-        """Log posterior class probabilities.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Binary patterns.
-        missing : array-like of bool, optional
-            Pixels to sum out (see ``class_log_likelihoods``).
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-            The log-probabilities ln P(class | x), columns in the order of ``classes_``.
-        """
-        return _normalise_log(self._joint(X, missing))
-
-    def predict_proba(self, X, missing=None):
-        """Posterior class probabilities.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Binary patterns.
-        missing : array-like of bool, optional
-            Pixels to sum out (see ``class_log_likelihoods``).
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-            P(class | x); rows sum to 1.
-        """
-        return np.exp(self.predict_log_proba(X, missing=missing))
-
-    def predict(self, X, missing=None):
-        """Most probable class of each pattern.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Binary patterns.
-        missing : array-like of bool, optional
-            Pixels to sum out (see ``class_log_likelihoods``).
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-            Labels from ``classes_``.
-        """
-        joint = self._joint(X, missing)
-        return self.classes_[np.argmax(joint, axis=1)]
-
-    def score(self, X, y, sample_weight=None, *, missing=None):
-        """Classification accuracy.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Binary patterns.
-        y : array-like of shape (n_samples,)
-            True labels; labels not seen during ``fit`` raise ValueError.
-        sample_weight : array-like of shape (n_samples,), optional
-            Weights of the patterns in the mean.
-        missing : array-like of bool, optional
-            Pixels to sum out (see ``class_log_likelihoods``).
-
-        Returns
-        -------
-        float
-            The (weighted) fraction of patterns labelled correctly.
-        """
-        return _accuracy(self, X, y, sample_weight, missing)
 
 
 def _accuracy(clf, X, y, sample_weight, missing):

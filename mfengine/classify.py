@@ -9,14 +9,14 @@ import numbers
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from mfengine._base import ConvergenceWarning, PersistMixin, warn_unconverged
 from mfengine._validation import check_random_state, effective_n_threads
 from mfengine.baselines import (
     _MAX_ITER_LIMIT,
-    _accuracy,
+    _GenerativeClassifierMixin,
     _binary_input_tags,
     _check_binary_values,
     _check_flag,
@@ -24,7 +24,6 @@ from mfengine.baselines import (
     _check_int,
     _check_real,
     _check_targets,
-    _normalise_log,
     _validate_array,
     _validate_binary,
 )
@@ -32,7 +31,7 @@ from mfengine.baselines import (
 __all__ = ["GenerativeClassifier", "default_schedule"]
 
 
-class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
+class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimator):
     """Classify binary patterns with one ``SigmoidBeliefNet`` per class.
 
     Each net has layer sizes ``hidden + (n_features,)`` and is trained by ``SigmoidBeliefNet.fit``
@@ -405,79 +404,6 @@ class GenerativeClassifier(PersistMixin, ClassifierMixin, BaseEstimator):
     def _joint(self, X, missing):
         bounds = self.class_bounds(X, missing=missing)
         return bounds + _check_class_log_prior(self)
-
-    def predict_log_proba(self, X, missing=None):
-        """Log of ``predict_proba``, computed stably in log space.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Binary patterns.
-        missing : array-like of bool, optional
-            Pixels to marginalise (see ``class_bounds``).
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-            Log class probabilities, columns in the order of ``classes_``.
-        """
-        return _normalise_log(self._joint(X, missing))
-
-    def predict_proba(self, X, missing=None):
-        """Class probabilities from the bounds: softmax over classes of bound + log prior.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Binary patterns.
-        missing : array-like of bool, optional
-            Pixels to marginalise (see ``class_bounds``).
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_classes)
-            Rows sum to 1.
-        """
-        return np.exp(self.predict_log_proba(X, missing=missing))
-
-    def predict(self, X, missing=None):
-        """The class with the largest bound + log prior, for each pattern.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Binary patterns.
-        missing : array-like of bool, optional
-            Pixels to marginalise (see ``class_bounds``).
-
-        Returns
-        -------
-        ndarray of shape (n_samples,)
-            Labels from ``classes_``.
-        """
-        joint = self._joint(X, missing)
-        return self.classes_[np.argmax(joint, axis=1)]
-
-    def score(self, X, y, sample_weight=None, *, missing=None):
-        """Classification accuracy.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Binary patterns (at least one).
-        y : array-like of shape (n_samples,)
-            True labels; labels not seen during ``fit`` raise ValueError.
-        sample_weight : array-like of shape (n_samples,), optional
-            Weights of the patterns in the mean.
-        missing : array-like of bool, optional
-            Pixels to marginalise (see ``class_bounds``).
-
-        Returns
-        -------
-        float
-            The (weighted) fraction of patterns labelled correctly.
-        """
-        return _accuracy(self, X, y, sample_weight, missing)
 
 
 def default_schedule(max_iter):
