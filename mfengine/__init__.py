@@ -26,7 +26,7 @@ except ImportError as exc:  # pragma: no cover - exercised only on an unbuilt so
         "importing it from an unbuilt source tree."
     ) from exc
 
-from mfengine._base import ConvergenceWarning, InferenceResult, load
+from mfengine._base import ConvergenceWarning, InferenceResult, LogLikelihoodEstimate, load
 from mfengine._config import get_config, get_include, show_config
 from mfengine.inference import gradient, infer
 from mfengine.sbn import BeliefNet, BeliefNetBatch, BeliefNetResult, SigmoidBeliefNet
@@ -52,6 +52,7 @@ __all__ = [
     "BernoulliMixture",
     "MixtureClassifier",
     "InferenceResult",
+    "LogLikelihoodEstimate",
     "BeliefNetResult",
     "ConvergenceWarning",
     "infer",

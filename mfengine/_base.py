@@ -184,6 +184,53 @@ def _fitted_state(model):
             if k.endswith("_") and not k.startswith("_") and not k.endswith("__")}
 
 
+@dataclass(repr=False)
+class LogLikelihoodEstimate:
+    """A sampled estimate of ln P(x) per pattern, with its standard error.
+
+    Returned by ``log_likelihood(X, ...)`` of the latent-variable families; their
+    ``score_samples(X, method="importance", ...)`` returns ``estimate`` alone.
+
+    Parameters
+    ----------
+    estimate : ndarray of shape (n_patterns,)
+        The estimate of ln P(x) per pattern, in nats: the log of the average importance weight.
+    stderr : ndarray of shape (n_patterns,)
+        Its standard error (delta method on the log of the mean weight).
+    bound : ndarray of shape (n_patterns,)
+        The mean-field objective of the proposal, for comparison (nan where none is computed).
+    n_samples : int
+        Samples drawn per pattern.
+    ess : ndarray of shape (n_patterns,)
+        Effective sample size of the weights per pattern, (sum w)^2 / sum w^2.
+    method : str
+        ``"importance"`` or ``"ais"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import mfengine as mf
+    >>> est = mf.LogLikelihoodEstimate(np.array([-3.0]), np.array([0.01]), np.array([-3.2]),
+    ...                                100, np.array([80.0]), "importance")
+    >>> est
+    LogLikelihoodEstimate(method='importance', n=1, n_samples=100, mean=-3, mean_stderr=0.01)
+    """
+
+    estimate: np.ndarray
+    stderr: np.ndarray
+    bound: np.ndarray
+    n_samples: int
+    ess: np.ndarray
+    method: str = "importance"
+
+    def __repr__(self):
+        n = int(np.size(self.estimate))
+        mean = float(np.mean(self.estimate)) if n else float("nan")
+        se = float(np.sqrt(np.sum(np.square(self.stderr)))) / n if n else float("nan")
+        return (f"{type(self).__name__}(method={self.method!r}, n={n}, "
+                f"n_samples={self.n_samples}, mean={mean:.6g}, mean_stderr={se:.3g})")
+
+
 class PersistMixin:
     """``save(path)``: the model in a portable, versioned ``.npz`` file, read by ``mf.load``.
 
