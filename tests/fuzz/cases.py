@@ -764,7 +764,9 @@ def clf_case(draw):
         if "np.full((0," in edit:
             valid = False
         if entry in ("fit", "score"):
-            edit += "\ny = y[:len(X)] if hasattr(X, '__len__') and not isinstance(X, str) else y"
+            # keep y as long as X, with both classes, so that the error is about X
+            edit += ("\ny = (np.resize(np.unique(y), len(X)) if hasattr(X, '__len__') "
+                     "and not isinstance(X, str) and len(X) != len(y) else y)")
     elif what == "labels":
         v = draw(st.sampled_from(["y.astype(float) + 0.5", "np.zeros(16)", "y[:-1]",
                                   "np.full(16, np.nan)", "y[:, None]", "y.astype(str)",
