@@ -1,0 +1,182 @@
+"""Kernel: importance-sampled ln P(clamped units) for DAG belief nets (sigmoid or noisy-OR).
+
+Called only from ``mfengine.sbn._sampling_ll`` (through ``log_likelihood`` of the models),
+which validates every input; the entry point still checks every size and index it reads and
+returns ``MF_EBADARG`` (``mf_status.h``) instead of trusting its caller.
+
+For item p (a net ``net_of[p]`` and a row ``clamp[p]`` holding the clamped units' values and
+NaN at the free ones) the proposal is the defensive mixture
+
+    r(s) = (1 - a) prod_{free i} Bern(s_i; q_i) + a prod_{free i} P(s_i | parents)
+
+of the factorised mean-field posterior q (means clipped to [eps, 1 - eps]) and the prior
+(ancestral sampling of the free units with the clamped ones held at their values; Hesterberg's
+defensive importance sampling).  Each weight P(s, v) / r(s) is at most 1 / a, so its variance
+is finite whatever q is.  One draw costs O(n_units + edges from units that are on): unit
+states are decided in topological order and each unit that turns on adds its weights to its
+children's inputs.
+
+Per item, with log-weights l_k (k < K): the estimate is ln((1/K) sum_k e^{l_k}), its standard
+error by the delta method sd(w) / (sqrt(K) mean(w)), and the effective sample size
+(sum w)^2 / sum w^2.  Where every weight is 0 (a noisy-OR pattern of probability 0) the
+estimate is -inf, the standard error +inf and the ESS 0.
+
+Random numbers: each item has its own stream, a splitmix64 sequence started from a hash of
+(seed, item_offset + p), so the answer does not depend on the number of threads nor on how
+the items are split between calls.
+"""
+import numpy as np
+
+from cython.parallel cimport prange, parallel
+from libc.math cimport log, log1p, exp, expm1, sqrt, INFINITY
+from libc.stdlib cimport malloc, free
+from libc.stdint cimport uint64_t
+from mfengine._typedefs cimport intp_t, uint8_t, int8_t
+from mfengine.sbn._dag cimport (Dag, check_dag, check_items, MF_OK, MF_EBADARG, MF_ENOMEM)
+
+cdef extern from "mf_numerics.h" nogil:
+    double mf_log1pexp(double x)
+    double mf_sigmoid(double x)
+    double mf_logaddexp(double a, double b)
+    double mf_log1mexp(double x)
+
+
+cdef inline uint64_t mix64(uint64_t z) noexcept nogil:
+    """splitmix64's finaliser (a bijection of 64-bit words)."""
+    z = (z ^ (z >> 30)) * <uint64_t> 0xBF58476D1CE4E5B9ULL
+    z = (z ^ (z >> 27)) * <uint64_t> 0x94D049BB133111EBULL
+    return z ^ (z >> 31)
+
+
+cdef inline double uniform(uint64_t *state) noexcept nogil:
+    """The next double of a splitmix64 stream, uniform on [0, 1) (53 bits)."""
+    state[0] += <uint64_t> 0x9E3779B97F4A7C15ULL
+    return <double> (mix64(state[0]) >> 11) * (1.0 / 9007199254740992.0)
+
+
+cdef inline double log_f(double z, bint on, bint noisy_or) noexcept nogil:
+    """ln P(unit = on | input z): sigmoid, or noisy-OR f(z) = 1 - e^{-z} (z >= 0)."""
+    if noisy_or:
+        return mf_log1mexp(z) if on else -z
+    return -mf_log1pexp(-z) if on else -mf_log1pexp(z)
+
+
+cdef void estimate_item(const Dag *g, const double *w, const double *h, const double *clamp,
+                        const double *q, Py_ssize_t K, double mix, double eps, uint64_t seed,
+                        bint noisy_or, double *work, double *est, double *se,
+                        double *ess) noexcept nogil:
+    cdef Py_ssize_t n = g.n, i, k, e, j
+    cdef double *z = work
+    cdef double *lq1 = work + n          # ln q_i and ln(1 - q_i) of the clipped means
+    cdef double *lq0 = work + 2 * n
+    cdef double *lw = work + 3 * n
+    cdef double c, qi, lp, lprior, lmf, l, u, pon, m, s1, s2, mean, var, t
+    cdef double la = log(mix) if mix > 0.0 else -INFINITY
+    cdef double l1a = log1p(-mix) if mix < 1.0 else -INFINITY
+    cdef bint prior, on
+    cdef uint64_t state = mix64(seed)
+    for i in range(n):
+        c = clamp[i]
+        if not (c == c):
+            qi = q[i]
+            if qi < eps:
+                qi = eps
+            if qi > 1.0 - eps:
+                qi = 1.0 - eps
+            lq1[i] = log(qi)
+            lq0[i] = log1p(-qi)
+    for k in range(K):
+        prior = uniform(&state) < mix
+        for i in range(n):
+            z[i] = h[i]
+        lp = 0.0
+        lprior = 0.0
+        lmf = 0.0
+        for i in range(n):
+            c = clamp[i]
+            if c == c:
+                on = c > 0.5
+                lp = lp + log_f(z[i], on, noisy_or)
+            else:
+                u = uniform(&state)
+                if prior:
+                    if noisy_or:
+                        pon = -expm1(-z[i])
+                    else:
+                        pon = mf_sigmoid(z[i])
+                    on = u < pon
+                else:
+                    on = u < exp(lq1[i])
+                l = log_f(z[i], on, noisy_or)
+                lp = lp + l
+                lprior = lprior + l
+                lmf = lmf + (lq1[i] if on else lq0[i])
+            if on:
+                for e in range(g.ch_ptr[i], g.ch_ptr[i + 1]):
+                    z[g.ch_idx[e]] += w[g.ch_w[e]]
+        lw[k] = lp - mf_logaddexp(l1a + lmf, la + lprior)
+    m = -INFINITY
+    for k in range(K):
+        if lw[k] > m:
+            m = lw[k]
+    if not (m > -INFINITY):
+        est[0] = -INFINITY
+        se[0] = INFINITY
+        ess[0] = 0.0
+        return
+    s1 = 0.0
+    s2 = 0.0
+    for k in range(K):
+        t = exp(lw[k] - m)
+        s1 = s1 + t
+        s2 = s2 + t * t
+    mean = s1 / K
+    var = (s2 / K - mean * mean) * K / (K - 1.0)
+    if var < 0.0:
+        var = 0.0
+    est[0] = m + log(mean)
+    se[0] = sqrt(var / K) / mean
+    ess[0] = s1 * s1 / s2
+
+
+def estimate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1] ch_ptr,
+             const intp_t[::1] ch_idx, const intp_t[::1] ch_w, const double[:, ::1] w,
+             const double[:, ::1] h, const intp_t[::1] net_of, const double[:, ::1] clamp,
+             const double[:, ::1] q, Py_ssize_t n_samples, double mix, double eps,
+             uint64_t seed, uint64_t item_offset, double[::1] est, double[::1] se,
+             double[::1] ess, int8_t[::1] status, bint noisy_or=False, int n_threads=1):
+    """Estimate ln P(clamped units) of every item into ``est`` (with ``se``, ``ess``).
+
+    ``q`` (n_items, n_units): the proposal means of the free units (read only where ``clamp``
+    is NaN).  ``mix`` in [0, 1] is the prior's share of the proposal (0: no defensive
+    component, 1: the prior alone); ``eps`` in [0, 0.5] clips the means.  Returns MF_OK, or MF_EBADARG (nothing
+    written) when a size, an index or an option is out of range; ``status[p]`` is MF_ENOMEM
+    for an item whose thread could not allocate its scratch space.
+    """
+    cdef Dag g
+    if check_dag(par_ptr, par_idx, ch_ptr, ch_idx, ch_w, &g) != MF_OK:
+        return MF_EBADARG
+    if check_items(&g, w, h, net_of, clamp) != MF_OK:
+        return MF_EBADARG
+    cdef Py_ssize_t n_items = clamp.shape[0], p, n = g.n, nnz = par_idx.shape[0]
+    if (q.shape[0] != n_items or q.shape[1] != n or est.shape[0] != n_items
+            or se.shape[0] != n_items or ess.shape[0] != n_items
+            or status.shape[0] != n_items or n_threads < 1 or n_samples < 2
+            or n_samples > (1 << 40) or not (0.0 <= mix <= 1.0) or not (0.0 <= eps <= 0.5)):
+        return MF_EBADARG
+    cdef size_t nbytes = (3 * <size_t> n + <size_t> n_samples) * sizeof(double) + 16
+    cdef double *work = NULL
+    cdef double dummy_w = 0.0
+    with nogil, parallel(num_threads=n_threads):
+        work = <double *> malloc(nbytes)
+        for p in prange(n_items, schedule="dynamic", chunksize=1):
+            if work == NULL:
+                status[p] = MF_ENOMEM
+                continue
+            status[p] = MF_OK
+            estimate_item(&g, &w[net_of[p], 0] if nnz else &dummy_w, &h[net_of[p], 0],
+                          &clamp[p, 0], &q[p, 0], n_samples, mix, eps,
+                          seed ^ mix64(item_offset + <uint64_t> p + 1), noisy_or, work,
+                          &est[p], &se[p], &ess[p])
+        free(work)
+    return MF_OK
