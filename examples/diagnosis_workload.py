@@ -412,9 +412,9 @@ def main(argv=None):
     ap.add_argument("--observe", default="1,0.3,0.1",
                     help="comma-separated fractions q of the findings observed in a case (the "
                          "others unrecorded, marginalised); one regime each (default 1,0.3,0.1)")
-    ap.add_argument("--chains", type=int, default=256)
-    ap.add_argument("--sweeps", type=int, default=2000, help="Gibbs sweeps per chain")
-    ap.add_argument("--burn-in", type=int, default=500)
+    ap.add_argument("--chains", type=int, default=128)
+    ap.add_argument("--sweeps", type=int, default=1500, help="Gibbs sweeps per chain")
+    ap.add_argument("--burn-in", type=int, default=300)
     ap.add_argument("--quick", action="store_true", help="a small smoke run")
     args = ap.parse_args(argv)
     if args.quick:
