@@ -75,6 +75,17 @@ cdef void estimate_item(const Dag *g, const double *w, const double *h, const do
     cdef double l1a = log1p(-mix) if mix < 1.0 else -INFINITY
     cdef bint prior, on
     cdef uint64_t state = mix64(seed)
+    cdef uint8_t *needed = <uint8_t *> (work + 3 * n + K)
+    # a free unit without a clamped descendant sums out of P(v) exactly (its factors sum to 1
+    # whatever its parents): it is neither drawn nor counted, and stays off
+    for i in range(n - 1, -1, -1):
+        c = clamp[i]
+        needed[i] = c == c
+        if not needed[i]:
+            for e in range(g.ch_ptr[i], g.ch_ptr[i + 1]):
+                if needed[g.ch_idx[e]]:
+                    needed[i] = 1
+                    break
     for i in range(n):
         c = clamp[i]
         if not (c == c):
@@ -97,6 +108,8 @@ cdef void estimate_item(const Dag *g, const double *w, const double *h, const do
             if c == c:
                 on = c > 0.5
                 lp = lp + log_f(z[i], on, noisy_or)
+            elif not needed[i]:
+                continue
             else:
                 u = uniform(&state)
                 if prior:
@@ -164,7 +177,7 @@ def estimate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
             or status.shape[0] != n_items or n_threads < 1 or n_samples < 2
             or n_samples > (1 << 40) or not (0.0 <= mix <= 1.0) or not (0.0 <= eps <= 0.5)):
         return MF_EBADARG
-    cdef size_t nbytes = (3 * <size_t> n + <size_t> n_samples) * sizeof(double) + 16
+    cdef size_t nbytes = (3 * <size_t> n + <size_t> n_samples) * sizeof(double) + <size_t> n + 16
     cdef double *work = NULL
     cdef double dummy_w = 0.0
     with nogil, parallel(num_threads=n_threads):

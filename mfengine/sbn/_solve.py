@@ -10,7 +10,8 @@ from mfengine._validation import effective_n_threads
 from mfengine.sbn._result import BeliefNetResult, concatenate_results
 
 __all__ = ["METHODS", "DAG_METHODS", "inner_tol_for", "check_solve_args", "run_gaussian",
-           "dag_items", "solve_items", "run_dag", "report"]
+           "dag_items", "solve_items", "run_dag", "report", "SAMPLED_METHODS",
+           "check_sampling_args", "importance_items"]
 
 METHODS = ("gaussian", "sjj", "plefka11", "plefka12", "plefka22")
 #: Methods for belief nets over any DAG (a layered net is converted with ``to_dag``).
@@ -214,3 +215,88 @@ def report(result, what, stacklevel=4):
                 "expansion has broken down for these weights; use method='sjj', a true lower "
                 "bound.", RuntimeWarning, stacklevel=stacklevel)
     return result
+
+
+# ---------------------------------------------------------------------------- sampled ln P(v)
+#: The methods of ``log_likelihood`` (and of ``score_samples(method=...)`` beyond the bounds).
+SAMPLED_METHODS = ("importance",)
+#: The prior's share of the importance proposal (defensive mixture): every weight P(s, v) / r(s)
+#: is at most 1 / IMPORTANCE_MIX, so the weights' variance is finite whatever the mean field.
+IMPORTANCE_MIX = 0.2
+#: The mean-field means of the proposal are clipped to [eps, 1 - eps] (a flattened q).
+IMPORTANCE_EPS = 0.01
+#: Most samples per pattern (the kernel keeps one log-weight per sample per thread).
+MAX_SAMPLES = 2**27
+
+
+def check_sampling_args(method, n_samples, random_state):
+    """``method`` (one of SAMPLED_METHODS), ``n_samples`` (int >= 2) and the 64-bit seed of
+    the per-pattern streams drawn from ``random_state``."""
+    from mfengine._validation import check_random_state
+    from mfengine.sbn._hyper import check_int
+
+    if not isinstance(method, str) or method not in SAMPLED_METHODS:
+        raise ValueError(f"method must be one of {SAMPLED_METHODS} for log_likelihood, got "
+                         f"{method!r}")
+    n_samples = check_int(n_samples, "n_samples", 2, MAX_SAMPLES)
+    rng = check_random_state(random_state)
+    seed = int(rng.integers(0, 2**63, dtype=np.int64))
+    return method, n_samples, seed
+
+
+def importance_items(model, V, missing, mu, bound, n_samples, seed, n_threads, progress):
+    """Importance-sampled ln P(x) on a checked BeliefNet or BeliefNetBatch ``model``.
+
+    ``mu`` holds the mean-field means of every unit, shaped ``shape + (n_units,)`` as
+    ``run_dag`` returns them, and ``bound`` the objective of that solve; the proposal is the
+    defensive mixture of the kernel's docstring (mfengine/sbn/_importance.pyx).  Returns a
+    ``LogLikelihoodEstimate`` shaped like ``bound``."""
+    from mfengine._base import LogLikelihoodEstimate
+    from mfengine.sbn import _importance
+
+    batch, w, clamp, net_of, shape = dag_items(model, V, missing)
+    n = clamp.shape[0]
+    s = batch._structure
+    q = np.ascontiguousarray(np.asarray(mu, dtype=np.float64).reshape(n, s.n_units))
+    if not np.all((q >= 0.0) & (q <= 1.0)):
+        raise ValueError("the mean-field means of the proposal must lie in [0, 1] (and contain "
+                         "no NaN)")
+    est, se, ess = np.empty(n), np.empty(n), np.empty(n)
+    status = np.zeros(n, dtype=np.int8)
+    nt = max(1, min(effective_n_threads(n_threads), n))
+    noisy = batch.activation == "noisy_or"
+    from mfengine._progress import progress_bar
+
+    # with a bar: chunks of about 2**26 unit-draws, so that it moves
+    step = n if not progress else max(nt, 2**26 // (n_samples * (s.n_units + s.nnz + 1)))
+    slices = [slice(a, a + step) for a in range(0, n, step)]
+    bar = (progress_bar(total=n, desc="log_likelihood", unit="pattern")
+           if progress and len(slices) > 1 else None)
+    try:
+        for sl in slices:
+            a, b = sl.start, min(sl.stop, n)
+            rc = _importance.estimate(s.par_ptr, s.par_idx, s.ch_ptr, s.ch_idx, s.ch_w, w,
+                                      batch.h_, net_of[a:b], clamp[a:b], q[a:b], n_samples,
+                                      IMPORTANCE_MIX, IMPORTANCE_EPS, seed, a, est[a:b],
+                                      se[a:b], ess[a:b], status[a:b], noisy, nt)
+            if rc != 0:
+                raise ValueError("the importance sampler refused its arguments (an internal "
+                                 "size or index is inconsistent)")
+            if np.any(status[a:b] != 0):
+                raise MemoryError("the importance sampler could not allocate its scratch space "
+                                  f"({n_samples} log-weights per thread); lower n_samples")
+            if bar is not None:
+                bar.update(b - a)
+    finally:
+        if bar is not None:
+            bar.close()
+    zero = ~np.isfinite(est)
+    if np.any(zero):
+        warnings.warn(
+            f"log_likelihood: every importance weight is 0 for {int(zero.sum())} of {n} "
+            "patterns (a noisy-OR net that gives them probability 0, or too few samples): "
+            "their estimate is -inf with an infinite standard error", RuntimeWarning,
+            stacklevel=3)
+    return LogLikelihoodEstimate(estimate=est.reshape(shape), stderr=se.reshape(shape),
+                                 bound=np.asarray(bound, dtype=np.float64).reshape(shape),
+                                 n_samples=n_samples, ess=ess.reshape(shape), method="importance")
