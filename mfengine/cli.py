@@ -5,6 +5,9 @@
                     neighbours vs Bernoulli mixtures, the missing-pixel experiment, and three
                     figures.
 ``mfengine config`` prints the build configuration (``mfengine.show_config()``).
+``mfengine diagnose`` draws a case from a diagnosis-style noisy-OR net (the shape of QMR-DT,
+                    ``mfengine.datasets.make_diagnosis_net``) and prints the most probable
+                    diseases by mean field (``method="sjj"``), the present ones marked.
 """
 import argparse
 import os
@@ -13,7 +16,7 @@ import time
 
 import numpy as np
 
-__all__ = ["main", "run_demo"]
+__all__ = ["main", "run_demo", "run_diagnose"]
 
 # The paper's own results (10x10 binary NIST digits, 6000 training images per class),
 # shown for reference only.
@@ -253,12 +256,125 @@ def _describe_rates(rates):
     return ", ".join(parts)
 
 
+def run_diagnose(n_diseases=600, n_findings=4000, parents_per_finding=10, present=2,
+                 observe=1.0, top=10, seed=0, n_threads=1, out=print):
+    """Draw one case from a diagnosis-style net and rank the diseases by mean field.
+
+    The net is ``mfengine.datasets.make_diagnosis_net(n_diseases, n_findings,
+    parents_per_finding, random_state=seed)``.  The case has ``present`` diseases present
+    (chosen at random) and all others absent; its findings are drawn from the net given those
+    diseases, and each is recorded with probability ``observe``.  An unrecorded noisy-OR finding
+    drops out of the joint distribution exactly, so the posterior is computed on the net of the
+    recorded findings: ``BeliefNet.infer(x, method="sjj")``, whose means are the posterior
+    disease probabilities under the factorised approximation.
+
+    Parameters
+    ----------
+    n_diseases, n_findings, parents_per_finding : int, default=600, 4000, 10
+        The net's shape.
+    present : int, default=2
+        Diseases present in the case.
+    observe : float, default=1.0
+        Probability that a finding is recorded, in (0, 1].
+    top : int, default=10
+        Diseases listed.
+    seed : int, default=0
+        Seed of the net and of the case.
+    n_threads : int, default=1
+        OpenMP threads of the solve.
+    out : callable, default=print
+        Where the report lines go.
+
+    Returns
+    -------
+    dict
+        ``posterior`` (ndarray of shape (n_diseases,)), ``prior`` (the diseases' prior
+        probabilities), ``present`` (indices of the present diseases), ``ranking`` (diseases
+        by decreasing posterior), ``bound`` (the sjj lower bound on ln P(recorded findings)),
+        ``n_positive``, ``n_negative``, ``seconds`` (the solve) and ``net`` (the net solved).
+
+    Raises
+    ------
+    ValueError
+        If an argument is out of range.
+
+    See Also
+    --------
+    mfengine.datasets.make_diagnosis_net : The net.
+
+    Examples
+    --------
+    >>> from mfengine.cli import run_diagnose
+    >>> r = run_diagnose(40, 300, 3, present=1, seed=1, out=lambda s: None)
+    >>> r["posterior"].shape
+    (40,)
+    """
+    import warnings
+
+    import scipy.sparse
+
+    from mfengine import ConvergenceWarning
+    from mfengine.datasets import make_diagnosis_net
+    from mfengine.sbn import BeliefNet
+
+    if isinstance(present, bool) or not isinstance(present, int) or not 0 <= present <= n_diseases:
+        raise ValueError(f"present must be an integer in [0, n_diseases={n_diseases}], got "
+                         f"{present!r}")
+    if not (isinstance(observe, (int, float)) and 0.0 < observe <= 1.0):
+        raise ValueError(f"observe must be a probability in (0, 1], got {observe!r}")
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        raise ValueError(f"top must be a positive integer, got {top!r}")
+    net = make_diagnosis_net(n_diseases, n_findings, parents_per_finding, random_state=seed)
+    W = scipy.sparse.csr_matrix(net.W)
+    h = np.asarray(net.h, dtype=np.float64)
+    hd, hf, Wf = h[:n_diseases], h[n_diseases:], W[n_diseases:, :n_diseases].tocsr()
+    rng = np.random.default_rng([seed, 1])
+    d = np.zeros(n_diseases)
+    where = np.sort(rng.choice(n_diseases, size=present, replace=False))
+    d[where] = 1.0
+    x = (rng.random(n_findings) < -np.expm1(-(hf + Wf @ d))).astype(np.float64)
+    rec = np.flatnonzero(rng.random(n_findings) < observe) if observe < 1.0 else np.arange(n_findings)
+    if observe < 1.0:
+        m = rec.size
+        Wc = scipy.sparse.bmat([[scipy.sparse.csr_matrix((n_diseases, n_diseases)), None],
+                                [Wf[rec], scipy.sparse.csr_matrix((m, m))]], format="csr")
+        vis = np.zeros(n_diseases + m, dtype=bool)
+        vis[n_diseases:] = True
+        net = BeliefNet(Wc, np.concatenate([hd, hf[rec]]), vis, activation="noisy_or")
+    net.set_params(progress=False, n_threads=n_threads)
+    net.sample(0)   # checks the parameters and builds the structure, outside the timing
+    xr = x[rec]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        t0 = time.perf_counter()
+        r = net.infer(xr[None, :], method="sjj")
+        dt = time.perf_counter() - t0
+    post = r.mu[0, :n_diseases].copy()
+    prior = -np.expm1(-hd)
+    ranking = np.argsort(-post, kind="stable")
+    n_pos = int(xr.sum())
+    out(f"net: {n_diseases} diseases, {n_findings} findings, {parents_per_finding} parent diseases "
+        f"per finding (make_diagnosis_net, seed {seed})")
+    out(f"case: {present} present disease(s) {where.tolist()}; {rec.size} findings recorded "
+        f"({n_pos} positive, {rec.size - n_pos} negative)")
+    out(f"mean field (sjj): {dt * 1e3:.1f} ms, {int(r.n_iter[0])} sweeps"
+        f"{'' if r.converged[0] else ' (NOT converged)'}, bound on ln P(findings) "
+        f"{r.bound[0]:.2f} nats")
+    out(f"{'rank':>4}  {'disease':>7}  {'posterior':>9}  {'prior':>7}")
+    for k, j in enumerate(ranking[:top]):
+        mark = "  * present" if d[j] else ""
+        out(f"{k + 1:>4}  {j:>7}  {post[j]:>9.4f}  {prior[j]:>7.4f}{mark}")
+    return dict(posterior=post, prior=prior, present=where, ranking=ranking,
+                bound=float(r.bound[0]), n_positive=n_pos, n_negative=int(rec.size - n_pos),
+                seconds=dt, net=net, findings=xr)
+
+
 def _build_parser():
     parser = argparse.ArgumentParser(
         prog="mfengine",
         description="Mean-field inference and learning in belief networks.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="{demo,config}")
+    sub = parser.add_subparsers(dest="command", metavar="{demo,config,diagnose}")
     demo = sub.add_parser(
         "demo",
         help="digit classification demo (Saul & Jordan sec. 3) on scikit-learn's 8x8 digits",
@@ -275,6 +391,22 @@ def _build_parser():
                       help="a much smaller, faster configuration (for tests)")
     demo.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     sub.add_parser("config", help="print the build configuration (OpenMP, compiler flags)")
+    diag = sub.add_parser(
+        "diagnose",
+        help="rank the diseases of a case drawn from a diagnosis-style noisy-OR net (mean field)",
+        description="Build a QMR-DT-shaped noisy-OR net (mfengine.datasets.make_diagnosis_net), "
+                    "draw a case with a few present diseases, and print the most probable "
+                    "diseases by mean field (method 'sjj'); present diseases are marked.",
+    )
+    diag.add_argument("--diseases", type=int, default=600, help="number of diseases (600)")
+    diag.add_argument("--findings", type=int, default=4000, help="number of findings (4000)")
+    diag.add_argument("--parents", type=int, default=10, help="parent diseases per finding (10)")
+    diag.add_argument("--present", type=int, default=2, help="present diseases in the case (2)")
+    diag.add_argument("--observe", type=float, default=1.0,
+                      help="probability that a finding is recorded (default 1: all)")
+    diag.add_argument("--top", type=int, default=10, help="diseases listed (10)")
+    diag.add_argument("--seed", type=int, default=0, help="seed of the net and the case (0)")
+    diag.add_argument("--threads", type=int, default=1, help="OpenMP threads (1)")
     return parser
 
 
@@ -290,7 +422,7 @@ def main(argv=None):
     -------
     int
         The exit status: 0 on success, 1 without a command, 2 when the demo lacks a
-        dependency.
+        dependency or ``diagnose`` gets an argument out of range.
 
     See Also
     --------
@@ -315,6 +447,15 @@ def main(argv=None):
             run_demo(out=args.out, seed=args.seed, quick=args.quick, progress=not args.no_progress)
         except ImportError as exc:
             print(f"mfengine demo: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    if args.command == "diagnose":
+        try:
+            run_diagnose(args.diseases, args.findings, args.parents, present=args.present,
+                         observe=args.observe, top=args.top, seed=args.seed,
+                         n_threads=args.threads)
+        except ValueError as exc:
+            print(f"mfengine diagnose: {exc}", file=sys.stderr)
             return 2
         return 0
     parser.print_help()
