@@ -9,10 +9,20 @@ parameters end in ``_``.  This module adds the pieces scikit-learn has no name f
 * :class:`ConvergenceWarning` and :func:`warn_unconverged`, so that no solve that stopped
   early returns silently;
 * :class:`PersistMixin` (``model.save(path)``) and :func:`load`, a portable, versioned
-  ``.npz`` format.
+  ``.npz`` format;
+* data beyond one in-memory array: every estimator's ``infer``, ``score_samples``, ``score``,
+  ``predict``, ``predict_proba``, ``predict_log_proba`` and ``fit`` (wrapped once, in
+  ``PersistMixin.__init_subclass__``) hand a dask collection to :mod:`mfengine._dask`
+  (lazy, block by block; data-parallel fit), and an on-disk array (a NumPy memmap, a zarr or
+  h5py array) to :func:`map_chunked`, which reads it a chunk of rows at a time.  Arrays in
+  memory take the families' own code, untouched; dask is imported only when a dask
+  collection arrives.
 """
+import copy
+import functools
 import importlib
 import json
+import mmap
 import numbers
 import warnings
 from dataclasses import dataclass, field
@@ -29,6 +39,8 @@ __all__ = [
     "InferenceResult",
     "PersistMixin",
     "load",
+    "map_chunked",
+    "score_chunked",
     "warn_unconverged",
     "FORMAT_VERSION",
 ]
@@ -231,13 +243,302 @@ class LogLikelihoodEstimate:
                 f"n_samples={self.n_samples}, mean={mean:.6g}, mean_stderr={se:.3g})")
 
 
+# ------------------------------------------------------------- data beyond one array in memory
+#: The verbs that accept a dask collection (all of them) or an on-disk array (all but fit).
+ROUTED_METHODS = ("infer", "score_samples", "score", "predict", "predict_proba",
+                  "predict_log_proba", "decode", "fit")
+
+#: Default rows per chunk of :func:`map_chunked`: about 2**22 values (32 MB as float64).
+CHUNK_VALUES = 1 << 22
+
+
+def data_kind(X):
+    """How ``X`` is held: ``"dask"``, ``"disk"`` or None (an array in memory, or anything else).
+
+    ``"dask"``: a dask collection (array, bag, delayed) or a list of delayed objects;
+    ``"disk"``: a NumPy memmap, a zarr array or an h5py dataset.  Neither dask nor zarr is
+    imported: the test reads the type's module name.
+
+    Parameters
+    ----------
+    X : object
+        The data argument of a call.
+
+    Returns
+    -------
+    kind : {"dask", "disk"} or None
+        Where the rows of ``X`` live.
+    """
+    t = type(X)
+    if t is np.ndarray:
+        return None
+    mod = getattr(t, "__module__", None) or ""
+    if mod == "dask" or mod.startswith("dask."):
+        return "dask"
+    if isinstance(X, (list, tuple)) and X:
+        first = getattr(type(X[0]), "__module__", None) or ""
+        if first.startswith("dask."):
+            return "dask"
+    if isinstance(X, np.memmap) or mod.startswith(("zarr.", "h5py.")):
+        return "disk"
+    return None
+
+
+def _sequence_model(func):
+    """Whether the method takes ``lengths`` (its rows are time steps of sequences)."""
+    import inspect
+
+    try:
+        return "lengths" in inspect.signature(func).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a builtin
+        return False
+
+
+def _route(name, func):
+    """``func`` (a public verb) wrapped so that dask collections go to mfengine._dask and
+    on-disk arrays to :func:`map_chunked`; anything else calls ``func`` itself."""
+    sequences = _sequence_model(func)
+
+    @functools.wraps(func)
+    def routed(self, *args, **kwargs):
+        X = args[0] if args else kwargs.get("X")
+        kind = data_kind(X)
+        if kind is None:
+            return func(self, *args, **kwargs)
+        if kind == "dask":
+            from mfengine import _dask
+
+            return _dask.route(self, name, func, args, kwargs)
+        # an on-disk array: rows are independent patterns except for the sequence models
+        if sequences or name == "fit" or (name == "score" and hasattr(self, "predict")):
+            return func(self, *args, **kwargs)
+        return _map_chunked(self, name, args, kwargs)
+
+    routed._mf_routed = True
+    return routed
+
+
+def _release_pages(X):
+    """Drop the pages of a memmap that reading mapped into this process (they stay in the
+    OS page cache), so that its resident size stays that of one chunk."""
+    m = getattr(X, "_mmap", None)
+    if m is None or getattr(X, "mode", "c") == "c" or not hasattr(m, "madvise"):
+        return
+    try:
+        m.madvise(mmap.MADV_DONTNEED)
+    except (OSError, ValueError, AttributeError):  # pragma: no cover - platform without it
+        pass
+
+
+def _concat_results(parts, name):
+    """One answer from the answers of consecutive chunks of rows."""
+    first = parts[0]
+    if isinstance(first, np.ndarray):
+        return np.concatenate(parts, axis=0)
+    if isinstance(first, InferenceResult):
+        out = copy.copy(first)
+        rows = [int(np.shape(p.bound)[0]) for p in parts]
+
+        def cat(values):
+            v0 = values[0]
+            if isinstance(v0, np.ndarray) and v0.ndim >= 1 and v0.shape[0] == rows[0]:
+                return np.concatenate(values, axis=0)
+            if (isinstance(v0, list) and v0 and all(isinstance(a, np.ndarray) and a.ndim >= 1
+                                                    and a.shape[0] == rows[0] for a in v0)):
+                return [np.concatenate([v[k] for v in values], axis=0) for k in range(len(v0))]
+            return v0
+
+        for key in vars(first):
+            setattr(out, key, cat([getattr(p, key) for p in parts]))
+        return out
+    raise TypeError(f"{name} returned {type(first).__name__}, which map_chunked cannot join")
+
+
+def _map_chunked(model, name, args, kwargs, chunk_size=None, progress=None):
+    X = args[0] if args else kwargs.pop("X")
+    args = args[1:]
+    shape = tuple(X.shape)
+    if len(shape) != 2:
+        raise ValueError(f"X must be a 2-D array of patterns (n_patterns, n_features) to be "
+                         f"read in chunks, got shape {shape}")
+    n, d = shape
+    if chunk_size is None:
+        chunk_size = max(1, CHUNK_VALUES // max(d, 1))
+        store = getattr(X, "chunks", None)     # zarr and h5py: whole storage chunks per read
+        if isinstance(store, tuple) and store and isinstance(store[0], numbers.Integral):
+            chunk_size = max(int(store[0]), chunk_size // int(store[0]) * int(store[0]))
+    elif (isinstance(chunk_size, (bool, np.bool_)) or not isinstance(chunk_size, numbers.Integral)
+          or chunk_size < 1):
+        raise ValueError(f"chunk_size must be a positive integer (rows per chunk), got "
+                         f"{chunk_size!r}")
+    chunk_size = int(chunk_size)
+    if progress is None:
+        progress = getattr(model, "progress", True)
+    progress = bool(progress) if isinstance(progress, (bool, np.bool_)) else True
+    score = name == "score"
+    method = getattr(model, "score_samples" if score else name)
+
+    def rows(value, a, b):     # arguments with one row per pattern follow X's chunks
+        if (hasattr(value, "shape") and hasattr(value, "__getitem__") and len(value.shape) >= 2
+                and value.shape[0] == n and not isinstance(value, (str, bytes))):
+            return np.asarray(value[a:b])
+        return value
+
+    if score:      # score(X, y=None, missing=None): y is ignored by the density models
+        args = args[1:]
+        kwargs = {k: v for k, v in kwargs.items() if k != "y"}
+    from mfengine._progress import progress_bar
+
+    parts, caught = [], []
+    with progress_bar(total=n, desc=f"{type(model).__name__}.{name}", disable=not progress,
+                      unit="pattern") as bar:
+        for a in range(0, n, chunk_size):
+            b = min(n, a + chunk_size)
+            block = np.array(X[a:b])
+            with warnings.catch_warnings(record=True) as got:
+                warnings.simplefilter("always")
+                parts.append(method(block, *[rows(v, a, b) for v in args],
+                                    **{k: rows(v, a, b) for k, v in kwargs.items()}))
+            caught.extend(got)
+            del block
+            _release_pages(X)
+            bar.update(b - a)
+    if n == 0:
+        parts.append(method(np.array(X[0:0]), *args, **kwargs))
+    seen = set()
+    for w in caught:   # each distinct warning once, not once per chunk
+        key = (w.category, str(w.message).split(":")[0])
+        if key not in seen:
+            seen.add(key)
+            count = sum(1 for v in caught if (v.category, str(v.message).split(":")[0]) == key)
+            extra = f" (in {count} of {len(parts)} chunks)" if len(parts) > 1 else ""
+            warnings.warn(f"{w.message}{extra}", w.category, stacklevel=4)
+    out = _concat_results(parts, name)
+    if score:
+        if out.size == 0:
+            raise ValueError("X has no patterns: the mean bound of no pattern is undefined")
+        return float(np.mean(out))
+    return out
+
+
+def map_chunked(model, method, X, *args, chunk_size=None, progress=None, **kwargs):
+    """Call ``model.<method>`` on ``X`` a chunk of rows at a time and join the answers.
+
+    For data that does not fit in memory (a NumPy memmap, a zarr array, an h5py dataset, or
+    anything sliceable by rows): each chunk is read, converted to the dtype the model wants
+    (so ``uint8`` or ``float32`` on disk costs 1 or 4 bytes per value there, 8 only for the
+    chunk in memory), solved and released; memory stays that of one chunk plus the answer.
+    A memmap's pages are handed back to the OS after every chunk.  ``infer``,
+    ``score_samples``, ``predict``, ``predict_proba`` and ``score`` of every row-wise family
+    take this path by themselves when given an on-disk array; the answers equal those of the
+    whole array in memory (patterns are solved independently).
+
+    Parameters
+    ----------
+    model : estimator
+        A fitted mfengine model.
+    method : str
+        ``"infer"``, ``"score_samples"``, ``"score"``, ``"predict"``, ``"predict_proba"`` or
+        ``"predict_log_proba"``.
+    X : array-like of shape (n_patterns, n_features)
+        The patterns, sliceable by rows (``X[a:b]``).
+    *args
+        Further positional arguments of the method; arrays with one row per pattern (for
+        example ``missing``) are sliced with ``X``.
+    chunk_size : int, optional
+        Rows per chunk.  Default: about 2**22 values per chunk (32 MB as float64), rounded
+        to whole storage chunks of a zarr or h5py array.
+    progress : bool, optional
+        Show a progress bar (after two seconds).  Default: the model's ``progress``.
+    **kwargs
+        Further keyword arguments of the method, sliced like ``args``.
+
+    Returns
+    -------
+    answer
+        What the method returns for the whole of ``X``: the per-chunk arrays (or the fields
+        of the per-chunk inference results) joined along the rows; for ``"score"`` the mean.
+
+    Raises
+    ------
+    ValueError
+        If ``X`` is not 2-D or ``chunk_size`` is not a positive integer, or as the method.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> import mfengine as mf
+    >>> from mfengine._base import map_chunked
+    >>> net = mf.SigmoidBeliefNet([2, 4, 8], random_state=0)
+    >>> X = net.sample(100, random_state=1)
+    >>> path = os.path.join(tempfile.mkdtemp(), "X.u8")
+    >>> disk = np.memmap(path, dtype=np.uint8, mode="w+", shape=X.shape)
+    >>> disk[:] = X
+    >>> b = map_chunked(net, "score_samples", disk, chunk_size=32)
+    >>> bool(np.allclose(b, net.score_samples(X), rtol=0, atol=1e-12))
+    True
+    """
+    if not isinstance(method, str) or method not in ROUTED_METHODS or method in ("fit", "decode"):
+        raise ValueError(f"method must be one of 'infer', 'score_samples', 'score', 'predict', "
+                         f"'predict_proba', 'predict_log_proba', got {method!r}")
+    return _map_chunked(model, method, (X,) + args, dict(kwargs), chunk_size, progress)
+
+
+def score_chunked(model, X, chunk_size=None, progress=None, **kwargs):
+    """``model.score_samples(X)`` a chunk of rows at a time: see :func:`map_chunked`.
+
+    Parameters
+    ----------
+    model : estimator
+        A fitted mfengine model.
+    X : array-like of shape (n_patterns, n_features)
+        The patterns: a memmap, zarr or h5py array, or any array sliceable by rows.
+    chunk_size : int, optional
+        Rows per chunk (default: about 2**22 values).
+    progress : bool, optional
+        Show a progress bar (after two seconds).  Default: the model's ``progress``.
+    **kwargs
+        Passed to ``score_samples`` (arrays with one row per pattern are sliced with ``X``).
+
+    Returns
+    -------
+    bound : ndarray of shape (n_patterns,)
+        The per-pattern bound (or log-likelihood), in nats.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import mfengine as mf
+    >>> from mfengine._base import score_chunked
+    >>> net = mf.SigmoidBeliefNet([2, 4, 8], random_state=0)
+    >>> X = net.sample(10, random_state=1)
+    >>> score_chunked(net, X, chunk_size=3).shape
+    (10,)
+    """
+    return map_chunked(model, "score_samples", X, chunk_size=chunk_size, progress=progress,
+                       **kwargs)
+
+
 class PersistMixin:
     """``save(path)``: the model in a portable, versioned ``.npz`` file, read by ``mf.load``.
 
     The file holds the constructor parameters and the fitted attributes (names ending in
     ``_``) as plain arrays and JSON, a format version and the package version; nothing is
     pickled, so a file is safe to load from an untrusted source.
+
+    Every subclass's verbs in ``ROUTED_METHODS`` are wrapped once, when the class is made:
+    a dask collection goes to :mod:`mfengine._dask` (lazy answers, data-parallel ``fit``), an
+    on-disk array to :func:`map_chunked`; an array in memory reaches the method unchanged.
     """
+
+    def __init_subclass__(cls, **kwargs):
+        for name in ROUTED_METHODS:
+            func = getattr(cls, name, None)
+            if callable(func) and type(func).__name__ == "function" and not getattr(
+                    func, "_mf_routed", False):
+                setattr(cls, name, _route(name, func))
+        super().__init_subclass__(**kwargs)
 
     def save(self, path):
         """Write the model to ``path`` (a ``.npz`` file; the suffix is added if missing).
