@@ -121,3 +121,19 @@ def test_noisy_or_unit_with_zero_input_is_off():
     net = mf.BeliefNet(W, [0.0, 0.0], [1], activation="noisy_or")
     ll = net.exact_log_likelihood([[0.0], [1.0]])
     assert ll[0] == pytest.approx(0.0) and ll[1] == -np.inf
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.uint8, np.int32])
+def test_visible_indices_of_any_integer_dtype_behave_alike(dtype):
+    W = np.tril(np.full((5, 5), 0.5), -1)
+    net = mf.BeliefNet(W, np.zeros(5), visible=np.array([3, 4], dtype=dtype))
+    ref = mf.BeliefNet(W, np.zeros(5), visible=[3, 4])
+    X = np.array([[0.0, 1.0], [1.0, 1.0]])
+    np.testing.assert_array_equal(mf.infer(net, X).bound, mf.infer(ref, X).bound)
+    with pytest.raises(ValueError, match="X must have 2 columns"):
+        mf.infer(net, np.zeros((2, 4)))
+    # decreasing indices are refused whatever the dtype (unsigned differences wrap around)
+    bad = mf.BeliefNet(W, np.zeros(5), visible=np.array([4, 3], dtype=dtype))
+    for _ in range(2):      # and the refusal leaves the model as it was: refused again
+        with pytest.raises(ValueError, match="visible indices must be strictly increasing"):
+            mf.infer(bad, X)

@@ -715,3 +715,18 @@ def test_posterior_samples_follow_the_mean_field_posterior():
     np.testing.assert_array_equal(draws[1], np.broadcast_to(Xg, draws[1].shape))
     with pytest.raises(ValueError, match="n_samples"):
         g.sample_posterior(Xg, n_samples=-1)
+
+
+def test_a_bias_vector_of_the_wrong_length_is_blamed_not_the_weights():
+    net = mf.SigmoidBeliefNet([2, 3, 2], random_state=0)
+    X = np.zeros((2, 2))
+    biases = list(net.biases)
+    biases[1] = np.zeros(2)
+    with pytest.raises(ValueError, match=r"biases_\[1\] has shape \(2,\), expected \(3,\)"):
+        mf.infer((net.weights_, biases), X)
+    with pytest.raises(ValueError, match=r"biases_\[1\]"):
+        mf.SigmoidBeliefNet.from_params(net.weights_, biases)
+    weights = list(net.weights_)
+    weights[0] = np.zeros((2, 2))
+    with pytest.raises(ValueError, match=r"weights_\[0\] has shape \(2, 2\), expected \(3, 2\)"):
+        mf.infer((weights, net.biases_), X)

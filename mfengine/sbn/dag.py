@@ -152,6 +152,9 @@ def _check_visible(visible, n):
             raise TypeError("visible must be a boolean mask or a sequence of unit indices")
         if vis.size and (vis.min() < 0 or vis.max() >= n):
             raise ValueError(f"visible indices must lie in [0, {n}), got {vis.tolist()}")
+        # in range, so exact as intp: np.diff of unsigned indices would wrap around ([4, 3] as
+        # uint64 would pass for increasing)
+        vis = vis.astype(np.intp)
         if np.any(np.diff(vis) <= 0):
             raise ValueError(
                 f"visible indices must be strictly increasing (column k of X is unit "
@@ -174,9 +177,10 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         activation = _check_activation(self.activation)
         if "W_" not in vars(self) or "h_" not in vars(self):
             W, h = _check_weights(self.W, self.h, activation, self._batch, copy=True)
-            self.W_, self.h_ = W, h
-            self.visible_ = _check_visible(self.visible, W.shape[-1])
-            self._structure = DagStructure(_edges(W, self._batch))
+            visible = _check_visible(self.visible, W.shape[-1])
+            structure = DagStructure(_edges(W, self._batch))
+            # all or nothing: a refused argument leaves the model as it was
+            self.W_, self.h_, self.visible_, self._structure = W, h, visible, structure
         s = getattr(self, "_structure", None)
         shape = self.W_.shape if _is_sparse(self.W_) else np.shape(self.W_)
         if s is not None and tuple(shape[-2:]) != (s.n_units, s.n_units):

@@ -320,6 +320,16 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                     raise ValueError(f"{name}[{l}] must be {ndim}-D, got shape {arr.shape}")
                 if not isinstance(a, np.ndarray) or arr.dtype != np.float64 or not arr.flags.c_contiguous:
                     arrays[l] = np.ascontiguousarray(arr, dtype=np.float64)
+        # A bias vector whose length disagrees with both neighbouring weight matrices (which
+        # agree with each other) is the odd one: name it rather than the weights.
+        for l, b in enumerate(self.biases_):
+            if 0 < l < len(self.weights_):
+                rows, cols = self.weights_[l - 1].shape[0], self.weights_[l].shape[1]
+                if rows == cols and b.shape[0] != rows:
+                    raise ValueError(
+                        f"biases_[{l}] has shape {b.shape}, expected ({rows},): weights_[{l - 1}] "
+                        f"({self.weights_[l - 1].shape}) and weights_[{l}] "
+                        f"({self.weights_[l].shape}) give layer {l} {rows} units")
         want = check_sizes(self.sizes, np.asarray(self.biases_[-1]).shape[0])
         for l, b in enumerate(self.biases_[: len(want)]):
             if b.shape != (want[l],):
@@ -331,7 +341,9 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                              "refit with warm_start=False or build the net with from_params")
         for l, w in enumerate(self.weights_):
             if w.shape != (sizes[l + 1], sizes[l]):
-                raise ValueError(f"weights_[{l}] has shape {w.shape}, expected {(sizes[l + 1], sizes[l])}")
+                raise ValueError(f"weights_[{l}] has shape {w.shape}, expected "
+                                 f"{(sizes[l + 1], sizes[l])} (the lengths of biases_[{l + 1}] "
+                                 f"and biases_[{l}])")
             if not np.all(np.isfinite(w)):
                 raise ValueError(f"weights_[{l}] contains NaN or infinite values")
         for l, b in enumerate(self.biases_):
