@@ -806,6 +806,162 @@ def _fit_nlgbn(model, X):
     return model
 
 
+def _hmm_step(block, state, shared, lengths):
+    """One partition's E-step of ContextHMM.fit (whole sequences): its summed statistics;
+    the chain's log-potentials stay on the worker as the next warm start."""
+    model, P, shift, first_order, use_init = shared
+    Xc, offsets = model._check_X(np.asarray(block), lengths, n_features=shift.shape[0])
+    Xs = np.ascontiguousarray(Xc - shift)
+    r = model._solve(Xs, offsets, "structured", P, want_stats=True, first_order=first_order,
+                     init=state if use_init else None)
+    small = {"bound": float(r["bound"].sum()), "converged": r["converged"],
+             "gamma": r["gamma"][offsets[:-1]].sum(0)}
+    for key in ("xi", "H", "g"):
+        if r.get(key) is not None:
+            small[key] = r[key].sum(0)
+    return small, r.get("logpot")
+
+
+def _hmm_stats(outs):
+    """The partitions' sums in the layout ContextHMM's M-steps read (one row per partition,
+    the first step of each 'sequence' being its summed first-step marginals)."""
+    outs = [o for _, o in outs]
+    r = {"bound": np.array([o["bound"] for o in outs]),
+         "converged": np.concatenate([o["converged"] for o in outs]),
+         "gamma": np.array([o["gamma"] for o in outs])}
+    for key in ("xi", "H", "g"):
+        if key in outs[0]:
+            r[key] = np.array([o[key] for o in outs])
+    return r, np.arange(len(outs) + 1)
+
+
 def _fit_hmm(model, X, lengths, **kwargs):
-    raise TypeError("ContextHMM.fit has no data-parallel form yet: fit it on an in-memory "
-                    "array (X.compute())")
+    """ContextHMM.fit (Baum-Welch, then mean-field EM), data-parallel over whole sequences:
+    each partition returns its summed statistics, the client runs the M-steps."""
+    from mfengine._base import ConvergenceWarning
+    from mfengine._progress import progress_bar
+    from mfengine._validation import check_random_state
+    from mfengine.hmm.model import _UNCONVERGED_HINT
+
+    dask, da = _dask()
+    if kwargs:
+        raise TypeError(f"ContextHMM.fit got unexpected arguments {sorted(kwargs)}")
+    model._check_hyper(fitting=True)
+    D = int(model.n_features) if model.n_features is not None else X.shape[1]
+    if X.shape[1] != D:
+        raise ValueError(f"X has {X.shape[1]} features, but n_features={D}")
+    N = X.shape[0]
+    n = int(model.n_states)
+    if N < n:
+        raise ValueError(f"X has {N} rows, fewer than n_states={n}")
+    row_chunks, edges = _sequence_blocks(lengths, X.chunks[0])
+    X = X.rechunk((row_chunks, -1))
+    ends = np.cumsum(lengths)
+    starts = np.searchsorted(ends, edges[:-1], side="right")
+    stops = np.searchsorted(ends, edges[1:], side="right")
+    by_block = [np.asarray(lengths[a:b]) for a, b in zip(starts, stops)]
+    parts = _Partitions(X)
+    rng = check_random_state(model.random_state)
+    warm = bool(model.warm_start) and getattr(model, "means_", None) is not None
+    if warm:
+        P, init_right, init_left = model._params(), False, False
+        if P[2].shape[1] != D:
+            raise ValueError(f"means_ has {P[2].shape[1]} columns but X has {D}")
+    else:
+        needs_kmeans = "m" in model.init_params or getattr(model, "means_", None) is None
+        # k-means of the initial means (scikit-learn's) reads the data on the client; set
+        # means_ and leave "m" out of init_params to keep every pass on the workers
+        Xc_init = np.asarray(parts.X.compute(), dtype=np.float64) if needs_kmeans else None
+        P, init_right, init_left = model._init(Xc_init, D, rng)
+        del Xc_init
+    Xf = parts.X.astype(np.float64)
+    shift, std = dask.compute(Xf.mean(axis=0), Xf.std())
+    shift = np.asarray(shift, dtype=np.float64)
+    U_start = P[2]
+    P = (P[0], P[1], np.ascontiguousarray(P[2] - shift), P[3], P[4])
+    U_start_shifted = P[2]
+    tol = None if model.tol is None else float(model.tol) * N
+    history, bw_n_iter, converged, last_r = [], 0, False, None
+    n_bw = 0 if warm else int(model.bw_max_iter)
+    n_mf = int(model.max_iter)
+    tables = [k for k, code, present in ((0, "m", True), (1, "r", model._right),
+                                         (2, "l", model._left))
+              if code in model.params and present]
+    shipped = copy.deepcopy(model)
+
+    def estep(P, first_order=False, init=None):
+        parts.states = init if init is not None else [None] * len(parts.blocks)
+        outs, states = parts.step(_hmm_step, (shipped, P, shift, first_order, init is not None),
+                                  by_block)
+        r, offsets = _hmm_stats(outs)
+        r["logpot"] = states
+        return r, offsets
+
+    with progress_bar(total=n_bw + n_mf, desc="ContextHMM.fit (dask)",
+                      disable=not model.progress) as bar:
+        prev, saved = -np.inf, None
+        for _ in range(n_bw):
+            r, offs = estep(P, first_order=True)
+            ll = float(r["bound"].sum())
+            if saved is not None and not ll >= prev:
+                P, converged = saved, True
+                break
+            last_r = r
+            history.append(ll)
+            bar.update(1)
+            if tol is not None and ll - prev < tol:
+                converged = True
+                break
+            prev, saved = ll, P
+            sp, A = model._mstep_chain(P, r, offs)
+            U = model._mstep_means(P, r, [0] if "m" in model.params else [])[0]
+            P = (sp, A, U, P[3], P[4])
+        bw_n_iter = len(history)
+        if n_mf > 0:
+            converged = False
+            scale = float(model.context_init_scale) * float(std)
+            V, W = P[3], P[4]
+            if init_right:
+                V = np.ascontiguousarray(scale * rng.standard_normal((n, D)))
+            if init_left:
+                W = np.ascontiguousarray(scale * rng.standard_normal((n, D)))
+            P = (P[0], P[1], P[2], V, W)
+            prev, logpot, saved = -np.inf, None, None
+            for it in range(n_mf + 1):
+                r, offs = estep(P, init=logpot)
+                b = float(r["bound"].sum())
+                if saved is not None and not b >= prev:
+                    P_old = (saved[0], saved[1], P[2], P[3], P[4])
+                    r, offs = estep(P_old, init=logpot)
+                    b = float(r["bound"].sum())
+                    if not b >= prev:
+                        P, converged = saved, True
+                        break
+                    P = P_old
+                last_r = r
+                if it == n_mf:
+                    break
+                logpot = r["logpot"]
+                history.append(b)
+                bar.update(1)
+                if tol is not None and b - prev < tol:
+                    converged = True
+                    break
+                prev, saved = b, P
+                sp, A = model._mstep_chain(P, r, offs)
+                P = (sp, A) + model._mstep_means(P, r, tables)
+    model.startprob_, model.transmat_ = P[0], P[1]
+    model.means_ = U_start if P[2] is U_start_shifted else P[2] + shift
+    model.right_means_, model.left_means_ = P[3], P[4]
+    model.history_ = np.asarray(history, dtype=np.float64)
+    model.n_iter_ = len(history)
+    model.bw_n_iter_ = bw_n_iter
+    model.converged_ = bool(converged)
+    model.n_features_in_ = D
+    if model.tol is not None and not converged and model.n_iter_ > 0:
+        phase = "mean-field EM" if n_mf > 0 else "Baum-Welch"
+        warnings.warn(f"ContextHMM.fit: {phase} did not meet tol={model.tol} within its "
+                      f"{n_mf if n_mf > 0 else n_bw} iterations", ConvergenceWarning, stacklevel=3)
+    if last_r is not None:
+        warn_unconverged(last_r["converged"], "ContextHMM.fit (last E-step)", _UNCONVERGED_HINT)
+    return model
