@@ -188,3 +188,88 @@ def test_fit_argument_errors(data):
         net().fit(V[:, :5])
     with pytest.raises(ValueError, match="patterns"):
         net().fit(V[:0])
+
+
+# ---------------------------------------------------------------------------- partial_fit
+def _perms(seed, n, k):
+    rng = np.random.default_rng(seed)
+    return [rng.permutation(n) for _ in range(k)]
+
+
+@pytest.mark.parametrize("with_missing", [False, True])
+def test_partial_fit_equals_fit_epochs_gaussian(with_missing):
+    """With a constant rate and warm_start=False, each epoch of fit is one partial_fit over
+    that epoch's permutation of the data (both solve from 0.5)."""
+    gen = mf.SigmoidBeliefNet([3, 6, 12], weight_scale=2.0, random_state=5)
+    X = gen.sample(60, random_state=1)
+    miss = np.random.default_rng(2).random(X.shape) < 0.2 if with_missing else None
+    params = dict(learning_rate=0.05, max_iter=3, batch_size=7, random_state=0, progress=False)
+    a = mf.SigmoidBeliefNet([3, 6, 12], **params).fit(X, missing=miss)
+    b = mf.SigmoidBeliefNet([3, 6, 12], **params)
+    for order in _perms(0, X.shape[0], 3):
+        b.partial_fit(X[order], missing=None if miss is None else miss[order])
+    for wa, wb in zip(a.weights_ + a.biases_, b.weights_ + b.biases_):
+        np.testing.assert_allclose(wa, wb, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(a.history_, b.history_, rtol=1e-12)
+    assert b.n_iter_ == 3
+    # the default schedule: max_iter=1 runs one epoch at 0.02, as partial_fit does
+    c = mf.SigmoidBeliefNet([3, 6, 12], max_iter=1, random_state=0, progress=False).fit(X)
+    d = mf.SigmoidBeliefNet([3, 6, 12], random_state=0, progress=False)
+    d.partial_fit(X[_perms(0, X.shape[0], 1)[0]])
+    for wa, wb in zip(c.weights_, d.weights_):
+        np.testing.assert_allclose(wa, wb, rtol=0, atol=1e-12)
+
+
+def test_partial_fit_layered_dag_method_equals_first_epoch():
+    gen = mf.SigmoidBeliefNet([2, 4, 8], weight_scale=2.0, random_state=5)
+    X = gen.sample(40, random_state=1)
+    params = dict(method="sjj", learning_rate=0.1, max_iter=1, batch_size=8, random_state=3,
+                  progress=False)
+    a = mf.SigmoidBeliefNet([2, 4, 8], **params).fit(X)
+    b = mf.SigmoidBeliefNet([2, 4, 8], **params).partial_fit(X[_perms(3, 40, 1)[0]])
+    for wa, wb in zip(a.weights_ + a.biases_, b.weights_ + b.biases_):
+        np.testing.assert_allclose(wa, wb, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(a.history_, b.history_, rtol=1e-12)
+    with pytest.raises(ValueError, match="missing"):
+        b.partial_fit(X, missing=np.zeros(X.shape, dtype=bool))
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "noisy_or"])
+def test_partial_fit_belief_net_equals_first_epoch(activation):
+    rng = np.random.default_rng(0)
+    W = np.tril(rng.uniform(0.1, 1.0, (8, 8)), -1)
+    h = np.full(8, 0.3)
+    gen = mf.BeliefNet(W, h, visible=[4, 5, 6, 7], activation=activation)
+    X = gen.sample(50, random_state=1)
+    miss = rng.random(X.shape) < 0.2
+    W0 = np.tril(np.full((8, 8), 0.4), -1)
+    params = dict(activation=activation, learning_rate=0.2, max_iter=1, batch_size=16,
+                  random_state=4, progress=False)
+    a = mf.BeliefNet(W0, h, [4, 5, 6, 7], **params).fit(X, missing=miss)
+    order = _perms(4, 50, 1)[0]
+    b = mf.BeliefNet(W0, h, [4, 5, 6, 7], **params).partial_fit(X[order], missing=miss[order])
+    np.testing.assert_allclose(a.W_, b.W_, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(a.h_, b.h_, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(a.history_, b.history_, rtol=1e-12)
+    # later calls continue from the current parameters and extend the history
+    before = b.W_.copy()
+    b.partial_fit(X[:10])
+    assert b.n_iter_ == 2 and b.history_.shape == (2,)
+    assert not np.array_equal(before, b.W_)
+    np.testing.assert_array_equal(b.W_[np.triu_indices(8)], 0.0)   # the edges are kept
+
+
+def test_partial_fit_continues_after_fit_and_checks_its_input():
+    net = mf.SigmoidBeliefNet([2, 3, 6], max_iter=2, random_state=0, progress=False)
+    X = net.sample(30, random_state=0)
+    net.fit(X)
+    w = [a.copy() for a in net.weights_]
+    net.partial_fit(X[:5])
+    assert net.n_iter_ == 3 and net.history_.shape == (3,)
+    assert any(not np.array_equal(a, b) for a, b in zip(w, net.weights_))
+    with pytest.raises(ValueError, match="X"):
+        net.partial_fit(X[:, :4])
+    with pytest.raises(ValueError, match="X"):
+        net.partial_fit(X[:0])
+    with pytest.raises(ValueError, match="learning_rate"):
+        net.set_params(learning_rate=-1.0).partial_fit(X)

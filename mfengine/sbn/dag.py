@@ -633,6 +633,49 @@ class BeliefNet(_DagModel):
 
         return fit_dag(self, X, missing)
 
+    def partial_fit(self, X, y=None, missing=None):
+        """One pass of the training rule over ``X`` (scikit-learn's out-of-core convention).
+
+        The patterns of ``X`` are visited in the order given, ``batch_size`` at a time, each
+        step as in ``fit``: solve the mean field of the batch (from 0.5), move the weights
+        and biases along the gradient.  Every call continues from the current parameters
+        (``W_``, ``h_``; ``W`` and ``h`` on the first call) whatever ``warm_start`` says, with
+        the first rate of the schedule (``learning_rate``, default 0.1); change
+        ``learning_rate`` between calls to follow a schedule.
+
+        The first epoch of ``fit`` equals ``partial_fit(X[order])`` with ``order`` that
+        epoch's permutation drawn from ``random_state``; later epochs of ``fit`` warm-start
+        each pattern's solve from its previous solution, which a chunk of data does not have.
+
+        Parameters
+        ----------
+        X : array_like of shape (n_patterns, n_visible)
+            Binary training data (one chunk).
+        y : None
+            Ignored.
+        missing : array_like of bool, optional
+            Missing visible entries: free units of each solve, left out of the objective.
+
+        Returns
+        -------
+        self : BeliefNet
+            ``history_`` gains this pass's mean objective per pattern; ``n_iter_`` counts the
+            passes.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import mfengine as mf
+        >>> W = np.tril(np.full((6, 6), 0.5), -1)
+        >>> net = mf.BeliefNet(W, np.full(6, 0.2), visible=[3, 4, 5], progress=False)
+        >>> X = net.sample(100, random_state=0)
+        >>> net.partial_fit(X[:50]).partial_fit(X[50:]).n_iter_
+        2
+        """
+        from mfengine.sbn.learning import fit_dag
+
+        return fit_dag(self, X, missing, partial=True)
+
     # ------------------------------------------------------------------ generative model
     def sample(self, n_samples=1, random_state=None, return_all=False):
         """Draw patterns by ancestral sampling.

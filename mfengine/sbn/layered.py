@@ -928,13 +928,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         from mfengine.sbn import _gaussian
 
         if check_flag(self.init_visible_biases, "init_visible_biases"):
-            if miss is None:
-                p = V.mean(axis=0)
-            else:
-                obs = 1.0 - miss
-                p = (np.where(obs > 0, V, 0.0)).sum(axis=0) / np.maximum(obs.sum(axis=0), 1.0)
-            p = np.clip(p, 1.0 / (n + 2), 1.0 - 1.0 / (n + 2))
-            self.biases_[-1] = np.log(p) - np.log1p(-p)
+            self._init_visible_biases(V, miss)
         Vk = np.where(np.isfinite(V), V, 0.0) if miss is not None else V
         state = np.full((n, sum(self._sizes())), 0.5)
         history = []
@@ -960,6 +954,108 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         self._check_params()
         return self._finish_fit(history, tol, len(rates))
 
+    def _init_visible_biases(self, V, miss):
+        """The paper's first pass: visible biases at the logits of the pixel means."""
+        n = V.shape[0]
+        if miss is None:
+            p = V.mean(axis=0)
+        else:
+            obs = 1.0 - miss
+            p = (np.where(obs > 0, V, 0.0)).sum(axis=0) / np.maximum(obs.sum(axis=0), 1.0)
+        p = np.clip(p, 1.0 / (n + 2), 1.0 - 1.0 / (n + 2))
+        self.biases_[-1] = np.log(p) - np.log1p(-p)
+
+    def partial_fit(self, X, y=None, missing=None):
+        """One pass of the training rule over ``X`` (scikit-learn's out-of-core convention).
+
+        The patterns of ``X`` are visited in the order given, ``batch_size`` at a time, each
+        step exactly as in ``fit``: solve the mean field (from 0.5), move the parameters along
+        the gradient at the solutions.  The first call (a net without parameters) draws them
+        from ``random_state`` and, with "gaussian" and ``init_visible_biases``, sets the
+        visible biases from this first chunk's pixel means; later calls continue from the
+        current parameters whatever ``warm_start`` says.  Each call uses the first rate of the
+        schedule (``learning_rate``, or 0.02 for "gaussian" and 0.1 for the DAG methods by
+        default); change ``learning_rate`` between calls to follow a schedule.
+
+        ``fit`` with a constant rate (or with ``max_iter=1``) is ``partial_fit`` over each
+        epoch's shuffled data: ``fit`` equals one ``partial_fit(X[order])`` per epoch, with
+        ``order`` the epoch's permutation drawn from ``random_state`` (with the DAG methods,
+        for the first epoch only: ``fit`` then warm-starts each pattern's solve from its
+        previous solution, which a chunk of data does not have).
+
+        Parameters
+        ----------
+        X : array_like of shape (n_patterns, n_visible)
+            Binary training data (one chunk).
+        y : None
+            Ignored.
+        missing : array_like of bool, optional
+            Missing visible entries, left out of the bound ("gaussian" only).
+
+        Returns
+        -------
+        self : SigmoidBeliefNet
+            ``history_`` gains this pass's mean bound per pattern, and ``n_iter_`` counts the
+            passes since the parameters were drawn.
+
+        Examples
+        --------
+        >>> import mfengine as mf
+        >>> net = mf.SigmoidBeliefNet([2, 4, 8], random_state=0, progress=False)
+        >>> X = net.sample(200, random_state=1)
+        >>> for chunk in (X[:100], X[100:]):
+        ...     _ = net.partial_fit(chunk)
+        >>> net.n_iter_, net.history_.shape
+        (2, (2,))
+        """
+        method = self.method
+        if not isinstance(method, str) or method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        first = "weights_" not in vars(self) or "biases_" not in vars(self)
+        if first:
+            self._init_params(as_float_matrix(X, "X", allow_nan=True).shape[1])
+        self._check_params()
+        V, miss = self._check_data(X, missing, min_rows=1)
+        rate = schedule(self.max_iter, self.learning_rate,
+                        0.1 if method in DAG_METHODS else PAPER_RATES)[0]
+        history = [] if first or "history_" not in vars(self) else list(self.history_)
+        if method in DAG_METHODS:
+            if missing is not None:
+                raise ValueError(f"missing is not supported by partial_fit with method={method!r}")
+            dag = self.to_dag()
+            dag.set_params(learning_rate=rate, random_state=None)
+            dag.partial_fit(V)
+            self._copy_from_dag(dag)
+            history.append(float(dag.history_[-1]))
+        else:
+            batch_size = check_int(self.batch_size, "batch_size", 1)
+            itol = check_tol(self.infer_tol, "infer_tol")
+            imax = check_int(self.infer_max_iter, "infer_max_iter", 1)
+            from mfengine.sbn import _gaussian
+
+            if first and check_flag(self.init_visible_biases, "init_visible_biases"):
+                self._init_visible_biases(V, miss)
+            Vk = np.where(np.isfinite(V), V, 0.0) if miss is not None else V
+            n = V.shape[0]
+            state = np.full((n, sum(self._sizes())), 0.5)
+            total = _gaussian.fit_epoch(self, Vk, miss, np.arange(n, dtype=np.intp), float(rate),
+                                        batch_size, itol, inner_tol_for(itol), imax, state)
+            history.append(total / n)
+        self._check_params()
+        self.n_features_in_ = V.shape[1]
+        self.history_ = np.asarray(history, dtype=np.float64)
+        self.n_iter_ = len(history)
+        return self
+
+    def _copy_from_dag(self, d):
+        """The weights and biases of ``d`` (``to_dag()`` of this net, trained) copied back."""
+        sizes = self._sizes()
+        off = np.concatenate([[0], np.cumsum(sizes)])
+        W, h = d.W_, d.h_
+        self.weights_ = [np.ascontiguousarray(W[off[l + 1]:off[l + 2], off[l]:off[l + 1]])
+                         for l in range(len(sizes) - 1)]
+        self.biases_ = [h[off[l]:off[l + 1]].copy() for l in range(len(sizes))]
+
     def _finish_fit(self, history, tol, budget):
         self.history_ = np.asarray(history, dtype=np.float64)
         self.n_iter_ = len(history)
@@ -973,14 +1069,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         if missing is not None:
             raise ValueError(f"missing is not supported by fit with method={self.method!r}")
         dag = self.to_dag()
-        sizes = self._sizes()
-        off = np.concatenate([[0], np.cumsum(sizes)])
-
-        def copy_back(d):
-            W, h = d.W_, d.h_
-            self.weights_ = [np.ascontiguousarray(W[off[l + 1]:off[l + 2], off[l]:off[l + 1]])
-                             for l in range(len(sizes) - 1)]
-            self.biases_ = [h[off[l]:off[l + 1]].copy() for l in range(len(sizes))]
+        copy_back = self._copy_from_dag
 
         user_callback = self.callback
 

@@ -37,11 +37,14 @@ def objective_gradient(batch, w, h, clamp, net_of, method, mu, xi):
     return -gw, -gh
 
 
-def fit_dag(net, X, missing=None):
+def fit_dag(net, X, missing=None, partial=False):
     """Train ``net`` (a BeliefNet, changed in place; its hyperparameters say how) on binary
     ``X``; sets ``W_``, ``h_``, ``history_`` (the mean objective per pattern in each epoch,
     each pattern scored at its mean-field solution just before the update that used it) and
-    ``n_iter_``, and returns ``net``."""
+    ``n_iter_``, and returns ``net``.
+
+    ``partial``: one pass over ``X`` in the order given, with the first rate of the
+    schedule, from the current parameters (``partial_fit``); ``history_`` gains one entry."""
     from mfengine._progress import progress_bar
 
     method = net.method
@@ -54,7 +57,11 @@ def fit_dag(net, X, missing=None):
     tol = check_tol(net.tol, "tol", allow_none=True)
     progress = check_flag(net.progress, "progress")
     callback = check_callback(net.callback)
-    if not check_flag(net.warm_start, "warm_start"):
+    past = []
+    if partial:
+        rates, tol, callback = rates[:1], None, None
+        past = list(net.history_) if "history_" in vars(net) else []
+    elif not check_flag(net.warm_start, "warm_start"):
         for k in ("W_", "h_", "visible_"):
             vars(net).pop(k, None)
     net._params()
@@ -80,7 +87,7 @@ def fit_dag(net, X, missing=None):
     warned = False
     try:
         for epoch, lr in enumerate(rates):
-            order = rng.permutation(n)
+            order = np.arange(n) if partial else rng.permutation(n)
             total = 0.0
             for a in range(0, n, batch_size):
                 idx = order[a:a + batch_size]
@@ -147,8 +154,8 @@ def fit_dag(net, X, missing=None):
     warn_unconverged(np.concatenate(converged), f"BeliefNet.fit(method={method!r}): the "
                      "mean-field solves", "raise infer_max_iter or loosen infer_tol",
                      stacklevel=3)
-    net.history_ = np.asarray(history, dtype=np.float64)
-    net.n_iter_ = len(history)
+    net.history_ = np.asarray(past + history, dtype=np.float64)
+    net.n_iter_ = len(past) + len(history)
     net.n_features_in_ = int(np.count_nonzero(net.visible_))
     if tol is not None and not stop(history, tol):
         warn_unconverged([False], "BeliefNet.fit",
