@@ -6,7 +6,10 @@
  *   P(s) = startprob[s_0] prod_t transmat[s_t, s_{t+1}],
  *   x_t ~ N(U[s_t] + V[s_{t+lag}] + W[s_{t-lag}], I),
  * where the V term is present only with right context and t + lag < T, the W term only with
- * left context and t - lag >= 0.  A lag >= T therefore leaves the first-order model: every
+ * left context and t - lag >= 0.  A NaN entry of X is a missing value: every term of
+ * ln p(x | s) that involves it is left out (marginalised: the covariance is the identity, so
+ * the observed coordinates of an output are Gaussian on their own; a row of NaN is a missing
+ * frame, whose whole emission drops out).  X must hold no infinities.  A lag >= T therefore leaves the first-order model: every
  * function below treats it so (and never forms t + lag), whatever the lag's size.  The
  * derivation of the mean-field updates is in docs/context_hmm.md; mfengine/hmm/_chain.pyx calls
  * these functions.

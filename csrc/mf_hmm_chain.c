@@ -36,8 +36,12 @@ void mf_hmm__xchain_layout(arena_t *a, xchain_t *x, const mf_hmm_model *m, ptrdi
     x->nk = x->has1 ? (m->lag < (T - 1) / 2 + 1 ? 2 * m->lag : T - 1) : (T > 1 ? 1 : 0);
     if (x->nk > T - 1) x->nk = T - 1;
     x->e = (double *)take(a, T, n, sizeof(double));
+    x->rc = (unsigned char *)take(a, T, 1, 1);
     x->K1 = (double *)take(a, n, n, sizeof(double));
     x->K2 = (double *)take(a, n, n, sizeof(double));
+    x->KUV = (double *)take(a, n, n, sizeof(double));
+    x->KWU = (double *)take(a, n, n, sizeof(double));
+    x->kb = (double *)take(a, n, n, sizeof(double));
     x->alpha = (double *)take(a, T, n, sizeof(double));
     x->beta = (double *)take(a, T, n, sizeof(double));
     x->phi = (double *)take(a, T, n, sizeof(double));
@@ -55,19 +59,67 @@ void mf_hmm__xchain_setup(xchain_t *x, const double *X)
 {
     const mf_hmm_model *m = x->m;
     const ptrdiff_t n = m->n, D = m->D;
-    ptrdiff_t i, j, d;
+    ptrdiff_t i, j, d, t;
+    x->X = X;
     x->cst = mf_hmm__site_terms(m, x->T, X, x->e);
+    for (t = 0; t < x->T; t++) x->rc[t] = row_code(X, D, t);
     for (i = 0; i < n; i++)
         for (j = 0; j < n; j++) {
-            double k1 = 0.0, k2 = 0.0;
+            double kuv = 0.0, kwu = 0.0, k2 = 0.0;
             for (d = 0; d < D; d++) {
-                if (m->right) k1 += m->U[i * D + d] * m->V[j * D + d];   /* U at l, V at l+lag */
-                if (m->left) k1 += m->W[i * D + d] * m->U[j * D + d];    /* W at l, U at l+lag */
+                if (m->right) kuv += m->U[i * D + d] * m->V[j * D + d];  /* U at l, V at l+lag */
+                if (m->left) kwu += m->W[i * D + d] * m->U[j * D + d];   /* W at l, U at l+lag */
                 if (x->has2) k2 += m->W[i * D + d] * m->V[j * D + d];   /* W at l, V at l+2lag */
             }
-            x->K1[i * n + j] = k1;
+            x->KUV[i * n + j] = kuv;
+            x->KWU[i * n + j] = kwu;
+            x->K1[i * n + j] = kuv + kwu;
             x->K2[i * n + j] = k2;
         }
+}
+
+const double *mf_hmm__k1(xchain_t *x, ptrdiff_t l)
+{
+    const mf_hmm_model *m = x->m;
+    const ptrdiff_t n = m->n, D = m->D, lag = x->lag;
+    unsigned char a, b;
+    ptrdiff_t i, j, d;
+    if (!c1_at(x, l)) return NULL;
+    a = m->right ? x->rc[l] : ROW_MISSING;         /* output l: U at l, V at l + lag */
+    b = m->left ? x->rc[l + lag] : ROW_MISSING;    /* output l + lag: W at l, U at l + lag */
+    if (a != ROW_PARTIAL && b != ROW_PARTIAL) {
+        if (a == ROW_FULL) return b == ROW_FULL ? x->K1 : x->KUV;
+        return b == ROW_FULL ? x->KWU : NULL;
+    }
+    for (i = 0; i < n; i++)
+        for (j = 0; j < n; j++) {
+            double k = 0.0;
+            for (d = 0; d < D; d++) {
+                if (a != ROW_MISSING && seen(x->X, D, l, d)) k += m->U[i * D + d] * m->V[j * D + d];
+                if (b != ROW_MISSING && seen(x->X, D, l + lag, d))
+                    k += m->W[i * D + d] * m->U[j * D + d];
+            }
+            x->kb[i * n + j] = k;
+        }
+    return x->kb;
+}
+
+const double *mf_hmm__k2(xchain_t *x, ptrdiff_t l)
+{
+    const mf_hmm_model *m = x->m;
+    const ptrdiff_t n = m->n, D = m->D, lag = x->lag;
+    ptrdiff_t i, j, d;
+    if (!c2_at(x, l)) return NULL;
+    if (x->rc[l + lag] != ROW_PARTIAL)              /* output l + lag: W at l, V at l + 2 lag */
+        return x->rc[l + lag] == ROW_FULL ? x->K2 : NULL;
+    for (i = 0; i < n; i++)
+        for (j = 0; j < n; j++) {
+            double k = 0.0;
+            for (d = 0; d < D; d++)
+                if (seen(x->X, D, l + lag, d)) k += m->W[i * D + d] * m->V[j * D + d];
+            x->kb[i * n + j] = k;
+        }
+    return x->kb;
 }
 
 /* Forward (filtered, normalised) and backward (scaled) messages of the chain with potentials h. */
@@ -229,23 +281,26 @@ static void shift_max(double *v, ptrdiff_t n)
 /* F(h); fills gam, tl (and the messages) for a sweep that follows; xi_sum, pair1, pair2 may be
  * NULL (pair1 and pair2 stay zero in a model without context couplings). */
 int mf_hmm__xchain_objective(xchain_t *x, const double *h, double *xi_sum, double *pair1,
-                            double *pair2, double *value)
+                            double *pair2, double *pmask, double *value)
 {
-    const ptrdiff_t T = x->T, n = x->n, n2 = n * n, lag = x->lag;
+    const ptrdiff_t T = x->T, n = x->n, n2 = n * n, lag = x->lag, D = x->m->D;
     double logz, F;
-    ptrdiff_t t, i, j;
+    ptrdiff_t t, i, j, d;
     int status = xchain_pass(x, h, &logz);
+    const double *k;
     if (status) return status;
     if (xi_sum) for (i = 0; i < n2; i++) xi_sum[i] = 0.0;
     if (pair1) for (i = 0; i < n2; i++) pair1[i] = 0.0;
     if (pair2) for (i = 0; i < n2; i++) pair2[i] = 0.0;
-    if (!x->has1) pair1 = pair2 = NULL;
+    if (pmask) for (i = 0; i < 3 * D * n2; i++) pmask[i] = 0.0;
+    if (!x->has1) pair1 = pair2 = pmask = NULL;
+    if (pmask && !pair1) pmask = NULL;
     F = logz + x->cst;
     for (t = 0; t < T; t++) {
         double *g = x->gam + t * n, *tl = x->tl + t * n, s = 0.0;
         ptrdiff_t kk = x->kmax > 1 ? x->kmax : 1;
-        if (pair1 && kk < lag) kk = lag;
-        if (pair2) kk = 2 * lag;
+        if ((pair1 || pmask) && kk < lag) kk = lag;
+        if (pair2 || (pmask && x->has2)) kk = 2 * lag;
         if (kk > T - 1 - t) kk = T - 1 - t;
         for (i = 0; i < n; i++) {
             g[i] = x->alpha[t * n + i] * x->beta[t * n + i];
@@ -258,8 +313,8 @@ int mf_hmm__xchain_objective(xchain_t *x, const double *h, double *xi_sum, doubl
         }
         if (kk < 1) continue;
         right_products(x, t, kk);
-        if (c1_at(x, t)) add_rowdot(n, x->MR + (lag - 1) * n2, x->K1, tl);
-        if (c2_at(x, t)) add_rowdot(n, x->MR + (2 * lag - 1) * n2, x->K2, tl);
+        if ((k = mf_hmm__k1(x, t)) != NULL) add_rowdot(n, x->MR + (lag - 1) * n2, k, tl);
+        if ((k = mf_hmm__k2(x, t)) != NULL) add_rowdot(n, x->MR + (2 * lag - 1) * n2, k, tl);
         for (i = 0; i < n; i++) {
             if (g[i] == 0.0) continue;
             F -= g[i] * tl[i];
@@ -270,6 +325,19 @@ int mf_hmm__xchain_objective(xchain_t *x, const double *h, double *xi_sum, doubl
             if (pair2 && 2 * lag <= kk)
                 for (j = 0; j < n; j++)
                     pair2[i * n + j] += g[i] * x->MR[(2 * lag - 1) * n2 + i * n + j];
+            if (pmask && lag <= kk)
+                for (d = 0; d < D; d++) {
+                    const double *M1 = x->MR + (lag - 1) * n2 + i * n;
+                    if (seen(x->X, D, t, d))           /* output t: U at t, V at t + lag */
+                        for (j = 0; j < n; j++) pmask[(0 * D + d) * n2 + i * n + j] += g[i] * M1[j];
+                    if (seen(x->X, D, t + lag, d)) {   /* output t + lag: W at t */
+                        for (j = 0; j < n; j++) pmask[(1 * D + d) * n2 + i * n + j] += g[i] * M1[j];
+                        if (2 * lag <= kk)            /* ... and V at t + 2 lag */
+                            for (j = 0; j < n; j++)
+                                pmask[(2 * D + d) * n2 + i * n + j] +=
+                                    g[i] * x->MR[(2 * lag - 1) * n2 + i * n + j];
+                    }
+                }
         }
     }
     if (!isfinite(F)) return HMM_NONFINITE;
@@ -286,6 +354,7 @@ static int xchain_sweep(xchain_t *x, double *h)
     double *cl = x->v, *khi = x->v + n, *term = x->v + 2 * n, *w = x->v + 3 * n;
     double *sd = x->v + 4 * n;
     ptrdiff_t t, i, j, a;
+    const double *k;
 
     /* cr[t](i) = E[sum_{u > t} (e_u - h_u)(s_u) - couplings with both ends > t | s_t = i],
      * up to a constant in i */
@@ -315,17 +384,18 @@ static int xchain_sweep(xchain_t *x, double *h)
             sd[i] = 0.0;
         }
         /* couplings whose later end is t */
-        if (c1_at(x, t - lag)) add_rowdot_t(n, x->ML + (lag - 1) * n2, x->K1, khi);
-        if (c2_at(x, t - 2 * lag)) add_rowdot_t(n, x->ML + (2 * lag - 1) * n2, x->K2, khi);
+        if ((k = mf_hmm__k1(x, t - lag)) != NULL) add_rowdot_t(n, x->ML + (lag - 1) * n2, k, khi);
+        if ((k = mf_hmm__k2(x, t - 2 * lag)) != NULL)
+            add_rowdot_t(n, x->ML + (2 * lag - 1) * n2, k, khi);
         /* couplings with earlier end t - a < t < later end:
          * E[K(s_{t-a}, s_hi) | s_t = i] = sum_{j,k} Q(s_{t-a} = j | i) K(j, k) Q(s_hi = k | i) */
         for (a = 1; a < 2 * lag && a <= t; a++) {
-            if (a < lag && c1_at(x, t - a)) {
-                matmul(n, x->ML + (a - 1) * n2, x->K1, x->tmp2);
+            if (a < lag && (k = mf_hmm__k1(x, t - a)) != NULL) {
+                matmul(n, x->ML + (a - 1) * n2, k, x->tmp2);
                 add_rowdot(n, x->tmp2, x->MR + (lag - a - 1) * n2, sd);
             }
-            if (c2_at(x, t - a)) {
-                matmul(n, x->ML + (a - 1) * n2, x->K2, x->tmp2);
+            if ((k = mf_hmm__k2(x, t - a)) != NULL) {
+                matmul(n, x->ML + (a - 1) * n2, k, x->tmp2);
                 add_rowdot(n, x->tmp2, x->MR + (2 * lag - a - 1) * n2, sd);
             }
         }
@@ -395,7 +465,7 @@ int mf_hmm_chain_objective(const mf_hmm_model *m, ptrdiff_t T, const double *X,
     if (status) return status;
     if (!X || !logpot || !value) return MF_EBADARG;
     if ((status = xchain_open(&x, &a, &e, T, X)) != MF_OK) return status;
-    status = mf_hmm__xchain_objective(&x, logpot, xi_sum, pair1, pair2, value);
+    status = mf_hmm__xchain_objective(&x, logpot, xi_sum, pair1, pair2, NULL, value);
     if (!status && gamma) memcpy(gamma, x.gam, (size_t)(T * e.n) * sizeof(double));
     free(a.base);
     return mf_hmm__publish(status, value);
@@ -410,7 +480,7 @@ int mf_hmm__xchain_ascent(xchain_t *x, ptrdiff_t max_sweeps, double tol, double 
 {
     double F, Fn;
     ptrdiff_t it = 0;
-    int status = mf_hmm__xchain_objective(x, h, NULL, NULL, NULL, &F), converged = 1;
+    int status = mf_hmm__xchain_objective(x, h, NULL, NULL, NULL, NULL, &F), converged = 1;
     if (status) return status;
     put_history(history, hist_len, 0, F);
     if (x->kmax > 0 && x->T > x->lag) {
@@ -419,7 +489,7 @@ int mf_hmm__xchain_ascent(xchain_t *x, ptrdiff_t max_sweeps, double tol, double 
             it++;
             status = xchain_sweep(x, h);
             if (status) return status;
-            status = mf_hmm__xchain_objective(x, h, NULL, NULL, NULL, &Fn);
+            status = mf_hmm__xchain_objective(x, h, NULL, NULL, NULL, NULL, &Fn);
             if (status) return status;
             put_history(history, hist_len, it, Fn);
             if (Fn - F <= tol * (double)x->T) {

@@ -30,20 +30,25 @@ double mf_hmm__site_terms(const mf_hmm_model *m, ptrdiff_t T, const double *X, d
     ptrdiff_t t, i, d;
     for (t = 0; t < T; t++) {
         const double *x = X + t * D;
+        const int r = m->right && t >= lag, l = m->left && lag < T - t;
         double xx = 0.0;
-        for (d = 0; d < D; d++) xx += x[d] * x[d];
-        cst += -0.5 * xx - (double)D * HALF_LOG_2PI;
+        for (d = 0; d < D; d++)
+            if (!isnan(x[d])) xx += x[d] * x[d] + 2.0 * HALF_LOG_2PI;
+        cst -= 0.5 * xx;
         for (i = 0; i < n; i++) {
             double v = 0.0;
             const double *u = m->U + i * D;
-            for (d = 0; d < D; d++) v += x[d] * u[d] - 0.5 * u[d] * u[d];
-            if (m->right && t >= lag) {        /* s_t is the right context of x_{t-lag} */
-                const double *xr = X + (t - lag) * D, *r = m->V + i * D;
-                for (d = 0; d < D; d++) v += xr[d] * r[d] - 0.5 * r[d] * r[d];
+            for (d = 0; d < D; d++)
+                if (!isnan(x[d])) v += x[d] * u[d] - 0.5 * u[d] * u[d];
+            if (r) {        /* s_t is the right context of x_{t-lag} */
+                const double *xr = X + (t - lag) * D, *rr = m->V + i * D;
+                for (d = 0; d < D; d++)
+                    if (!isnan(xr[d])) v += xr[d] * rr[d] - 0.5 * rr[d] * rr[d];
             }
-            if (m->left && lag < T - t) {      /* s_t is the left context of x_{t+lag} */
-                const double *xl = X + (t + lag) * D, *l = m->W + i * D;
-                for (d = 0; d < D; d++) v += xl[d] * l[d] - 0.5 * l[d] * l[d];
+            if (l) {        /* s_t is the left context of x_{t+lag} */
+                const double *xl = X + (t + lag) * D, *ll = m->W + i * D;
+                for (d = 0; d < D; d++)
+                    if (!isnan(xl[d])) v += xl[d] * ll[d] - 0.5 * ll[d] * ll[d];
             }
             e[t * n + i] = v;
         }
@@ -57,9 +62,12 @@ ptrdiff_t mf_hmm__build_pairs(const mf_hmm_model *m, ptrdiff_t T, pair_t *p)
     ptrdiff_t t, np = 0;
     for (t = 0; t < T; t++) {
         const int r = m->right && lag < T - t, l = m->left && t >= lag;
-        if (r) { p[np].ta = 0; p[np].tb = 1; p[np].sa = t; p[np].sb = t + lag; np++; }
-        if (l) { p[np].ta = 0; p[np].tb = 2; p[np].sa = t; p[np].sb = t - lag; np++; }
-        if (r && l) { p[np].ta = 1; p[np].tb = 2; p[np].sa = t + lag; p[np].sb = t - lag; np++; }
+        if (r) { p[np].ta = 0; p[np].tb = 1; p[np].sa = t; p[np].sb = t + lag; p[np].out = t; np++; }
+        if (l) { p[np].ta = 0; p[np].tb = 2; p[np].sa = t; p[np].sb = t - lag; p[np].out = t; np++; }
+        if (r && l) {
+            p[np].ta = 1; p[np].tb = 2; p[np].sa = t + lag; p[np].sb = t - lag; p[np].out = t;
+            np++;
+        }
     }
     return np;
 }

@@ -114,8 +114,8 @@ int mf_hmm_exact(const mf_hmm_model *m0, ptrdiff_t T, const double *X, double *l
                     const double *v = m->W + dig[tt - lag - k] * D;
                     for (d = 0; d < D; d++) mean[d] += v[d];
                 }
-                for (d = 0; d < D; d++) l -= 0.5 * sq(x[d] - mean[d]);
-                l -= (double)D * HALF_LOG_2PI;
+                for (d = 0; d < D; d++)   /* a missing coordinate (NaN) is left out */
+                    if (!isnan(x[d])) l -= 0.5 * sq(x[d] - mean[d]) + HALF_LOG_2PI;
             }
             if (k == 0) {
                 double pr = m->startprob[dig[0]];

@@ -40,6 +40,24 @@
 
 static inline double sq(double x) { return x * x; }
 
+/* Missing values: a NaN entry of X is a missing observation, and every term of ln p(x | s) that
+ * involves it is left out (the output covariance is the identity, so the observed coordinates
+ * of an output are Gaussian on their own, and a row of NaN drops the whole emission). */
+static inline int seen(const double *X, ptrdiff_t D, ptrdiff_t t, ptrdiff_t d)
+{
+    return !isnan(X[t * D + d]);
+}
+
+/* Row codes: ROW_MISSING every coordinate NaN, ROW_FULL none, ROW_PARTIAL some. */
+enum { ROW_MISSING = 0, ROW_FULL = 1, ROW_PARTIAL = 2 };
+
+static inline unsigned char row_code(const double *X, ptrdiff_t D, ptrdiff_t t)
+{
+    ptrdiff_t d, k = 0;
+    for (d = 0; d < D; d++) k += seen(X, D, t, d);
+    return k == D ? ROW_FULL : (k == 0 ? ROW_MISSING : ROW_PARTIAL);
+}
+
 /* The value an exported function writes for an internal outcome, and the status it returns. */
 static inline int mf_hmm__publish(int status, double *value)
 {
@@ -130,13 +148,14 @@ static inline const double *table(const mf_hmm_model *m, int k)
 }
 
 /* e[t, i]: every term of ln p(x | s) that involves s_t alone; returns the constant part
- * sum_t (-D/2 ln 2 pi - |x_t|^2 / 2). */
+ * sum_t (-D_t/2 ln 2 pi - |x_t|^2 / 2), D_t and |x_t| over the observed coordinates of x_t. */
 MF_HMM_INTERNAL double mf_hmm__site_terms(const mf_hmm_model *m, ptrdiff_t T, const double *X,
                                           double *e);
 
 typedef struct {
     int ta, tb;          /* tables of the two ends (0 = U, 1 = V, 2 = W) */
     ptrdiff_t sa, sb;    /* times of the two ends */
+    ptrdiff_t out;       /* the output whose mean holds both terms */
 } pair_t;
 
 /* Couplings -a(s_sa) . b(s_sb) of ln p(x | s): one per output and pair of its mean's terms;
@@ -208,7 +227,12 @@ typedef struct {
     int has1, has2;             /* couplings at distance lag / 2 lag in the model */
     double cst;
     double *e;                  /* (T, n) single-site terms */
+    const double *X;            /* (T, D) the data (NaN: missing) */
+    unsigned char *rc;          /* (T) row codes (ROW_MISSING / ROW_FULL / ROW_PARTIAL) */
     double *K1, *K2;            /* (n, n) coupling energies, row = state at the earlier end */
+    double *KUV, *KWU;          /* (n, n) the two parts of K1 (U at l, V at l+lag; W at l, U at
+                                 * l+lag), for outputs l or l+lag missing */
+    double *kb;                 /* (n, n) a coupling matrix of partly observed outputs */
     double *alpha, *beta, *phi; /* (T, n) filtered forward, scaled backward, exp(h - max) */
     double *gam;                /* (T, n) marginals */
     double *tl;                 /* (T, n) E[couplings whose earlier end is t | s_t] */
@@ -223,10 +247,20 @@ MF_HMM_INTERNAL void mf_hmm__xchain_layout(arena_t *a, xchain_t *x, const mf_hmm
                                            ptrdiff_t T);
 /* Fills the carved buffers: site terms and coupling energies. */
 MF_HMM_INTERNAL void mf_hmm__xchain_setup(xchain_t *x, const double *X);
+/* The coupling energies between s_l and s_{l+lag} (K1) / s_{l+2 lag} (K2) with the missing
+ * coordinates of their outputs left out; NULL when there is no such coupling at l (or every
+ * coordinate it involves is missing).  A partly observed output's matrix is written to x->kb,
+ * valid until the next call. */
+MF_HMM_INTERNAL const double *mf_hmm__k1(xchain_t *x, ptrdiff_t l);
+MF_HMM_INTERNAL const double *mf_hmm__k2(xchain_t *x, ptrdiff_t l);
 /* F(h); fills gam, tl (and the messages) for a sweep that follows; xi_sum, pair1, pair2 may be
- * NULL (pair1 and pair2 stay zero in a model without context couplings). */
+ * NULL (pair1 and pair2 stay zero in a model without context couplings).  pmask, when not NULL,
+ * (3, D, n, n) receives per output coordinate d the sums over l of Q(s_l, s_{l+lag}) where the
+ * output l is observed in d (U-V), where the output l+lag is (W-U), and of Q(s_l, s_{l+2 lag})
+ * where the output l+lag is (W-V): the M-step's statistics with missing values. */
 MF_HMM_INTERNAL int mf_hmm__xchain_objective(xchain_t *x, const double *h, double *xi_sum,
-                                             double *pair1, double *pair2, double *value);
+                                             double *pair1, double *pair2, double *pmask,
+                                             double *value);
 /* Coordinate ascent from h (in place); history[0..*n_sweeps] (within hist_len).  MF_OK when a
  * sweep raised F by at most tol * T (or there is nothing to optimise), MF_NOT_CONVERGED when
  * the budget ran out first. */
@@ -238,7 +272,7 @@ MF_HMM_INTERNAL int mf_hmm__xchain_ascent(xchain_t *x, ptrdiff_t max_sweeps, dou
 /* Structured mean field (mf_hmm_structured.c) and the exact likelihood (mf_hmm_exact.c)      */
 
 typedef struct {
-    double *hbest, *h, *hist, *q, *pairs;
+    double *hbest, *h, *hist, *q, *pairs, *pmask;
 } structured_bufs;
 
 MF_HMM_INTERNAL void mf_hmm__structured_layout(arena_t *a, xchain_t *x, const mf_hmm_model *m,

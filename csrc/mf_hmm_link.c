@@ -56,8 +56,13 @@ int mf_hmm__link(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t 
             const double *A = table(m, pp->ta), *Bt = table(m, pp->tb);
             const double *ga = gamma + pp->sa * n, *gb = gamma + pp->sb * n;
             for (d = 0; d < D; d++) {
-                const double av = dot_gamma(ga, A, n, D, d), bv = dot_gamma(gb, Bt, n, D, d);
-                double l2 = -1.0; /* < 0: exact factorised term (one end is not random) */
+                double av, bv, l2 = -1.0; /* < 0: exact factorised term (one end is not random) */
+                if (!seen(X, D, pp->out, d)) {   /* a missing coordinate couples nothing */
+                    b.lam2[p * D + d] = 0.0;
+                    continue;
+                }
+                av = dot_gamma(ga, A, n, D, d);
+                bv = dot_gamma(gb, Bt, n, D, d);
                 b.abar[p * D + d] = av;
                 b.bbar[p * D + d] = bv;
                 B -= av * bv;
@@ -97,6 +102,7 @@ int mf_hmm__link(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t 
             for (d = 0; d < D; d++) {
                 const double av = b.abar[p * D + d], bv = b.bbar[p * D + d];
                 const double l2 = b.lam2[p * D + d];
+                if (l2 == 0.0) continue;   /* missing coordinate */
                 if (l2 < 0.0) {
                     for (i = 0; i < n; i++) ha[i] -= bv * A[i * D + d];
                     for (i = 0; i < n; i++) hb[i] -= av * Bt[i * D + d];

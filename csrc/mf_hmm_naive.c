@@ -28,8 +28,9 @@ static void naive_means(const mf_hmm_model *m, const double *q, ptrdiff_t t, dou
     }
 }
 
-static double naive_bound(const mf_hmm_model *m, ptrdiff_t T, const double *q, const double *e,
-                          double cst, const pair_t *pairs, ptrdiff_t np, const double *means)
+static double naive_bound(const mf_hmm_model *m, ptrdiff_t T, const double *X, const double *q,
+                          const double *e, double cst, const pair_t *pairs, ptrdiff_t np,
+                          const double *means)
 {
     const ptrdiff_t n = m->n, D = m->D;
     double B = cst;
@@ -45,7 +46,8 @@ static double naive_bound(const mf_hmm_model *m, ptrdiff_t T, const double *q, c
     for (p = 0; p < np; p++) {
         const double *ma = means + (pairs[p].ta * T + pairs[p].sa) * D;
         const double *mb = means + (pairs[p].tb * T + pairs[p].sb) * D;
-        for (d = 0; d < D; d++) B -= ma[d] * mb[d];
+        for (d = 0; d < D; d++)
+            if (seen(X, D, pairs[p].out, d)) B -= ma[d] * mb[d];
     }
     return B;
 }
@@ -88,7 +90,7 @@ int mf_hmm__naive(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t
     for (t = 0; t < T; t++) naive_means(m, q, t, means, T);
 
     for (it = 0;; it++) {
-        B = naive_bound(m, T, q, e, cst, b.pairs, np, means);
+        B = naive_bound(m, T, X, q, e, cst, b.pairs, np, means);
         if (isnan(B) || B == INFINITY) { status = HMM_NONFINITE; goto done; }
         put_history(history, hist_len, it, B);
         if (it > 0 && B - prev <= tol * (double)T) break;
@@ -101,19 +103,26 @@ int mf_hmm__naive(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t
             t = forward ? k : T - 1 - k;
             /* coupling vectors: what multiplies U[i], V[i], W[i] at time t */
             for (d = 0; d < 3 * D; d++) cpl[d] = 0.0;
-            if (m->right && lag < T - t)
-                for (d = 0; d < D; d++) cpl[d] += mV[(t + lag) * D + d];
-            if (m->left && t >= lag)
-                for (d = 0; d < D; d++) cpl[d] += mW[(t - lag) * D + d];
-            if (m->right && t >= lag) {
-                for (d = 0; d < D; d++) cpl[D + d] += mU[(t - lag) * D + d];
+            /* (each only where the output that holds the coupling is observed) */
+            if (m->right && lag < T - t)           /* output t: U at t, V at t + lag */
+                for (d = 0; d < D; d++)
+                    if (seen(X, D, t, d)) cpl[d] += mV[(t + lag) * D + d];
+            if (m->left && t >= lag)               /* output t: U at t, W at t - lag */
+                for (d = 0; d < D; d++)
+                    if (seen(X, D, t, d)) cpl[d] += mW[(t - lag) * D + d];
+            if (m->right && t >= lag) {            /* output t - lag */
+                for (d = 0; d < D; d++)
+                    if (seen(X, D, t - lag, d)) cpl[D + d] += mU[(t - lag) * D + d];
                 if (m->left && t - lag >= lag)
-                    for (d = 0; d < D; d++) cpl[D + d] += mW[(t - 2 * lag) * D + d];
+                    for (d = 0; d < D; d++)
+                        if (seen(X, D, t - lag, d)) cpl[D + d] += mW[(t - 2 * lag) * D + d];
             }
-            if (m->left && lag < T - t) {
-                for (d = 0; d < D; d++) cpl[2 * D + d] += mU[(t + lag) * D + d];
+            if (m->left && lag < T - t) {          /* output t + lag */
+                for (d = 0; d < D; d++)
+                    if (seen(X, D, t + lag, d)) cpl[2 * D + d] += mU[(t + lag) * D + d];
                 if (m->right && lag < T - t - lag)
-                    for (d = 0; d < D; d++) cpl[2 * D + d] += mV[(t + 2 * lag) * D + d];
+                    for (d = 0; d < D; d++)
+                        if (seen(X, D, t + lag, d)) cpl[2 * D + d] += mV[(t + 2 * lag) * D + d];
             }
             for (i = 0; i < n; i++) {
                 double v = e[t * n + i];

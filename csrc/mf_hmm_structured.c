@@ -3,28 +3,29 @@
  * -- and the M-step statistics of that objective in the means.  See mf_hmm.h. */
 #include "mf_hmm_internal.h"
 
-/* M-step statistics of F in the means, for the chain whose marginals are gamma and whose summed
- * pairwise marginals at distance lag and 2 lag are pair1, pair2 (identical for every d). */
+/* M-step statistics of F in the means, for the chain whose marginals are gamma; pmask (3, D, n, n)
+ * holds, per output coordinate d, the summed pairwise marginals of the couplings whose output is
+ * observed in d (mf_hmm__xchain_objective).  A missing coordinate contributes nothing. */
 static void mstep_stats(const mf_hmm_model *m, ptrdiff_t T, const double *X, const double *gamma,
-                        const double *pair1, const double *pair2, double *stat_H, double *stat_g)
+                        const double *pmask, double *stat_H, double *stat_g)
 {
-    const ptrdiff_t n = m->n, D = m->D, lag = m->lag, K = 3 * n;
+    const ptrdiff_t n = m->n, D = m->D, lag = m->lag, K = 3 * n, n2 = n * n;
     ptrdiff_t t, i, j, d;
-    double *H = stat_H;
     memset(stat_H, 0, (size_t)(D * K * K) * sizeof(double));
     memset(stat_g, 0, (size_t)(D * K) * sizeof(double));
     for (t = 0; t < T; t++) {
         const int r = m->right && lag < T - t, l = m->left && t >= lag;
         const double *x = X + t * D;
-        for (i = 0; i < n; i++) {
-            const double gu = gamma[t * n + i];
-            const double gv = r ? gamma[(t + lag) * n + i] : 0.0;
-            const double gw = l ? gamma[(t - lag) * n + i] : 0.0;
-            H[i * K + i] += gu;
-            H[(n + i) * K + n + i] += gv;
-            H[(2 * n + i) * K + 2 * n + i] += gw;
-            for (d = 0; d < D; d++) {
-                double *g = stat_g + d * K;
+        for (d = 0; d < D; d++) {
+            double *H = stat_H + d * K * K, *g = stat_g + d * K;
+            if (isnan(x[d])) continue;
+            for (i = 0; i < n; i++) {
+                const double gu = gamma[t * n + i];
+                const double gv = r ? gamma[(t + lag) * n + i] : 0.0;
+                const double gw = l ? gamma[(t - lag) * n + i] : 0.0;
+                H[i * K + i] += gu;
+                H[(n + i) * K + n + i] += gv;
+                H[(2 * n + i) * K + 2 * n + i] += gw;
                 g[i] += x[d] * gu;
                 g[n + i] += x[d] * gv;
                 g[2 * n + i] += x[d] * gw;
@@ -32,24 +33,29 @@ static void mstep_stats(const mf_hmm_model *m, ptrdiff_t T, const double *X, con
         }
     }
     if (T > lag && (m->right || m->left))
-        for (i = 0; i < n; i++)
-            for (j = 0; j < n; j++) {
-                const double p1 = pair1[i * n + j];
-                if (m->right) {   /* U at s_t = i, V at s_{t+lag} = j */
-                    H[i * K + n + j] += p1;
-                    H[(n + j) * K + i] += p1;
+        for (d = 0; d < D; d++) {
+            double *H = stat_H + d * K * K;
+            const double *puv = pmask + (0 * D + d) * n2, *pwu = pmask + (1 * D + d) * n2;
+            const double *pwv = pmask + (2 * D + d) * n2;
+            for (i = 0; i < n; i++)
+                for (j = 0; j < n; j++) {
+                    if (m->right) {   /* U at s_t = i, V at s_{t+lag} = j */
+                        const double p1 = puv[i * n + j];
+                        H[i * K + n + j] += p1;
+                        H[(n + j) * K + i] += p1;
+                    }
+                    if (m->left) {    /* W at s_{t-lag} = i, U at s_t = j */
+                        const double p1 = pwu[i * n + j];
+                        H[(2 * n + i) * K + j] += p1;
+                        H[j * K + 2 * n + i] += p1;
+                    }
+                    if (m->right && m->left && T - lag > lag) {   /* W at s_{t-lag}, V at s_{t+lag} */
+                        const double p2 = pwv[i * n + j];
+                        H[(2 * n + i) * K + n + j] += p2;
+                        H[(n + j) * K + 2 * n + i] += p2;
+                    }
                 }
-                if (m->left) {    /* W at s_{t-lag} = i, U at s_t = j */
-                    H[(2 * n + i) * K + j] += p1;
-                    H[j * K + 2 * n + i] += p1;
-                }
-                if (m->right && m->left && T - lag > lag) {   /* W at s_{t-lag} = i, V at s_{t+lag} = j */
-                    const double p2 = pair2[i * n + j];
-                    H[(2 * n + i) * K + n + j] += p2;
-                    H[(n + j) * K + 2 * n + i] += p2;
-                }
-            }
-    for (d = 1; d < D; d++) memcpy(stat_H + d * K * K, stat_H, (size_t)(K * K) * sizeof(double));
+        }
 }
 
 void mf_hmm__structured_layout(arena_t *a, xchain_t *x, const mf_hmm_model *m, ptrdiff_t T,
@@ -61,6 +67,7 @@ void mf_hmm__structured_layout(arena_t *a, xchain_t *x, const mf_hmm_model *m, p
     b->hist = (double *)take(a, hist_len, 1, sizeof(double));
     b->q = (double *)take(a, T, m->n, sizeof(double));
     b->pairs = (double *)take(a, 2 * m->n, m->n, sizeof(double));
+    b->pmask = (double *)take(a, 3 * m->D, m->n * m->n, sizeof(double));
 }
 
 static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
@@ -121,11 +128,12 @@ static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
         }
     }
     /* the kept chain's marginals and statistics */
-    status = mf_hmm__xchain_objective(&x, b.hbest, xi_sum, b.pairs, b.pairs + n * n, &F);
+    status = mf_hmm__xchain_objective(&x, b.hbest, xi_sum, b.pairs, b.pairs + n * n,
+                                      stat_H && stat_g ? b.pmask : NULL, &F);
     if (status) goto done;
     memcpy(gamma, x.gam, (size_t)Tn * sizeof(double));
     if (logpot) memcpy(logpot, b.hbest, (size_t)Tn * sizeof(double));
-    if (stat_H && stat_g) mstep_stats(m, T, X, x.gam, b.pairs, b.pairs + n * n, stat_H, stat_g);
+    if (stat_H && stat_g) mstep_stats(m, T, X, x.gam, b.pmask, stat_H, stat_g);
     *n_sweeps = nbest;
     *bound = best;
     status = conv_best;

@@ -4,6 +4,8 @@ Model: P(s) = pi[s_0] prod A[s_t, s_{t+1}];  x_t ~ N(U[s_t] + V[s_{t+lag}] + W[s
 the V term only with right context and t + lag < T, the W term only with left context and
 t - lag >= 0.  ``params`` is a dict with keys pi, A, U, V, W, lag, right, left.
 
+NaN entries of X are missing values: every term that involves them is left out.
+
 Nothing here is fast: the likelihood and every mean-field bound are computed by enumerating all
 n^T state sequences (tiny T only), by a log-space forward-backward, or by a forward recursion
 over the augmented state written independently of the kernel (dicts of state tuples, each output
@@ -50,9 +52,11 @@ def log_prior(p, S):
 
 
 def log_emission(p, X, S):
-    D = X.shape[1]
-    r = X - output_means(p, S)
-    return -0.5 * np.sum(r * r) - 0.5 * X.shape[0] * D * np.log(2 * np.pi)
+    """ln p(x | s); NaN entries of X are missing and left out (the model's covariance is the
+    identity, so the observed coordinates are Gaussian on their own)."""
+    seen = ~np.isnan(X)
+    r = (X - output_means(p, S))[seen]
+    return -0.5 * np.sum(r * r) - 0.5 * np.count_nonzero(seen) * np.log(2 * np.pi)
 
 
 def all_paths(n, T):
@@ -114,7 +118,8 @@ def augmented_loglik(p, X):
         if p["left"] and t - lag >= 0:
             m = m + p["W"][states_by_time[t - lag]]
         r = X[t] - m
-        return -0.5 * r @ r - 0.5 * D * np.log(2 * np.pi)
+        seen = ~np.isnan(r)   # missing coordinates left out
+        return -0.5 * r[seen] @ r[seen] - 0.5 * np.count_nonzero(seen) * np.log(2 * np.pi)
 
     def last_needed(t):
         return min(T - 1, t + lag) if p["right"] else t
@@ -159,16 +164,24 @@ def _pairs(p, T):
 
 
 def _site_terms(p, X):
-    """e[t, i]: the terms of ln p(x | s) that involve s_t alone (kernel's split, rewritten)."""
+    """e[t, i]: the terms of ln p(x | s) that involve s_t alone (kernel's split, rewritten);
+    missing (NaN) coordinates contribute nothing."""
     T, lag = len(X), p["lag"]
     U, V, W = p["U"], p["V"], p["W"]
-    e = X @ U.T - 0.5 * (U * U).sum(1)[None]
+    M = (~np.isnan(X)).astype(float)
+    X0 = np.where(np.isnan(X), 0.0, X)
+    e = X0 @ U.T - 0.5 * M @ (U * U).T
     for t in range(T):
         if p["right"] and t >= lag:
-            e[t] += X[t - lag] @ V.T - 0.5 * (V * V).sum(1)
+            e[t] += X0[t - lag] @ V.T - 0.5 * M[t - lag] @ (V * V).T
         if p["left"] and t + lag < T:
-            e[t] += X[t + lag] @ W.T - 0.5 * (W * W).sum(1)
+            e[t] += X0[t + lag] @ W.T - 0.5 * M[t + lag] @ (W * W).T
     return e
+
+
+def _output_of(ta, sa, sb):
+    """The output whose mean holds the coupling (ta at sa, other end at sb)."""
+    return sa if ta == "U" else (sa + sb) // 2
 
 
 def naive_elbo(p, X, q):
@@ -230,7 +243,8 @@ def link_bound(p, X, logpot):
     paths, q, lq = chain_q(p, logpot)
     e = _site_terms(p, X)
     gamma = np.zeros((T, n))
-    val = -0.5 * np.sum(X * X) - 0.5 * T * D * np.log(2 * np.pi)
+    seen = ~np.isnan(X)
+    val = -0.5 * np.sum(X[seen] ** 2) - 0.5 * np.count_nonzero(seen) * np.log(2 * np.pi)
     for S, w, l in zip(paths, q, lq):
         gamma[np.arange(T), S] += w
         if w > 0:
@@ -239,6 +253,8 @@ def link_bound(p, X, logpot):
     for ta, sa, tb, sb in _pairs(p, T):
         A, B = tabs[ta], tabs[tb]
         for d in range(D):
+            if np.isnan(X[_output_of(ta, sa, sb), d]):
+                continue
             abar, bbar = gamma[sa] @ A[:, d], gamma[sb] @ B[:, d]
             if _const_col(A, d) or _const_col(B, d):
                 val -= abar * bbar
@@ -350,6 +366,8 @@ def link_solve(p, X, init=None, max_sweeps=200, tol=1e-10):
         for ta, sa, tb, sb in pairs:
             A, B = tabs[ta], tabs[tb]
             for d in range(D):
+                if np.isnan(X[_output_of(ta, sa, sb), d]):
+                    continue
                 abar, bbar = gamma[sa] @ A[:, d], gamma[sb] @ B[:, d]
                 if _const_col(A, d) or _const_col(B, d):
                     logpot[sa] -= bbar * A[:, d]

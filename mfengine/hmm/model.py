@@ -43,6 +43,17 @@ _HALF_LOG_2PI = 0.5 * np.log(2.0 * np.pi)
 _UNCONVERGED_HINT = "raise infer_max_iter or loosen infer_tol"
 
 
+def _as_data(X, name, n_cols):
+    """X as a float64 C-contiguous matrix; NaN entries are missing values (marginalised),
+    infinities are refused."""
+    Xc = as_float_matrix(X, name, n_cols=n_cols, allow_nan=True)
+    if np.isinf(Xc).any():
+        row = int(np.nonzero(np.isinf(Xc).any(axis=1))[0][0])
+        raise ValueError(f"{name} contains infinite values (first in row {row}); missing values "
+                         "are given as NaN")
+    return Xc
+
+
 @dataclass(repr=False)
 class HMMInferenceResult(InferenceResult):
     """What :meth:`ContextHMM.infer` returns: the mean-field solution of every sequence.
@@ -369,13 +380,13 @@ class ContextHMM(PersistMixin, BaseEstimator):
         if isinstance(X, (list, tuple)) and len(X) > 0 and all(np.ndim(x) == 2 for x in X):
             if lengths is not None:
                 raise ValueError("lengths must be None when X is a list of sequences")
-            parts = [as_float_matrix(X[0], "X[0]", n_cols=D)]
+            parts = [_as_data(X[0], "X[0]", D)]
             D = parts[0].shape[1]
-            parts += [as_float_matrix(x, f"X[{i}]", n_cols=D) for i, x in enumerate(X) if i]
+            parts += [_as_data(x, f"X[{i}]", D) for i, x in enumerate(X) if i]
             lengths = [p.shape[0] for p in parts]
             Xc = np.ascontiguousarray(np.concatenate(parts, axis=0))
         else:
-            Xc = as_float_matrix(X, "X", n_cols=D)
+            Xc = _as_data(X, "X", D)
         if Xc.shape[0] == 0:
             raise ValueError("X has no rows")
         return Xc, check_lengths([Xc.shape[0]] if lengths is None else lengths, Xc.shape[0])
@@ -619,7 +630,8 @@ class ContextHMM(PersistMixin, BaseEstimator):
                 if self._left and lag < T:
                     mean[lag:] += W[s[:T - lag]]
                 total += logsp[s[0]] + np.sum(logA[s[:-1], s[1:]])
-                total += -0.5 * np.sum((x - mean) ** 2) - T * x.shape[1] * _HALF_LOG_2PI
+                seen = ~np.isnan(x)    # missing values are marginalised: their terms drop out
+                total += -0.5 * np.sum((x - mean)[seen] ** 2) - np.count_nonzero(seen) * _HALF_LOG_2PI
         return float(total)
 
     def sample(self, n_samples=1, random_state=None):
@@ -691,7 +703,10 @@ class ContextHMM(PersistMixin, BaseEstimator):
             with warnings.catch_warnings():
                 # fewer distinct points than states: KMeans says so; the means are still usable
                 warnings.filterwarnings("ignore", module="sklearn")
-                self.means_ = np.ascontiguousarray(km.fit(Xc).cluster_centers_, dtype=np.float64)
+                # missing frames left out, missing coordinates of the others at the column mean
+                rows = Xc[~np.isnan(Xc).all(axis=1)]
+                rows = np.where(np.isnan(rows), np.nanmean(Xc, axis=0), rows)
+                self.means_ = np.ascontiguousarray(km.fit(rows).cluster_centers_, dtype=np.float64)
         draw = {}
         for code, name, present in (("r", "right_means_", self._right),
                                     ("l", "left_means_", self._left)):
@@ -781,6 +796,15 @@ class ContextHMM(PersistMixin, BaseEstimator):
         n = int(self.n_states)
         if N < n:
             raise ValueError(f"X has {N} rows, fewer than n_states={n}")
+        missing = np.isnan(Xc)
+        if missing.all(axis=0).any():
+            d = int(np.nonzero(missing.all(axis=0))[0][0])
+            raise ValueError(f"X: column {d} has no observed value (all NaN), so fit cannot "
+                             "estimate the means of that feature")
+        n_frames = int(np.count_nonzero(~missing.all(axis=1)))
+        if n_frames < n:
+            raise ValueError(f"X has {n_frames} rows with an observed value (the others are all "
+                             f"NaN: missing frames), fewer than n_states={n}")
         rng = check_random_state(self.random_state)
         warm = bool(self.warm_start) and getattr(self, "means_", None) is not None
         if warm:
@@ -790,7 +814,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
         else:
             P, init_right, init_left = self._init(Xc, D, rng)
         # every computation of fit runs with data and means shifted by the data's mean
-        shift = Xc.mean(axis=0)
+        shift = np.nanmean(Xc, axis=0)
         Xs = np.ascontiguousarray(Xc - shift)
         U_start = P[2]
         P = (P[0], P[1], np.ascontiguousarray(P[2] - shift), P[3], P[4])
@@ -828,7 +852,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
             # -- mean-field EM
             if n_mf > 0:
                 converged = False
-                scale = float(self.context_init_scale) * float(np.std(Xc))
+                scale = float(self.context_init_scale) * float(np.nanstd(Xc))
                 V, W = P[3], P[4]
                 if init_right:
                     V = np.ascontiguousarray(scale * rng.standard_normal((n, D)))
