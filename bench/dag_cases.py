@@ -17,7 +17,7 @@ LAYERED_SIZES = (4, 12, 36, 100)
 N_PATTERNS = 1000
 TOL = 1e-6
 XI_TOL = 1e-10       # |phi'(xi)| at which the NumPy peer's xi solves stop
-METHODS = ("sjj", "plefka12")
+METHODS = ("sjj", "plefka11", "plefka12")
 MODELS = {
     "batch": "10,000 random 2x4x6 nets, W, h ~ U[-1, 1], visible = 0",
     "layered": "4x12x36x100, W ~ N(0, 1/fan_in), 1000 sampled patterns",

@@ -90,9 +90,10 @@ def np_sjj_objective(case_W, case_b, mus, xis, want_grad=False):
     return (L, grads) if want_grad else L
 
 
-def np_g12_objective(case_W, case_b, us, want_grad=False):
-    """G12 per item; ``us`` all layers (visible last); with want_grad also dF/du for every
-    hidden layer (F = G12 without the negative entropies)."""
+def np_g12_objective(case_W, case_b, us, want_grad=False, order=12):
+    """G12 (G11 for ``order=11``) per item; ``us`` all layers (visible last); with want_grad
+    also dF/du for every hidden layer (F = G without the negative entropies)."""
+    k2 = 0.5 if order == 12 else 0.0
     nl = len(us)
     b0 = case_b[0]
     G = -(us[0] * b0 - _softplus(b0)).sum(axis=1)
@@ -105,10 +106,10 @@ def np_g12_objective(case_W, case_b, us, want_grad=False):
         Vv = _mv(W2, p * (1.0 - p))
         s = _sigmoid(M)
         s1 = s * (1.0 - s)
-        G = G + (-(us[c] * M - _softplus(M)) + 0.5 * s1 * Vv).sum(axis=1)
+        G = G + (-(us[c] * M - _softplus(M)) + k2 * s1 * Vv).sum(axis=1)
         if want_grad:
-            coef = (s - us[c]) + 0.5 * s1 * (1.0 - 2.0 * s) * Vv
-            grads[l] = grads[l] + _vm(coef, W) + 0.5 * (1.0 - 2.0 * p) * _vm(s1, W2)
+            coef = (s - us[c]) + k2 * s1 * (1.0 - 2.0 * s) * Vv
+            grads[l] = grads[l] + _vm(coef, W) + k2 * (1.0 - 2.0 * p) * _vm(s1, W2)
             if c < nl - 1:
                 grads[c] = -M
     for l in range(nl - 1):
@@ -187,7 +188,7 @@ def np_solve(case, method, tol=TOL, max_iter=2000, c_armijo=1e-4, max_halvings=4
         mus = [_sigmoid(a) for a in tt] + [Vv]
         if sjj:
             return np_sjj_objective(W, b, mus, xx, want_grad)
-        out = np_g12_objective(W, b, mus, want_grad)
+        out = np_g12_objective(W, b, mus, want_grad, order=11 if method == "plefka11" else 12)
         if want_grad:
             return -out[0], [-g for g in out[1]]     # the image of t is then +grad
         return -out

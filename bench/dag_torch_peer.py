@@ -41,7 +41,7 @@ def _t_mv(W, p):
 
 
 def _t_objective(method, W, b, T, S, Vt, sizes):
-    """Per-item bound (sjj: L; plefka12: -G12) at logits T (hidden mu) and S (xi of layers 1..)."""
+    """Per-item bound (sjj: L; plefka12: -G12; plefka11: -G11) at logits T (hidden mu) and S (xi of layers 1..)."""
     torch = _torch
     sp = torch.nn.functional.softplus
     nl = len(sizes)
@@ -65,7 +65,8 @@ def _t_objective(method, W, b, T, S, Vt, sizes):
             M = b[c] + _t_mv(W[l], p)
             Vv = _t_mv(W[l] * W[l], p * (1.0 - p))
             s = torch.sigmoid(M)
-            out = out + (mus[c] * M - sp(M) - 0.5 * s * (1.0 - s) * Vv).sum(dim=1)
+            k2 = 0.5 if method == "plefka12" else 0.0       # plefka11: no variance term
+            out = out + (mus[c] * M - sp(M) - k2 * s * (1.0 - s) * Vv).sum(dim=1)
     return out
 
 

@@ -426,3 +426,69 @@ def test_errors():
     u2[~np.isnan(clamp)] = np.nan
     np.testing.assert_array_equal(plefka.objective(*args, u, 22, "sigmoid"),
                                   plefka.objective(*args, u2, 22, "sigmoid"))
+
+
+# ---------------------------------------------------------------- the blocked dense path
+def _layered_items(rng, sizes, n_items, n_nets=1, missing=0.0, scale=1.0):
+    mask = layered_mask(sizes)
+    S = DagStructure(mask)
+    n = mask.shape[0]
+    W = rng.normal(0.0, scale, (n_nets, n, n)) * mask
+    h = rng.normal(0.0, scale, (n_nets, n))
+    net_of = np.sort(rng.integers(0, n_nets, n_items))
+    clamp = np.full((n_items, n), np.nan)
+    clamp[:, n - sizes[-1]:] = rng.integers(0, 2, (n_items, sizes[-1]))
+    clamp[:, n - sizes[-1]:][rng.random((n_items, sizes[-1])) < missing] = np.nan
+    return S, S.pack(W), h, net_of, clamp
+
+
+@pytest.mark.parametrize("order", [11, 12])
+@pytest.mark.parametrize("missing", [0.0, 0.3])
+def test_blocked_dense_path_matches_the_per_item_path(order, missing):
+    """Layered sigmoid nets are solved in blocks of patterns (matrix products over the block);
+    the same items solved one at a time take the per-item CSR path: same fixed point."""
+    rng = np.random.default_rng(200 + order)
+    S, w, h, net_of, clamp = _layered_items(rng, [3, 6, 10], 150, n_nets=2, missing=missing,
+                                            scale=1.5)
+    G, u, n_iter, conv = plefka.solve(S, w, h, net_of, clamp, order, "sigmoid")
+    assert conv.all()
+    for p in range(0, 150, 7):
+        G1, u1, _, c1 = plefka.solve(S, w, h, net_of[p:p + 1], clamp[p:p + 1], order, "sigmoid")
+        assert c1[0]
+        np.testing.assert_allclose(G[p], G1[0], rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(u[p], u1[0], atol=1e-7)
+    np.testing.assert_allclose(plefka.objective(S, w, h, net_of, clamp, u, order, "sigmoid"), G,
+                               rtol=1e-12, atol=1e-12)
+    gu = plefka.gradient_u(S, w, h, net_of, clamp, np.clip(u, 1e-300, 1 - 1e-16), order,
+                           "sigmoid")
+    assert np.max(np.abs(gu * u * (1 - u))) < 1e-8
+    free = np.isnan(clamp)
+    np.testing.assert_array_equal(u[~free], clamp[~free])
+    for threads in (2, 3):
+        for a, b in zip(plefka.solve(S, w, h, net_of, clamp, order, "sigmoid",
+                                     n_threads=threads), (G, u, n_iter, conv)):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_blocked_dense_path_budget_and_start():
+    rng = np.random.default_rng(210)
+    S, w, h, net_of, clamp = _layered_items(rng, [4, 8, 12], 70, scale=2.0)
+    init = rng.uniform(0.0, 1.0, clamp.shape)
+    init[:, :2] = 0.0
+    init[:, 2:4] = 1.0
+    for max_iter in (0, 1, 3):
+        G, u, n_iter, conv = plefka.solve(S, w, h, net_of, clamp, 12, "sigmoid",
+                                          max_iter=max_iter, init_u=init)
+        assert np.all(n_iter <= max_iter)
+        for p in (0, 33, 69):
+            ref_out = plefka.solve(S, w, h, net_of[p:p + 1], clamp[p:p + 1], 12, "sigmoid",
+                                   max_iter=max_iter, init_u=init[p:p + 1])
+            assert ref_out[2][0] == n_iter[p]
+            np.testing.assert_allclose(ref_out[0][0], G[p], rtol=1e-9)
+    G, u, n_iter, conv = plefka.solve(S, w, h, net_of, clamp, 12, "sigmoid", init_u=init,
+                                      accelerate=False)
+    for p in (0, 33, 69):
+        ref_out = plefka.solve(S, w, h, net_of[p:p + 1], clamp[p:p + 1], 12, "sigmoid",
+                               init_u=init[p:p + 1], accelerate=False)
+        assert ref_out[3][0] == conv[p]
+        np.testing.assert_allclose(ref_out[0][0], G[p], rtol=1e-9)

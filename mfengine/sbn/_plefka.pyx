@@ -49,10 +49,157 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memset
 from mfengine._typedefs cimport intp_t, int8_t
 from mfengine.sbn._dag cimport Dag, check_dag, check_items, MF_OK, MF_EBADARG, MF_ENOMEM, MF_EOVERFLOW
+from scipy.linalg.cython_blas cimport dgemm
 
 cdef extern from "mf_numerics.h" nogil:
     double mf_log1pexp(double x)
     double mf_sigmoid(double x)
+
+# Lane-wise loops of the blocked dense path (patterns are the contiguous, vectorised dimension:
+# every pattern's arithmetic is the same whatever the other lanes hold).
+cdef extern from *:
+    """
+    #include <math.h>
+    #include "mf_exp.h"
+    #if defined(MF_TARGET_CLONES) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+    #define MFP_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+    #else
+    #define MFP_CLONES
+    #endif
+
+    /* log(1 + e) for e in [0, 1] without a library call (vectorisable): 2 atanh(z) with
+     * z = e / (2 + e), or ln 2 + 2 atanh((e - 1) / (e + 3)) above sqrt(2) - 1, so |z| <= 0.1716
+     * and the odd series to z^21 is exact to about 1e-18 relative. */
+    static inline double mfp_log1p01(double e)
+    {
+        double big = e > 0.41421356237309503 ? 1.0 : 0.0;
+        double z = (e - big) / (e + 2.0 + big);
+        double z2 = z * z;
+        double p = 1.0 / 21.0;
+        p = p * z2 + 1.0 / 19.0;
+        p = p * z2 + 1.0 / 17.0;
+        p = p * z2 + 1.0 / 15.0;
+        p = p * z2 + 1.0 / 13.0;
+        p = p * z2 + 1.0 / 11.0;
+        p = p * z2 + 1.0 / 9.0;
+        p = p * z2 + 1.0 / 7.0;
+        p = p * z2 + 1.0 / 5.0;
+        p = p * z2 + 1.0 / 3.0;
+        p = p * z2 + 1.0;
+        return big * 0.69314718055994530942 + 2.0 * z * p;
+    }
+
+    /* One free unit's row over m lanes: logits T -> u, u (1 - u), 1 - 2u, and
+     * negH += u t - log(1 + e^t). */
+    MFP_CLONES static void mfp_means_free(long m, const double *restrict T,
+                                          double *restrict U, double *restrict V,
+                                          double *restrict C, double *restrict negH)
+    {
+        long l;
+        for (l = 0; l < m; l++) {
+            double t = T[l], num, den;
+            mf_exp_parts(-fabs(t), &num, &den);
+            double dd = 1.0 / (den + num);
+            double s0 = den * dd, s1 = num * dd;
+            double s = t >= 0.0 ? s0 : s1, sm = t >= 0.0 ? s1 : s0;
+            double L = (t > 0.0 ? t : 0.0) + mfp_log1p01(num / den);
+            U[l] = s;
+            V[l] = s * sm;
+            C[l] = sm - s;
+            negH[l] += s * t - L;
+        }
+    }
+
+    /* A row with fixed lanes (UF not NaN; all of them when all_fixed) and free ones;
+     * H is m doubles of scratch. */
+    static void mfp_means_mixed(long m, int all_fixed, const double *T, const double *UF,
+                                double *U, double *V, double *C, double *negH, double *H)
+    {
+        long l;
+        if (!all_fixed) {
+            for (l = 0; l < m; l++)
+                H[l] = 0.0;
+            mfp_means_free(m, T, U, V, C, H);
+        }
+        for (l = 0; l < m; l++) {
+            double uf = UF[l];
+            if (uf == uf) {
+                U[l] = uf;
+                V[l] = 0.0;
+                C[l] = 1.0 - 2.0 * uf;
+            } else {
+                negH[l] += H[l];
+            }
+        }
+    }
+
+    /* Sigmoid unit i over m lanes at Mbar = M, mean U, V_i = Vi: F += -g0 (- 1/2 g2 V_i for
+     * order 12); UB = dF/du_i (partial), MB = dF/dMbar_i, VB = dF/dV_i. */
+    MFP_CLONES static void mfp_sig_coef12(long m, const double *restrict M,
+                                          const double *restrict U, const double *restrict Vi,
+                                          double *restrict F, double *restrict UB,
+                                          double *restrict MB, double *restrict VB)
+    {
+        long l;
+        for (l = 0; l < m; l++) {
+            double x = M[l], u = U[l], num, den;
+            mf_exp_parts(-fabs(x), &num, &den);
+            double dd = 1.0 / (den + num);
+            double s0 = den * dd, s1 = num * dd;
+            double s = x >= 0.0 ? s0 : s1, q = x >= 0.0 ? s1 : s0;
+            double L = (x > 0.0 ? x : 0.0) + mfp_log1p01(num / den);
+            double g2 = -s * q;
+            double vi = Vi[l];
+            UB[l] = -x;
+            VB[l] = -0.5 * g2;
+            MB[l] = s - u - 0.5 * (g2 * (q - s)) * vi;
+            F[l] += (L - u * x) - 0.5 * g2 * vi;
+        }
+    }
+
+    MFP_CLONES static void mfp_sig_coef11(long m, const double *restrict M,
+                                          const double *restrict U, double *restrict F,
+                                          double *restrict UB, double *restrict MB)
+    {
+        long l;
+        for (l = 0; l < m; l++) {
+            double x = M[l], u = U[l], num, den;
+            mf_exp_parts(-fabs(x), &num, &den);
+            double dd = 1.0 / (den + num);
+            double s = x >= 0.0 ? den * dd : num * dd;
+            double L = (x > 0.0 ? x : 0.0) + mfp_log1p01(num / den);
+            UB[l] = -x;
+            MB[l] = s - u;
+            F[l] += L - u * x;
+        }
+    }
+
+    /* dG/du of one unit row over m lanes (free lanes: + t, the entropy's derivative). */
+    MFP_CLONES static void mfp_gu_row(long m, int order, const double *restrict UB,
+                                      const double *restrict VBAR, const double *restrict C,
+                                      const double *restrict GUM, const double *restrict T,
+                                      double *restrict GU)
+    {
+        long l;
+        if (order >= 12)
+            for (l = 0; l < m; l++)
+                GU[l] = UB[l] + VBAR[l] * C[l] + GUM[l] + T[l];
+        else
+            for (l = 0; l < m; l++)
+                GU[l] = UB[l] + GUM[l] + T[l];
+    }
+    """
+    void mfp_means_free(long m, const double *T, double *U, double *V, double *C,
+                        double *negH) noexcept nogil
+    void mfp_means_mixed(long m, int all_fixed, const double *T, const double *UF, double *U,
+                         double *V, double *C, double *negH, double *H) noexcept nogil
+    void mfp_sig_coef12(long m, const double *M, const double *U, const double *Vi, double *F,
+                        double *UB, double *MB, double *VB) noexcept nogil
+    void mfp_sig_coef11(long m, const double *M, const double *U, double *F, double *UB,
+                        double *MB) noexcept nogil
+    void mfp_gu_row(long m, int order, const double *UB, const double *VBAR, const double *C,
+                    const double *GUM, const double *T, double *GU) noexcept nogil
+    double mfp_log1p01(double e) noexcept nogil
 
 DEF SIGMOID = 0
 DEF NOISY_OR = 1
@@ -749,6 +896,589 @@ cdef int qn_direction(const Net *net, Work *W, const double *t, const double *dt
     return 1
 
 
+# ------------------------------------------------------------------ the blocked dense path
+# Layered (dense) nets: every unit's parents are one contiguous range of units and consecutive
+# units share it (a "group": rows i0..i1 of a dense weight matrix over parents p0..p0+K, stored
+# contiguously in w).  A block of patterns of one net is then evaluated together: the means of
+# all its patterns as (unit x pattern) arrays, Mbar and V by matrix products (BLAS dgemm), the
+# per-unit terms lane-wise, the reverse pass by transposed products.  Each pattern runs the
+# same solver as solve_item (the same steps, tests and line search) as a resumable state
+# machine: every round evaluates the pending trial points of all unfinished patterns of the
+# block at once.  Blocks are cut from the items alone (runs of one net, at most BLOCK items),
+# never from the thread count, so the answers are the same for any number of threads.
+DEF BLOCK = 64          # patterns per block
+DEF BLOCK_MIN = 8       # shorter runs of one net go through the per-item path
+DEF PH_INIT = 0
+DEF PH_FULL = 1
+DEF PH_LS = 2
+DEF PH_DONE = 3
+
+
+cdef struct Group:
+    Py_ssize_t i0       # rows i0..i1-1
+    Py_ssize_t i1
+    Py_ssize_t p0       # parents p0..p0+K-1
+    Py_ssize_t K
+    Py_ssize_t e0       # w[e0 + (i - i0) K + j] = w_{i, p0 + j}
+
+
+cdef struct PS:         # one pattern's solver state (solve_item's locals), over its free units
+    Py_ssize_t nf       # free units fi[0..nf)
+    intp_t *fi
+    double *uf          # n: the fixed units' values, NaN at free ones
+    double *t           # nf each: logits, trial logits, step, dG/du at t / trial / lo,
+    double *tt          # u and v at t / trial / lo, dG/dt at t and before, a direction
+    double *dt
+    double *gcur
+    double *gtry
+    double *glo
+    double *ucur
+    double *utry
+    double *ulo
+    double *vcur
+    double *vtry
+    double *vlo
+    double *q
+    double *qprev
+    double *dq
+    double *Sm          # MEM x nf
+    double *Ym
+    double rho[MEM]
+    double alph[MEM]
+    double G
+    double D
+    double noise
+    double lo
+    double hi
+    double flo
+    double fhi
+    double dlo
+    double dhi
+    double lam
+    Py_ssize_t it
+    Py_ssize_t ls
+    Py_ssize_t mem
+    Py_ssize_t head
+    Py_ssize_t stalls
+    int pending
+    int qn
+    int phase
+    int status
+    int8_t conv
+
+
+cdef inline Py_ssize_t PS_DOUBLES(Py_ssize_t n) noexcept nogil:
+    return (16 + 2 * MEM) * n + n
+
+
+cdef void ps_carve(PS *P, double *d, intp_t *fi, Py_ssize_t n) noexcept nogil:
+    P.uf = d
+    d = d + n
+    P.t = d
+    P.tt = d + n
+    P.dt = d + 2 * n
+    P.gcur = d + 3 * n
+    P.gtry = d + 4 * n
+    P.glo = d + 5 * n
+    P.ucur = d + 6 * n
+    P.utry = d + 7 * n
+    P.ulo = d + 8 * n
+    P.vcur = d + 9 * n
+    P.vtry = d + 10 * n
+    P.vlo = d + 11 * n
+    P.q = d + 12 * n
+    P.qprev = d + 13 * n
+    P.dq = d + 14 * n
+    P.Sm = d + 16 * n
+    P.Ym = d + (16 + MEM) * n
+    P.fi = fi
+
+
+cdef inline void swap(double **a, double **b) noexcept nogil:
+    cdef double *tmp = a[0]
+    a[0] = b[0]
+    b[0] = tmp
+
+
+cdef void ps_finish(const Net *net, PS *P, double *G_out, double *u_out, intp_t *n_iter,
+                    int8_t *conv, int8_t *status) noexcept nogil:
+    cdef Py_ssize_t i
+    P.phase = PH_DONE
+    n_iter[0] = P.it
+    G_out[0] = P.G if P.status != MF_EOVERFLOW else NAN
+    for i in range(net.n):
+        u_out[i] = P.uf[i]
+    for i in range(P.nf):
+        u_out[P.fi[i]] = mf_sigmoid(P.t[i])
+    if P.status != MF_OK:
+        P.conv = 0
+    conv[0] = P.conv
+    status[0] = P.status
+
+
+cdef int ps_qn_direction(PS *P, double tmax) noexcept nogil:
+    """qn_direction over the free units (P.dq = the quasi-Newton step, capped and boxed)."""
+    cdef Py_ssize_t nf = P.nf, i, k, j, mem = P.mem, head = P.head
+    cdef double a, b, yhy, gam, cap = 1.0, big = 0.0
+    cdef double *r = P.dq
+    cdef double *sj
+    cdef double *yj
+    for i in range(nf):
+        r[i] = P.q[i]
+    for k in range(mem):
+        j = (head - 1 - k + MEM) % MEM
+        sj = P.Sm + j * nf
+        yj = P.Ym + j * nf
+        a = 0.0
+        for i in range(nf):
+            a = a + sj[i] * r[i]
+        a = a * P.rho[j]
+        P.alph[j] = a
+        for i in range(nf):
+            r[i] -= a * yj[i]
+    j = (head - 1 + MEM) % MEM
+    yj = P.Ym + j * nf
+    yhy = 0.0
+    for i in range(nf):
+        yhy = yhy + yj[i] * yj[i] / P.vcur[i]
+    gam = 1.0 / (P.rho[j] * yhy)
+    for i in range(nf):
+        r[i] *= gam / P.vcur[i]
+    for k in range(mem - 1, -1, -1):
+        j = (head - 1 - k + MEM) % MEM
+        sj = P.Sm + j * nf
+        yj = P.Ym + j * nf
+        b = 0.0
+        for i in range(nf):
+            b = b + yj[i] * r[i]
+        b = b * P.rho[j]
+        for i in range(nf):
+            r[i] += (P.alph[j] - b) * sj[i]
+    for i in range(nf):
+        if fabs(P.dt[i]) > cap:
+            cap = fabs(P.dt[i])
+        if not (fabs(r[i]) <= big):
+            big = fabs(r[i])
+    if not (big < INFINITY):
+        return 0
+    cap = cap / big if big > cap else 1.0
+    for i in range(nf):
+        a = P.t[i] - cap * r[i]
+        a = -tmax if a < -tmax else (tmax if a > tmax else a)
+        r[i] = a - P.t[i]
+    return 1
+
+
+cdef inline double ps_max_du(const PS *P, double step) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef double m = 0.0, x
+    for i in range(P.nf):
+        x = P.vcur[i] * fabs(step * P.dt[i])
+        if x > m:
+            m = x
+    return m
+
+
+cdef int ps_begin(const Net *net, PS *P, double tol, Py_ssize_t max_iter) noexcept nogil:
+    """The head of solve_item's loop at an accepted point (P.G, P.gcur, P.ucur, P.vcur): the
+    convergence test and the next direction; sets the full-step trial point and returns 1, or
+    0 when done."""
+    cdef Py_ssize_t nf = P.nf, i, hn = P.head * P.nf
+    cdef double tmax = net.t_max, x, res = 0.0, sy, ss, yy, Dq, D
+    cdef int clipped = 0, finite = 1
+    for i in range(nf):
+        x = P.t[i] - P.gcur[i]
+        if not (fabs(x) < INFINITY):
+            finite = 0
+        if x > tmax:
+            x = tmax
+            clipped = 1
+        elif x < -tmax:
+            x = -tmax
+            clipped = 1
+        P.dt[i] = x - P.t[i]
+        x = fabs(mf_sigmoid(x) - P.ucur[i])
+        if x > res:
+            res = x
+        P.q[i] = P.vcur[i] * P.gcur[i]
+    if not finite:
+        return 0
+    if res <= tol:
+        P.conv = not clipped
+        return 0
+    if P.it >= max_iter:
+        return 0
+    if P.pending:
+        P.pending = 0
+        sy = 0.0
+        ss = 0.0
+        yy = 0.0
+        for i in range(nf):
+            x = P.q[i] - P.qprev[i]
+            P.Ym[hn + i] = x
+            sy = sy + P.Sm[hn + i] * x
+            ss = ss + P.Sm[hn + i] * P.Sm[hn + i]
+            yy = yy + x * x
+        if sy > 1e-10 * sqrt(ss * yy) and sy < INFINITY:
+            P.rho[P.head] = 1.0 / sy
+            P.head = (P.head + 1) % MEM
+            if P.mem < MEM:
+                P.mem += 1
+    D = 0.0
+    for i in range(nf):
+        P.qprev[i] = P.q[i]
+        D += P.q[i] * P.dt[i]
+    if P.qn and P.mem > 0 and ps_qn_direction(P, tmax):
+        Dq = 0.0
+        for i in range(nf):
+            Dq += P.q[i] * P.dq[i]
+        if Dq < 0.0:
+            swap(&P.dt, &P.dq)
+            D = Dq
+        else:
+            P.mem = 0
+    if not (D < 0.0):
+        return 0
+    P.D = D
+    P.it += 1
+    P.noise = NOISE * (1.0 + fabs(P.G))
+    for i in range(nf):
+        P.tt[i] = P.t[i] + P.dt[i]
+    P.phase = PH_FULL
+    return 1
+
+
+cdef inline void ps_ls_trial(PS *P) noexcept nogil:
+    """The next line-search point from the bracket (solve_item's rule)."""
+    cdef double span = P.hi - P.lo, lam, den
+    cdef Py_ssize_t i
+    if P.dhi > 0.0 and P.dhi < INFINITY and P.fhi <= P.G + C_ARMIJO * P.hi * P.D + P.noise:
+        lam = P.lo - P.dlo * span / (P.dhi - P.dlo)
+    else:
+        den = 2.0 * (P.fhi - P.flo - P.dlo * span)
+        lam = P.lo - P.dlo * span * span / den if (den > 0.0 and P.fhi < INFINITY) else P.lo + 0.5 * span
+    if lam < P.lo + 0.1 * span:
+        lam = P.lo + 0.1 * span
+    elif lam > P.hi - 0.1 * span:
+        lam = P.hi - 0.1 * span
+    P.lam = lam
+    for i in range(P.nf):
+        P.tt[i] = P.t[i] + lam * P.dt[i]
+    P.phase = PH_LS
+
+
+cdef int ps_consume(const Net *net, PS *P, double f, int st, double tol,
+                    Py_ssize_t max_iter) noexcept nogil:
+    """Take the value f (status st), gradient P.gtry and means P.utry, P.vtry at the pending
+    trial point; returns 1 if a new trial point is pending, 0 when the pattern is done."""
+    cdef Py_ssize_t nf = P.nf, i, hn
+    cdef double d, step
+    cdef int found = 0
+    if P.phase == PH_INIT:
+        P.G = f
+        swap(&P.gcur, &P.gtry)
+        swap(&P.ucur, &P.utry)
+        swap(&P.vcur, &P.vtry)
+        P.status = st
+        if st != MF_OK:
+            return 0
+        return ps_begin(net, P, tol, max_iter)
+    if st != MF_OK:
+        f = INFINITY
+    d = INFINITY
+    if f < INFINITY:
+        d = 0.0
+        for i in range(nf):
+            d += P.gtry[i] * P.vtry[i] * P.dt[i]
+    if P.phase == PH_FULL:
+        if f <= P.G + C_ARMIJO * P.D + P.noise and d <= -C_CURV * P.D:
+            P.stalls = P.stalls + 1 if (f >= P.G and ps_max_du(P, 1.0) <= tol) else 0
+            swap(&P.t, &P.tt)
+            swap(&P.gcur, &P.gtry)
+            swap(&P.ucur, &P.utry)
+            swap(&P.vcur, &P.vtry)
+            P.G = f
+            if P.stalls >= MAX_STALLS:
+                return 0
+            hn = P.head * nf
+            for i in range(nf):
+                P.Sm[hn + i] = P.dt[i]
+            P.pending = 1
+            return ps_begin(net, P, tol, max_iter)
+        if net.accel == 1:
+            P.qn = 1
+        P.lo = 0.0
+        P.flo = P.G
+        P.dlo = P.D
+        P.hi = 1.0
+        P.fhi = f
+        P.dhi = d
+        P.ls = 0
+        ps_ls_trial(P)
+        return 1
+    # PH_LS: the trial at lam
+    if not (f <= P.G + C_ARMIJO * P.lam * P.D + P.noise and f <= P.flo + P.noise):
+        P.hi = P.lam
+        P.fhi = f
+        P.dhi = d
+    elif fabs(d) <= -C_CURV * P.D:
+        found = 1
+    elif d > 0.0:
+        P.hi = P.lam
+        P.fhi = f
+        P.dhi = d
+    else:
+        P.lo = P.lam
+        P.flo = f
+        P.dlo = d
+        swap(&P.glo, &P.gtry)
+        swap(&P.ulo, &P.utry)
+        swap(&P.vlo, &P.vtry)
+    P.ls += 1
+    if not found and P.ls < MAX_LS and not (P.hi - P.lo <= 1e-13):
+        ps_ls_trial(P)
+        return 1
+    if found:
+        P.stalls = P.stalls + 1 if (f >= P.G and ps_max_du(P, P.lam) <= tol) else 0
+        swap(&P.t, &P.tt)
+        swap(&P.gcur, &P.gtry)
+        swap(&P.ucur, &P.utry)
+        swap(&P.vcur, &P.vtry)
+        P.G = f
+        step = P.lam
+    elif P.lo > 0.0:
+        P.stalls = P.stalls + 1 if (P.flo >= P.G and ps_max_du(P, P.lo) <= tol) else 0
+        for i in range(nf):
+            P.t[i] = P.t[i] + P.lo * P.dt[i]
+        swap(&P.gcur, &P.glo)
+        swap(&P.ucur, &P.ulo)
+        swap(&P.vcur, &P.vlo)
+        P.G = P.flo
+        step = P.lo
+    else:
+        return 0
+    if P.stalls >= MAX_STALLS:
+        return 0
+    hn = P.head * nf
+    for i in range(nf):
+        P.Sm[hn + i] = step * P.dt[i]
+    P.pending = 1
+    return ps_begin(net, P, tol, max_iter)
+
+
+cdef inline void gemm(char ta, char tb, Py_ssize_t m, Py_ssize_t nn, Py_ssize_t k,
+                      const double *A, Py_ssize_t lda, const double *B, Py_ssize_t ldb,
+                      double *C, Py_ssize_t ldc) noexcept nogil:
+    """C += op(A) op(B) (column-major BLAS)."""
+    cdef int im = <int> m, inn = <int> nn, ik = <int> k
+    cdef int ila = <int> lda, ilb = <int> ldb, ilc = <int> ldc
+    cdef double one = 1.0
+    dgemm(&ta, &tb, &im, &inn, &ik, &one, <double *> A, &ila, <double *> B, &ilb, &one, C, &ilc)
+
+
+cdef void block_eval(const Net *net, const Group *groups, Py_ssize_t n_groups, const double *w,
+                     const double *w2, const double *h, double *bw, const intp_t *rowfree,
+                     Py_ssize_t m) noexcept nogil:
+    """G and dG/du (free lanes) of m patterns at once; lane-major arrays of stride m in bw."""
+    cdef Py_ssize_t n = net.n, k, l, g, nr, a
+    cdef int order = net.order
+    cdef double *T = bw
+    cdef double *UF = bw + n * m
+    cdef double *U = bw + 2 * n * m
+    cdef double *Vv = bw + 3 * n * m
+    cdef double *C = bw + 4 * n * m
+    cdef double *M = bw + 5 * n * m
+    cdef double *V = bw + 6 * n * m
+    cdef double *UB = bw + 7 * n * m
+    cdef double *MB = bw + 8 * n * m
+    cdef double *VB = bw + 9 * n * m
+    cdef double *GUM = bw + 10 * n * m
+    cdef double *VBAR = bw + 11 * n * m
+    cdef double *GU = bw + 12 * n * m
+    cdef double *negH = bw + 13 * n * m
+    cdef double *F = negH + m
+    cdef const Group *gr
+    cdef int need
+    for l in range(m):
+        negH[l] = 0.0
+        F[l] = 0.0
+    for k in range(n):
+        if rowfree[k] == m:
+            mfp_means_free(m, T + k * m, U + k * m, Vv + k * m, C + k * m, negH)
+        else:
+            mfp_means_mixed(m, rowfree[k] == 0, T + k * m, UF + k * m, U + k * m, Vv + k * m,
+                            C + k * m, negH, GU)
+        for l in range(m):
+            M[k * m + l] = h[k]
+            V[k * m + l] = 0.0
+            GUM[k * m + l] = 0.0
+            VBAR[k * m + l] = 0.0
+    for g in range(n_groups):
+        gr = &groups[g]
+        nr = gr.i1 - gr.i0
+        gemm(b'N', b'N', m, nr, gr.K, U + gr.p0 * m, m, w + gr.e0, gr.K, M + gr.i0 * m, m)
+        if order >= 12:
+            gemm(b'N', b'N', m, nr, gr.K, Vv + gr.p0 * m, m, w2 + gr.e0, gr.K, V + gr.i0 * m, m)
+    for k in range(n):
+        if order >= 12:
+            mfp_sig_coef12(m, M + k * m, U + k * m, V + k * m, F, UB + k * m, MB + k * m,
+                           VB + k * m)
+        else:
+            mfp_sig_coef11(m, M + k * m, U + k * m, F, UB + k * m, MB + k * m)
+    for g in range(n_groups):
+        gr = &groups[g]
+        need = 0
+        for a in range(gr.p0, gr.p0 + gr.K):
+            if rowfree[a]:
+                need = 1
+                break
+        if not need:
+            continue
+        nr = gr.i1 - gr.i0
+        gemm(b'N', b'T', m, gr.K, nr, MB + gr.i0 * m, m, w + gr.e0, gr.K, GUM + gr.p0 * m, m)
+        if order >= 12:
+            gemm(b'N', b'T', m, gr.K, nr, VB + gr.i0 * m, m, w2 + gr.e0, gr.K, VBAR + gr.p0 * m, m)
+    for k in range(n):
+        if rowfree[k]:
+            mfp_gu_row(m, order, UB + k * m, VBAR + k * m, C + k * m, GUM + k * m, T + k * m,
+                       GU + k * m)
+    for l in range(m):
+        F[l] = negH[l] + F[l]
+
+
+cdef void solve_block(const Net *net, const Group *groups, Py_ssize_t n_groups, const double *w,
+                      const double *h, const double *clamp, const double *init, Py_ssize_t cnt,
+                      char *mem, double tol, Py_ssize_t max_iter, double *G_out, double *u_out,
+                      intp_t *n_iter, int8_t *conv, int8_t *status) noexcept nogil:
+    """Solve cnt consecutive items of one net (rows of clamp/init/u_out of length n)."""
+    cdef Py_ssize_t n = net.n, nnz = net.nnz, a, i, j, k, l, m, e, nf
+    cdef double *bw = <double *> mem
+    cdef double *w2 = bw + 13 * n * BLOCK + 3 * BLOCK
+    cdef double *psd = w2 + nnz
+    cdef PS *ps = <PS *> (psd + BLOCK * PS_DOUBLES(n))
+    cdef intp_t *lanes = <intp_t *> (ps + BLOCK)
+    cdef intp_t *rowfree = lanes + BLOCK
+    cdef intp_t *fis = rowfree + n
+    cdef PS *P
+    cdef double x, tmax = net.t_max
+    cdef double *T
+    cdef double *UF
+    cdef double *GU
+    cdef double *U
+    cdef double *V
+    cdef double *Gv
+    for e in range(nnz):
+        w2[e] = w[e] * w[e]
+    for a in range(cnt):
+        P = &ps[a]
+        ps_carve(P, psd + a * PS_DOUBLES(n), fis + a * n, n)
+        P.it = 0
+        P.ls = 0
+        P.mem = 0
+        P.head = 0
+        P.stalls = 0
+        P.pending = 0
+        P.qn = net.accel == 2
+        P.status = MF_OK
+        P.conv = 0
+        P.G = INFINITY
+        nf = 0
+        for i in range(n):
+            x = clamp[a * n + i]
+            if x == x:
+                P.uf[i] = x
+                continue
+            P.uf[i] = NAN
+            P.fi[nf] = i
+            x = 0.5 if init == NULL else init[a * n + i]
+            if x <= 0.0:
+                x = -tmax
+            elif x >= 1.0:
+                x = tmax
+            else:
+                x = log(x) - log1p(-x)
+                x = -tmax if x < -tmax else (tmax if x > tmax else x)
+            P.t[nf] = x
+            P.tt[nf] = x
+            nf += 1
+        P.nf = nf
+        P.phase = PH_INIT
+    while True:
+        m = 0
+        for a in range(cnt):
+            if ps[a].phase != PH_DONE:
+                lanes[m] = a
+                m += 1
+        if m == 0:
+            break
+        T = bw
+        UF = bw + n * m
+        for k in range(n):
+            rowfree[k] = 0
+        for l in range(m):
+            P = &ps[lanes[l]]
+            for k in range(n):
+                UF[k * m + l] = P.uf[k]
+                T[k * m + l] = 0.0
+            for j in range(P.nf):
+                k = P.fi[j]
+                T[k * m + l] = P.tt[j]
+                rowfree[k] += 1
+        block_eval(net, groups, n_groups, w, w2, h, bw, rowfree, m)
+        GU = bw + 12 * n * m
+        U = bw + 2 * n * m
+        V = bw + 3 * n * m
+        Gv = bw + 13 * n * m + m
+        for l in range(m):
+            a = lanes[l]
+            P = &ps[a]
+            for j in range(P.nf):
+                k = P.fi[j] * m + l
+                P.gtry[j] = GU[k]
+                P.utry[j] = U[k]
+                P.vtry[j] = V[k]
+            x = Gv[l]
+            if not ps_consume(net, P, x, MF_OK if fabs(x) < INFINITY else MF_EOVERFLOW, tol,
+                              max_iter):
+                ps_finish(net, P, &G_out[a], &u_out[a * n], &n_iter[a], &conv[a], &status[a])
+
+
+cdef inline Py_ssize_t BLOCK_BYTES(Py_ssize_t n, Py_ssize_t nnz) noexcept nogil:
+    return ((13 * n * BLOCK + 3 * BLOCK + nnz + BLOCK * PS_DOUBLES(n)) * sizeof(double)
+            + BLOCK * sizeof(PS) + (BLOCK + n + BLOCK * n) * sizeof(intp_t) + 64)
+
+
+cdef Py_ssize_t find_groups(const Net *net, Group *groups) noexcept nogil:
+    """The dense groups of the structure (groups may be NULL: count only), or -1 when some
+    unit's parents are not one contiguous range of units."""
+    cdef Py_ssize_t n = net.n, i, j, e0, K, p0, ng = 0
+    cdef Py_ssize_t cur_p0 = -1, cur_K = -1
+    for i in range(n):
+        e0 = net.par_ptr[i]
+        K = net.par_ptr[i + 1] - e0
+        if K == 0:
+            cur_K = -1
+            continue
+        p0 = net.par_idx[e0]
+        for j in range(K):
+            if net.par_idx[e0 + j] != p0 + j:
+                return -1
+        if K == cur_K and p0 == cur_p0:
+            if groups != NULL:
+                groups[ng - 1].i1 = i + 1
+            continue
+        if groups != NULL:
+            groups[ng].i0 = i
+            groups[ng].i1 = i + 1
+            groups[ng].p0 = p0
+            groups[ng].K = K
+            groups[ng].e0 = e0
+        ng += 1
+        cur_K = K
+        cur_p0 = p0
+    return ng
+
+
 cdef int check_args(const intp_t[::1] par_ptr, const intp_t[::1] par_idx,
                     const intp_t[::1] ch_ptr, const intp_t[::1] ch_idx, const intp_t[::1] ch_w,
                     const double[:, ::1] w, const double[:, ::1] h, const intp_t[::1] net_of,
@@ -784,6 +1514,8 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
                   n_threads, &g) != MF_OK:
         return MF_EBADARG
     cdef Py_ssize_t p, n_items = clamp.shape[0]
+    if n_items == 0:
+        return MF_OK
     if (u.shape[0] != n_items or u.shape[1] != g.n or G.shape[0] != n_items
             or n_iter.shape[0] != n_items or conv.shape[0] != n_items
             or status.shape[0] != n_items or max_iter < 0 or not (tol > 0.0)
@@ -793,24 +1525,69 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
     fill_net(&net, &g, order, act, accel)
     cdef Py_ssize_t nbytes = WORK_BYTES(net.n)
     cdef char *block
+    cdef char *bmem
     cdef Work W
     cdef const double *wrow
     cdef const double *irow
     cdef int st
+    cdef Py_ssize_t b, q, e, n_blocks = 0, ng = -1, bbytes = 0
+    cdef Group *groups = NULL
+    cdef double wmax
+    cdef int use_blocks = 0
+    # the blocked dense path: sigmoid units, G11/G12, every unit's parents one contiguous range
+    # and few groups of units sharing them (a layered net)
+    if act == SIGMOID and order <= 12 and g.nnz > 0 and g.n < (1 << 24):
+        ng = find_groups(&net, NULL)
+        if ng > 0 and 4 * ng <= g.n:
+            groups = <Group *> malloc(ng * sizeof(Group))
+            if groups != NULL:
+                find_groups(&net, groups)
+                use_blocks = 1
+                bbytes = BLOCK_BYTES(g.n, g.nnz)
+    # blocks: runs of consecutive items of one net, cut at BLOCK items (the items alone decide)
+    starts = np.empty(n_items + 1, dtype=np.intp)
+    cdef intp_t[::1] bstart = starts
+    p = 0
+    while p < n_items:
+        bstart[n_blocks] = p
+        n_blocks += 1
+        q = p + 1
+        while q < n_items and q - p < BLOCK and net_of[q] == net_of[p]:
+            q += 1
+        p = q
+    bstart[n_blocks] = n_items
     block = NULL
+    bmem = NULL
     with nogil, parallel(num_threads=n_threads):
         block = <char *> malloc(nbytes)
-        for p in prange(n_items, schedule="dynamic", chunksize=8):
-            if block == NULL:
-                status[p] = MF_ENOMEM
-                continue
-            W = make_work(block, net.n)
-            wrow = &w[net_of[p], 0] if net.nnz > 0 else NULL
-            irow = &init[p, 0] if has_init else NULL
-            st = solve_item(&net, wrow, &h[net_of[p], 0], &clamp[p, 0], irow, &W, tol,
-                            max_iter, &G[p], &u[p, 0], &n_iter[p], &conv[p])
-            status[p] = MF_OK if st == G_INF else st
+        bmem = <char *> malloc(bbytes) if use_blocks else NULL
+        for b in prange(n_blocks, schedule="dynamic", chunksize=1):
+            q = bstart[b + 1] - bstart[b]
+            p = bstart[b]
+            if use_blocks and q >= BLOCK_MIN and bmem != NULL:
+                wmax = 0.0
+                wrow = &w[net_of[p], 0]
+                for e in range(g.nnz):
+                    if fabs(wrow[e]) > wmax:
+                        wmax = fabs(wrow[e])
+                if wmax <= 1e150:
+                    solve_block(&net, groups, ng, wrow, &h[net_of[p], 0], &clamp[p, 0],
+                                &init[p, 0] if has_init else NULL, q, bmem, tol, max_iter,
+                                &G[p], &u[p, 0], &n_iter[p], &conv[p], &status[p])
+                    continue
+            for p in range(bstart[b], bstart[b + 1]):
+                if block == NULL:
+                    status[p] = MF_ENOMEM
+                    continue
+                W = make_work(block, net.n)
+                wrow = &w[net_of[p], 0] if net.nnz > 0 else NULL
+                irow = &init[p, 0] if has_init else NULL
+                st = solve_item(&net, wrow, &h[net_of[p], 0], &clamp[p, 0], irow, &W, tol,
+                                max_iter, &G[p], &u[p, 0], &n_iter[p], &conv[p])
+                status[p] = MF_OK if st == G_INF else st
         free(block)
+        free(bmem)
+    free(groups)
     return MF_OK
 
 
