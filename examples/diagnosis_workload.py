@@ -462,7 +462,7 @@ def main(argv=None):
             s = st.summary()
             fe = f"{s['t_est'] * 1e3:.1f} ms" if ue == "ms" else f"{s['t_est']:.1f} s"
             fr = f"{s['t_ref'] * 1e3:.0f} ms" if ur == "ms" else f"{s['t_ref']:.1f} s"
-            log(f"{q:>4g}  {name:<44}{s['n']:>6}{s['mae']:>9.4f}{s['mae_linked']:>11.4f}"
+            log(f"{q:>4g}  {name:<44}{s['n']:>6}{s['mae']:>9.5f}{s['mae_linked']:>11.5f}"
                 f"{s['max']:>9.3f}{100 * s['top']:>11.0f}%{fe:>11}{fr:>9}")
     log()
     for q, notes in all_notes:
