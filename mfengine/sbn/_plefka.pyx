@@ -70,10 +70,8 @@ cdef extern from *:
     /* log(1 + e) for e in [0, 1] without a library call (vectorisable): 2 atanh(z) with
      * z = e / (2 + e), or ln 2 + 2 atanh((e - 1) / (e + 3)) above sqrt(2) - 1, so |z| <= 0.1716
      * and the odd series to z^21 is exact to about 1e-18 relative. */
-    static inline double mfp_log1p01(double e)
+    static inline double mfp_log1p_z(double z, double big)
     {
-        double big = e > 0.41421356237309503 ? 1.0 : 0.0;
-        double z = (e - big) / (e + 2.0 + big);
         double z2 = z * z;
         double p = 1.0 / 21.0;
         p = p * z2 + 1.0 / 19.0;
@@ -89,6 +87,48 @@ cdef extern from *:
         return big * 0.69314718055994530942 + 2.0 * z * p;
     }
 
+    static inline double mfp_log1p01(double e)
+    {
+        double big = e > 0.41421356237309503 ? 1.0 : 0.0;
+        return mfp_log1p_z((e - big) / (e + 2.0 + big), big);
+    }
+
+    /* log(1 + num / den) for 0 <= num <= den (one division). */
+    static inline double mfp_log1p_nd(double num, double den)
+    {
+        double big = num > 0.41421356237309503 * den ? 1.0 : 0.0;
+        return mfp_log1p_z((num - big * den) / (num + (2.0 + big) * den), big);
+    }
+
+    /* The head of the Plefka solver's iteration over nf free units: the fixed-point image
+     * x = t - g clipped to [-tmax, tmax], the step dt = x - t, q = v g (dG/dt), and
+     * max |sigmoid(x) - u| in *res; bit 1 of the result: some x was clipped, bit 2: some x
+     * was not finite. */
+    MFP_CLONES static int mfp_image(long nf, double tmax, const double *restrict t,
+                                    const double *restrict g, const double *restrict u,
+                                    const double *restrict v, double *restrict dt,
+                                    double *restrict q, double *res_out)
+    {
+        long i;
+        double res = 0.0;
+        int clipped = 0, bad = 0;
+        #pragma omp simd reduction(max:res) reduction(|:clipped) reduction(|:bad)
+        for (i = 0; i < nf; i++) {
+            double x = t[i] - g[i], num, den;
+            bad |= !(fabs(x) < INFINITY);
+            clipped |= (x > tmax) | (x < -tmax);
+            x = x > tmax ? tmax : (x < -tmax ? -tmax : x);
+            dt[i] = x - t[i];
+            mf_exp_parts(-fabs(x), &num, &den);
+            double sg = (x >= 0.0 ? den : num) / (den + num);
+            double d = fabs(sg - u[i]);
+            res = d > res ? d : res;
+            q[i] = v[i] * g[i];
+        }
+        *res_out = res;
+        return clipped | (bad << 1);
+    }
+
     /* One free unit's row over m lanes: logits T -> u, u (1 - u), 1 - 2u, and
      * negH += u t - log(1 + e^t). */
     MFP_CLONES static void mfp_means_free(long m, const double *restrict T,
@@ -102,7 +142,7 @@ cdef extern from *:
             double dd = 1.0 / (den + num);
             double s0 = den * dd, s1 = num * dd;
             double s = t >= 0.0 ? s0 : s1, sm = t >= 0.0 ? s1 : s0;
-            double L = (t > 0.0 ? t : 0.0) + mfp_log1p01(num / den);
+            double L = (t > 0.0 ? t : 0.0) + mfp_log1p_nd(num, den);
             U[l] = s;
             V[l] = s * sm;
             C[l] = sm - s;
@@ -147,7 +187,7 @@ cdef extern from *:
             double dd = 1.0 / (den + num);
             double s0 = den * dd, s1 = num * dd;
             double s = x >= 0.0 ? s0 : s1, q = x >= 0.0 ? s1 : s0;
-            double L = (x > 0.0 ? x : 0.0) + mfp_log1p01(num / den);
+            double L = (x > 0.0 ? x : 0.0) + mfp_log1p_nd(num, den);
             double g2 = -s * q;
             double vi = Vi[l];
             UB[l] = -x;
@@ -167,7 +207,7 @@ cdef extern from *:
             mf_exp_parts(-fabs(x), &num, &den);
             double dd = 1.0 / (den + num);
             double s = x >= 0.0 ? den * dd : num * dd;
-            double L = (x > 0.0 ? x : 0.0) + mfp_log1p01(num / den);
+            double L = (x > 0.0 ? x : 0.0) + mfp_log1p_nd(num, den);
             UB[l] = -x;
             MB[l] = s - u;
             F[l] += L - u * x;
@@ -200,6 +240,8 @@ cdef extern from *:
     void mfp_gu_row(long m, int order, const double *UB, const double *VBAR, const double *C,
                     const double *GUM, const double *T, double *GU) noexcept nogil
     double mfp_log1p01(double e) noexcept nogil
+    int mfp_image(long nf, double tmax, const double *t, const double *g, const double *u,
+                  const double *v, double *dt, double *q, double *res_out) noexcept nogil
 
 DEF SIGMOID = 0
 DEF NOISY_OR = 1
@@ -1085,23 +1127,10 @@ cdef int ps_begin(const Net *net, PS *P, double tol, Py_ssize_t max_iter) noexce
     0 when done."""
     cdef Py_ssize_t nf = P.nf, i, hn = P.head * P.nf
     cdef double tmax = net.t_max, x, res = 0.0, sy, ss, yy, Dq, D
-    cdef int clipped = 0, finite = 1
-    for i in range(nf):
-        x = P.t[i] - P.gcur[i]
-        if not (fabs(x) < INFINITY):
-            finite = 0
-        if x > tmax:
-            x = tmax
-            clipped = 1
-        elif x < -tmax:
-            x = -tmax
-            clipped = 1
-        P.dt[i] = x - P.t[i]
-        x = fabs(mf_sigmoid(x) - P.ucur[i])
-        if x > res:
-            res = x
-        P.q[i] = P.vcur[i] * P.gcur[i]
-    if not finite:
+    cdef int clipped, flags
+    flags = mfp_image(nf, tmax, P.t, P.gcur, P.ucur, P.vcur, P.dt, P.q, &res)
+    clipped = flags & 1
+    if flags & 2:
         return 0
     if res <= tol:
         P.conv = not clipped
@@ -1278,8 +1307,9 @@ cdef inline void gemm(char ta, char tb, Py_ssize_t m, Py_ssize_t nn, Py_ssize_t 
 
 cdef void block_eval(const Net *net, const Group *groups, Py_ssize_t n_groups, const double *w,
                      const double *w2, const double *h, double *bw, const intp_t *rowfree,
-                     Py_ssize_t m) noexcept nogil:
-    """G and dG/du (free lanes) of m patterns at once; lane-major arrays of stride m in bw."""
+                     Py_ssize_t m, int refresh) noexcept nogil:
+    """G and dG/du (free lanes) of m patterns at once; lane-major arrays of stride m in bw.
+    Rows of units fixed in every lane keep their means from the last call unless refresh."""
     cdef Py_ssize_t n = net.n, k, l, g, nr, a
     cdef int order = net.order
     cdef double *T = bw
@@ -1305,7 +1335,7 @@ cdef void block_eval(const Net *net, const Group *groups, Py_ssize_t n_groups, c
     for k in range(n):
         if rowfree[k] == m:
             mfp_means_free(m, T + k * m, U + k * m, Vv + k * m, C + k * m, negH)
-        else:
+        elif refresh or rowfree[k] > 0:
             mfp_means_mixed(m, rowfree[k] == 0, T + k * m, UF + k * m, U + k * m, Vv + k * m,
                             C + k * m, negH, GU)
         for l in range(m):
@@ -1367,6 +1397,8 @@ cdef void solve_block(const Net *net, const Group *groups, Py_ssize_t n_groups, 
     cdef double *U
     cdef double *V
     cdef double *Gv
+    cdef Py_ssize_t prev_m = -1
+    cdef int changed
     for e in range(nnz):
         w2[e] = w[e] * w[e]
     for a in range(cnt):
@@ -1413,18 +1445,25 @@ cdef void solve_block(const Net *net, const Group *groups, Py_ssize_t n_groups, 
             break
         T = bw
         UF = bw + n * m
-        for k in range(n):
-            rowfree[k] = 0
+        changed = m != prev_m       # finished patterns never come back: same m, same lanes
+        prev_m = m
+        if changed:
+            for k in range(n):
+                rowfree[k] = 0
+            for l in range(m):
+                P = &ps[lanes[l]]
+                for j in range(P.nf):
+                    rowfree[P.fi[j]] += 1
+            for k in range(n):
+                if rowfree[k] < m:
+                    for l in range(m):
+                        UF[k * m + l] = ps[lanes[l]].uf[k]
+                        T[k * m + l] = 0.0
         for l in range(m):
             P = &ps[lanes[l]]
-            for k in range(n):
-                UF[k * m + l] = P.uf[k]
-                T[k * m + l] = 0.0
             for j in range(P.nf):
-                k = P.fi[j]
-                T[k * m + l] = P.tt[j]
-                rowfree[k] += 1
-        block_eval(net, groups, n_groups, w, w2, h, bw, rowfree, m)
+                T[P.fi[j] * m + l] = P.tt[j]
+        block_eval(net, groups, n_groups, w, w2, h, bw, rowfree, m, changed)
         GU = bw + 12 * n * m
         U = bw + 2 * n * m
         V = bw + 3 * n * m
