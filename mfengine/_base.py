@@ -294,26 +294,44 @@ def _sequence_model(func):
         return False
 
 
+def _route_call(model, name, func, sequences, kind, args, kwargs):
+    """The routed call of a verb whose data argument is of ``kind`` ("dask" or "disk")."""
+    if kind == "dask":
+        from mfengine import _dask
+
+        return _dask.route(model, name, func, args, kwargs)
+    # an on-disk array: rows are independent patterns except for the sequence models
+    if sequences or name == "fit" or (name == "score" and hasattr(model, "predict")):
+        return func(model, *args, **kwargs)
+    return _map_chunked(model, name, args, kwargs)
+
+
+# The wrapper's own frame must not shift the warnings that the families raise with a
+# stacklevel counted from their method (they point at the user's line).  CPython's warnings
+# skip frames whose file name contains "importlib" and "_bootstrap" when they count
+# stacklevel (the rule that hides the import system's frames; Python 3.12 added
+# ``skip_file_prefixes`` as its public form), so the wrapper is compiled under such a name.
+_WRAPPER_FILE = "<mfengine._base routing wrapper (importlib._bootstrap rule: no warning frame)>"
+_WRAPPER_SOURCE = """
+def make(func, name, sequences, data_kind, route_call):
+    def routed(self, *args, **kwargs):
+        kind = data_kind(args[0] if args else kwargs.get("X"))
+        if kind is None:
+            return func(self, *args, **kwargs)
+        return route_call(self, name, func, sequences, kind, args, kwargs)
+    return routed
+"""
+_namespace = {}
+exec(compile(_WRAPPER_SOURCE, _WRAPPER_FILE, "exec"), _namespace)
+_make_wrapper = _namespace.pop("make")
+del _namespace
+
+
 def _route(name, func):
     """``func`` (a public verb) wrapped so that dask collections go to mfengine._dask and
     on-disk arrays to :func:`map_chunked`; anything else calls ``func`` itself."""
-    sequences = _sequence_model(func)
-
-    @functools.wraps(func)
-    def routed(self, *args, **kwargs):
-        X = args[0] if args else kwargs.get("X")
-        kind = data_kind(X)
-        if kind is None:
-            return func(self, *args, **kwargs)
-        if kind == "dask":
-            from mfengine import _dask
-
-            return _dask.route(self, name, func, args, kwargs)
-        # an on-disk array: rows are independent patterns except for the sequence models
-        if sequences or name == "fit" or (name == "score" and hasattr(self, "predict")):
-            return func(self, *args, **kwargs)
-        return _map_chunked(self, name, args, kwargs)
-
+    routed = functools.wraps(func)(
+        _make_wrapper(func, name, _sequence_model(func), data_kind, _route_call))
     routed._mf_routed = True
     return routed
 
