@@ -14,15 +14,25 @@ cdef inline double gnor(double x) noexcept nogil:
 
 
 cdef inline double psi_nor(double h, double gh, double y, double *dpsi) noexcept nogil:
-    """psi(y) = g(h + y) - g(h) - y g'(h + y) and its derivative y e^{-x} / (1 - e^{-x})^2."""
-    cdef double x = h + y, em = exp(-x), om = -expm1(-x)
-    dpsi[0] = y * em / (om * om) if em > 0.0 else 0.0
-    return log(om) - gh - (y * em / om if em > 0.0 else 0.0)
+    """psi(y) = g(h + y) - g(h) - y g'(h + y) and its derivative y e^{-x} / (1 - e^{-x})^2,
+    x = h + y, from one exponential and one log (e^{-x} and 1 - e^{-x} are each taken from the
+    one of exp / expm1 that gives it to a few ulp, the other as 1 minus it)."""
+    cdef double x = h + y, em, om, r
+    if x > 0.6931471805599453:
+        em = exp(-x)
+        om = 1.0 - em
+    else:
+        om = -expm1(-x)
+        em = 1.0 - om
+    r = em / om
+    dpsi[0] = y * r / om
+    return log(om) - gh - y * r
 
 
-cdef double invert_psi(double h, double gh, double c, double y) noexcept nogil:
-    """The y >= 0 with psi(y) = c, for 0 < c < -g(h) (psi increases from 0 to -g(h))."""
-    cdef double lo = 0.0, hi = -1.0, f, d, yn
+cdef double invert_psi(double h, double gh, double c, double y, double *dlast) noexcept nogil:
+    """The y >= 0 with psi(y) = c, for 0 < c < -g(h) (psi increases from 0 to -g(h)), by a
+    bracketed Newton search from y; ``dlast`` receives psi' at the last point evaluated."""
+    cdef double lo = 0.0, hi = -1.0, f, d = 0.0, yn
     cdef Py_ssize_t it
     if not (y > 0.0 and y < 1e300):
         y = 1.0
@@ -43,6 +53,7 @@ cdef double invert_psi(double h, double gh, double c, double y) noexcept nogil:
         elif not (lo < yn < hi) or yn == y:
             yn = 0.5 * (lo + hi)
         y = yn
+    dlast[0] = d
     return y
 
 
@@ -99,8 +110,7 @@ cdef void update_q(const Dag *g, const double *w, double h, Py_ssize_t i, const 
         for k in range(k0, k1):
             mj = mu[g.par_idx[k]]
             if w[k] > 0.0 and mj * G0 > lam:
-                y[k] = invert_psi(h, gh, lam / mj, y[k])
-                psi_nor(h, gh, y[k], &d)
+                y[k] = invert_psi(h, gh, lam / mj, y[k], &d)
                 S += w[k] / y[k]
                 if d > 0.0:
                     dS -= w[k] / (y[k] * y[k]) / (mj * d)
@@ -182,7 +192,7 @@ cdef void update_mu_nor(const Dag *g, const double *w, const double *h, Py_ssize
     t[k] = tn
 
 
-cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const double *clamp,
+cdef int solve_item_nor_plain(const Dag *g, const double *w, const double *h, const double *clamp,
                         double *mu, double *q, double *hist, double tol,
                         Py_ssize_t max_sweeps, double *work, double *bound_out,
                         intp_t *sweeps_out) noexcept nogil:
@@ -231,6 +241,400 @@ cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const do
             converged = 1
             break
         prev = bnd
+    bound_out[0] = prev
+    sweeps_out[0] = sweep
+    return converged
+
+
+# ---------------------------------------------------------------------------- the fast path
+# solve_item_nor works on the same bound and the same coordinate updates as
+# solve_item_nor_plain (its fallback when scratch space cannot be allocated), but sorts the
+# units of each item once:
+#  * units clamped to 0 (the negative findings of a diagnosis net) have the term -Z_i =
+#    -h_i - sum_j W_ij mu_j, linear in their parents' means and free of q: they are absorbed
+#    once per item into a constant C0 and a coefficient cfix_j per free parent (O(edges), no
+#    exponential), and never visited again;
+#  * q-units, the free units and the units clamped to a value > 0 (positive findings), carry
+#    mu_i (g(h_i) + sum_j q_ij mu_j D_ij); D_ij = g(h_i + W_ij / q_ij) - g(h_i) is cached per
+#    edge and recomputed only when q_i changes;
+#  * a free unit's update reads its own parents and its q-unit children only (a compact child
+#    list built per item), so a disease none of whose findings is positive costs O(1) a sweep
+#    (its mean is the closed form sigmoid(h + g(h) + cfix) from the first sweep on).
+# The bound after a sweep is C0 + sum_{free k} [H(mu_k) + mu_k cfix_k - (1 - mu_k) Z_k]
+# + sum_{q-units i} mu_i (g(h_i) + sum_j q_ij mu_j D_ij), O(units + q-unit edges).
+
+DEF JOINT_IT = 6       # Newton steps of joint_q per q update (later sweeps continue from there)
+
+
+cdef int joint_q(const Dag *g, const double *w, double h, double gh, Py_ssize_t i,
+                 const double *mu, double *y, double *rho, double *dy, double *dl,
+                 double *lam_io, double lam_max) noexcept nogil:
+    """Newton's method on the whole optimality system of update_q: mu_j psi(y_j) = lam for the
+    edges with mu_j G0 > lam (G0 = -g(h)), sum_j W_ij / y_j = 1 (q_j = W_ij / y_j), one psi
+    per edge per step instead of a 1-D inversion per edge per step of lam.  Each edge's
+    equation is taken in log form, log(mu_j psi(y_j) / lam) = 0 where psi is below G0 / 2 and
+    log((G0 - psi(y_j)) / (G0 - lam / mu_j)) = 0 above it, so that both the rise of psi from
+    0 and its exponential approach to G0 are nearly linear in y.  Returns 1 once every
+    residual is below 1e-12 (y and lam_io then hold the solution), 0 if it gave up (the
+    caller then falls back to the nested search)."""
+    cdef Py_ssize_t k0 = g.par_ptr[i], k1 = g.par_ptr[i + 1], k, it
+    cdef double G0 = -gh, lam = lam_io[0], r0, num, den, res, mj, yk, x, u, om, r, ps, ph, dps
+    cdef double c, b, dlam, lnew, yn, d
+    for it in range(JOINT_IT + 1):
+        r0 = -1.0
+        num = 0.0
+        den = 0.0
+        res = 0.0
+        for k in range(k0, k1):
+            mj = mu[g.par_idx[k]]
+            if not (w[k] > 0.0 and mj * G0 > lam):
+                continue
+            yk = y[k]
+            x = h + yk
+            if x > 0.6931471805599453:
+                u = exp(-x)
+                om = 1.0 - u
+            else:
+                om = -expm1(-x)
+                u = 1.0 - om
+            r = u / om
+            ph = yk * r - log(om)          # G0 - psi(y) >= 0, without cancellation
+            ps = G0 - ph
+            dps = yk * r / om
+            c = lam / mj
+            if c <= 0.5 * G0:
+                if not (ps > 0.0 and dps > 0.0):
+                    return 0
+                rho[k] = log(ps / c)
+                dy[k] = dps / ps
+                dl[k] = -1.0 / lam
+            else:
+                if not (ph > 0.0 and dps > 0.0):
+                    return 0
+                rho[k] = log(ph / (G0 - c))
+                dy[k] = -dps / ph
+                dl[k] = 1.0 / (mj * G0 - lam)
+            r0 += w[k] / yk
+            b = w[k] / (yk * yk * dy[k])
+            num += b * rho[k]
+            den += b * dl[k]
+            if fabs(rho[k]) > res:
+                res = fabs(rho[k])
+        if not (fabs(r0) <= 1e300 and res <= 1e300 and den < 0.0):
+            return 0
+        if fabs(r0) <= 1e-12 and res <= 1e-10:
+            lam_io[0] = lam
+            return 1 if it == 0 else 2
+        if it == JOINT_IT:
+            lam_io[0] = lam
+            return 3
+        dlam = -(r0 + num) / den
+        lnew = lam + dlam
+        if not (lnew > 0.0):
+            lnew = 0.25 * lam
+        elif not (lnew < lam_max):
+            lnew = 0.5 * (lam + lam_max)
+        dlam = lnew - lam
+        for k in range(k0, k1):
+            mj = mu[g.par_idx[k]]
+            if not (w[k] > 0.0 and mj * G0 > lnew):
+                continue
+            if mj * G0 > lam:
+                yk = y[k]
+                yn = yk + (-rho[k] - dl[k] * dlam) / dy[k]
+                if not (yn >= 0.125 * yk):
+                    yn = 0.125 * yk
+                elif not (yn <= 8.0 * yk + 8.0):
+                    yn = 8.0 * yk + 8.0
+                y[k] = yn
+            else:               # an edge that enters the active set
+                y[k] = invert_psi(h, gh, lnew / mj, y[k], &d)
+        lam = lnew
+    return 0
+
+
+cdef double nested_lam(const Dag *g, const double *w, double h, double gh, Py_ssize_t i,
+                       const double *mu, double *y, double lam, double lam_max) noexcept nogil:
+    """update_q's search: safeguarded Newton on lam with sum_j W_ij / y_j(lam) = 1, each
+    y_j(lam) a 1-D inversion of psi (warm-started from y); returns the last lam used, y at it."""
+    cdef Py_ssize_t k0 = g.par_ptr[i], k1 = g.par_ptr[i + 1], k, it
+    cdef double G0 = -gh, lo = 0.0, hi = lam_max, S, dS, d, mj, ln, yk, lam_used = lam
+    for it in range(MAX_IT):
+        S = 0.0
+        dS = 0.0
+        lam_used = lam
+        for k in range(k0, k1):
+            mj = mu[g.par_idx[k]]
+            if w[k] > 0.0 and mj * G0 > lam:
+                yk = invert_psi(h, gh, lam / mj, y[k], &d)
+                y[k] = yk
+                S += w[k] / yk
+                if d > 0.0:
+                    dS -= w[k] / (yk * yk) / (mj * d)
+        if fabs(S - 1.0) <= 1e-12:
+            break
+        if S > 1.0:
+            lo = lam
+        else:
+            hi = lam
+        if hi - lo <= 1e-15 * hi:
+            break
+        ln = lam - (S - 1.0) / dS if dS < 0.0 else -1.0
+        if not (lo < ln < hi) or ln == lam:
+            ln = 0.5 * (lo + hi)
+        lam = ln
+    return lam_used
+
+
+cdef int try_q(const Dag *g, const double *w, double h, double gh, Py_ssize_t i,
+               const double *mu, double *q, double *y, double *qn, double *Dc, double lam,
+               double old) noexcept nogil:
+    """The q of the y on the edges active at lam (mu_j G0 > lam), normalised onto the simplex,
+    and its D; kept (1 returned) only if sum_j q_j mu_j D_j is not below ``old``."""
+    cdef Py_ssize_t k0 = g.par_ptr[i], k1 = g.par_ptr[i + 1], k
+    cdef double G0 = -gh, S = 0.0, new = 0.0, qk, mj
+    for k in range(k0, k1):
+        qn[k] = 0.0
+        if w[k] > 0.0 and mu[g.par_idx[k]] * G0 > lam and y[k] > 0.0:
+            qn[k] = w[k] / y[k]
+            S += qn[k]
+    if not (S > 0.0 and S < 1e300):
+        return 0
+    for k in range(k0, k1):
+        qk = qn[k] / S
+        qn[k] = qk
+        y[k] = 0.0
+        if qk > 0.0:
+            y[k] = gnor(h + w[k] / qk) - gh
+            mj = mu[g.par_idx[k]]
+            if mj > 0.0:
+                new += qk * mj * y[k]
+    if not (new >= old):
+        return 0
+    for k in range(k0, k1):
+        q[k] = qn[k]
+        Dc[k] = y[k]
+    return 1
+
+
+cdef void update_q_fast(const Dag *g, const double *w, double h, double gh, Py_ssize_t i,
+                        const double *mu, double *q, double *y, double *qn, double *Dc,
+                        double *lamc, double *rho, double *dl) noexcept nogil:
+    """update_q with the cached D, a warm-started multiplier and Newton's method on the whole
+    optimality system (joint_q, capped at JOINT_IT steps); the nested search of update_q is
+    the fallback.  The new q and its D are kept only if they do not lower the unit's term."""
+    cdef Py_ssize_t k0 = g.par_ptr[i], k1 = g.par_ptr[i + 1], k
+    cdef double G0 = -gh, lam_max = 0.0, lam, S, d, mj, old
+    cdef int rc
+    if k1 == k0:
+        return
+    old = 0.0
+    for k in range(k0, k1):
+        mj = mu[g.par_idx[k]]
+        if w[k] > 0.0 and mj * G0 > lam_max:
+            lam_max = mj * G0
+        if q[k] > 0.0 and mj > 0.0:
+            old += q[k] * mj * Dc[k]
+    if lam_max <= 0.0:
+        return
+    lam = lamc[0]
+    if 0.0 < lam < lam_max:
+        for k in range(k0, k1):
+            y[k] = w[k] / q[k] if (q[k] > 0.0 and w[k] > 0.0) else 1.0
+    else:
+        # start from the mean slope at the current q
+        lam = 0.0
+        S = 0.0
+        for k in range(k0, k1):
+            mj = mu[g.par_idx[k]]
+            if q[k] > 0.0 and w[k] > 0.0 and mj > 0.0:
+                y[k] = w[k] / q[k]
+                lam += q[k] * mj * psi_nor(h, gh, y[k], &d)
+                S += q[k]
+            else:
+                y[k] = 1.0
+        lam = lam / S if S > 0.0 else 0.5 * lam_max
+        if not (0.0 < lam < lam_max):
+            lam = 0.5 * lam_max
+    rc = joint_q(g, w, h, gh, i, mu, y, rho, qn, dl, &lam, lam_max)
+    if rc == 1 and 0.0 < lamc[0] < lam_max:
+        return                 # the current q already solves the optimality system
+    if rc != 0 and try_q(g, w, h, gh, i, mu, q, y, qn, Dc, lam, old):
+        lamc[0] = lam
+        return
+    lam = lamc[0] if 0.0 < lamc[0] < lam_max else 0.5 * lam_max
+    for k in range(k0, k1):
+        y[k] = w[k] / q[k] if (q[k] > 0.0 and w[k] > 0.0) else 1.0
+    lam = nested_lam(g, w, h, gh, i, mu, y, lam, lam_max)
+    if try_q(g, w, h, gh, i, mu, q, y, qn, Dc, lam, old):
+        lamc[0] = lam
+
+
+cdef void update_mu_fast(const Dag *g, const double *w, Py_ssize_t k, double *mu, double *nu,
+                         double *t, const double *q, const double *Dc, double *Z,
+                         const double *gh, const double *cfix, const intp_t *ach_ptr,
+                         const intp_t *ach, const uint8_t *free_) noexcept nogil:
+    """mu_k = sigmoid(dL/dmu_k) (update_mu_nor), reading k's parents and q-unit children."""
+    cdef double c = Z[k] + gh[k] + cfix[k], tn, mun, nun, dmu, qe
+    cdef Py_ssize_t a, f, pos, cc, e
+    for f in range(g.par_ptr[k], g.par_ptr[k + 1]):
+        if q[f] > 0.0 and mu[g.par_idx[f]] > 0.0:
+            c += q[f] * mu[g.par_idx[f]] * Dc[f]
+    for a in range(ach_ptr[k], ach_ptr[k + 1]):
+        pos = ach[a]
+        cc = g.ch_idx[pos]
+        e = g.ch_w[pos]
+        if free_[cc]:
+            c -= nu[cc] * w[e]
+        qe = q[e]
+        if qe > 0.0 and mu[cc] > 0.0:
+            c += mu[cc] * qe * Dc[e]
+    tn = c
+    if tn > T_MAX:
+        tn = T_MAX
+    elif tn < -T_MAX:
+        tn = -T_MAX
+    elif not (tn == tn):
+        return
+    set_mean(tn, &mun, &nun)
+    dmu = (nu[k] - nun) if mu[k] + mun > 1.0 else (mun - mu[k])
+    for a in range(ach_ptr[k], ach_ptr[k + 1]):
+        pos = ach[a]
+        cc = g.ch_idx[pos]
+        if free_[cc]:
+            Z[cc] += w[g.ch_w[pos]] * dmu
+    mu[k] = mun
+    nu[k] = nun
+    t[k] = tn
+
+
+cdef double fast_bound(const Dag *g, const double *w, const double *h, const double *mu,
+                       const double *nu, const double *q, const double *Dc, double *Z,
+                       const double *gh, const double *cfix, double C0, const uint8_t *free_,
+                       const uint8_t *act) noexcept nogil:
+    """The bound from C0, cfix and the cached D (see above); free units' Z from scratch."""
+    cdef double total = C0, z, e
+    cdef Py_ssize_t i, k, j
+    for i in range(g.n):
+        if free_[i]:
+            z = h[i]
+            for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+                z += w[k] * mu[g.par_idx[k]]
+            Z[i] = z
+            total += entropy(mu[i], nu[i]) + mu[i] * cfix[i] - nu[i] * z
+        if act[i]:
+            e = gh[i]
+            for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+                j = g.par_idx[k]
+                if q[k] > 0.0 and mu[j] > 0.0:
+                    e += q[k] * mu[j] * Dc[k]
+            total += mu[i] * e
+    return total
+
+
+cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const double *clamp,
+                        double *mu, double *q, double *hist, double tol,
+                        Py_ssize_t max_sweeps, double *work, double *bound_out,
+                        intp_t *sweeps_out) noexcept nogil:
+    """Coordinate ascent for one noisy-OR item (q of every unit, then every free mean,
+    forward and backward in turn); returns 1 if it converged.  ``work`` is only used by the
+    fallback when this function's own scratch space cannot be allocated."""
+    cdef Py_ssize_t n = g.n, nnz = g.par_ptr[g.n], i, k, a, j, sweep, nq = 0, na
+    cdef size_t nbytes = ((6 * <size_t> n + 5 * <size_t> nnz) * sizeof(double)
+                          + (2 * <size_t> n + 1 + <size_t> nnz) * sizeof(intp_t)
+                          + 2 * <size_t> n + 16)
+    cdef char *mem = <char *> malloc(nbytes)
+    if mem == NULL:
+        return solve_item_nor_plain(g, w, h, clamp, mu, q, hist, tol, max_sweeps, work,
+                                    bound_out, sweeps_out)
+    cdef double *nu = <double *> mem
+    cdef double *t = nu + n
+    cdef double *gh = nu + 2 * n
+    cdef double *cfix = nu + 3 * n
+    cdef double *Z = nu + 4 * n
+    cdef double *lamc = nu + 5 * n
+    cdef double *y = nu + 6 * n
+    cdef double *qn = y + nnz
+    cdef double *Dc = y + 2 * nnz
+    cdef double *rho = y + 3 * nnz
+    cdef double *dl = y + 4 * nnz
+    cdef intp_t *ach_ptr = <intp_t *> (y + 5 * nnz)
+    cdef intp_t *ach = ach_ptr + n + 1
+    cdef intp_t *qlist = ach + nnz
+    cdef uint8_t *free_ = <uint8_t *> (qlist + n)
+    cdef uint8_t *act = free_ + n
+    cdef double S, C0 = 0.0, bnd, prev, c
+    cdef int converged = 0
+    init_means(n, clamp, mu, nu, t, free_)
+    for i in range(n):
+        # q on the simplex over the unit's positive weights (uniform if not given)
+        S = 0.0
+        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+            if not (q[k] >= 0.0 and q[k] < 1e300) or w[k] <= 0.0:
+                q[k] = 0.0
+            S += q[k]
+        if not (S > 0.0):
+            for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+                q[k] = 1.0 if w[k] > 0.0 else 0.0
+                S += q[k]
+        if S > 0.0:
+            for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+                q[k] /= S
+        act[i] = 1 if (free_[i] or mu[i] > 0.0) else 0
+        cfix[i] = 0.0
+        lamc[i] = -1.0
+        gh[i] = gnor(h[i]) if act[i] else 0.0
+        if act[i] and g.par_ptr[i + 1] > g.par_ptr[i]:
+            qlist[nq] = i
+            nq += 1
+    # clamped units: -(1 - v) Z into C0 and the free parents' cfix
+    for i in range(n):
+        if free_[i] or nu[i] == 0.0:
+            continue
+        C0 -= nu[i] * h[i]
+        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+            j = g.par_idx[k]
+            if free_[j]:
+                cfix[j] -= nu[i] * w[k]
+            else:
+                C0 -= nu[i] * w[k] * mu[j]
+    # the compact child lists of free units: positions in ch_idx of q-unit children
+    na = 0
+    for j in range(n):
+        ach_ptr[j] = na
+        if free_[j]:
+            for a in range(g.ch_ptr[j], g.ch_ptr[j + 1]):
+                if act[g.ch_idx[a]]:
+                    ach[na] = a
+                    na += 1
+    ach_ptr[n] = na
+    # the cached D of every q-unit edge
+    for a in range(nq):
+        i = qlist[a]
+        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+            Dc[k] = gnor(h[i] + w[k] / q[k]) - gh[i] if q[k] > 0.0 else 0.0
+    prev = fast_bound(g, w, h, mu, nu, q, Dc, Z, gh, cfix, C0, free_, act)
+    if hist != NULL:
+        hist[0] = prev
+    sweep = 0
+    while sweep < max_sweeps:
+        for a in range(nq):
+            i = qlist[a]
+            update_q_fast(g, w, h[i], gh[i], i, mu, q, y, qn, Dc, &lamc[i], rho, dl)
+        for i in range(n):
+            k = i if sweep % 2 == 0 else n - 1 - i
+            if free_[k]:
+                update_mu_fast(g, w, k, mu, nu, t, q, Dc, Z, gh, cfix, ach_ptr, ach, free_)
+        sweep += 1
+        bnd = fast_bound(g, w, h, mu, nu, q, Dc, Z, gh, cfix, C0, free_, act)
+        if hist != NULL:
+            hist[sweep] = bnd
+        if fabs(bnd - prev) < tol + REL_FLOOR * fabs(bnd):
+            prev = bnd
+            converged = 1
+            break
+        prev = bnd
+    free(mem)
     bound_out[0] = prev
     sweeps_out[0] = sweep
     return converged
