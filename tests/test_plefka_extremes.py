@@ -83,3 +83,46 @@ def test_impossible_noisy_or_data_is_plus_inf_not_an_error():
     assert G[0] == np.inf and not conv[0]
     with pytest.raises(ValueError, match=r"\+inf"):
         plefka.gradient(*args, np.array([[0.0, 1.0]]), 12, "noisy_or")
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:.*did not converge")
+@pytest.mark.parametrize("activation", ["sigmoid", "noisy_or"])
+@pytest.mark.parametrize("method", ["plefka11", "plefka12"])
+@pytest.mark.parametrize("scale", [1e2, 1e3, 1e6])
+def test_fit_with_large_weights_stays_finite(method, activation, scale):
+    """Issue 14's repro: weights of 1e3 stopped fit with 'G12 is not finite'.  Nothing
+    overflowed: the solution saturates free means to exactly 1.0 (sigmoid(700) rounds to 1),
+    where the entropy's derivative log(u / (1 - u)) is +inf; that derivative is not part of
+    the weight gradient and no longer counts as an overflow."""
+    rng = np.random.default_rng(0)
+    W = np.tril(rng.normal(size=(5, 5)), -1) * scale
+    h = rng.normal(size=5)
+    if activation == "noisy_or":
+        W, h = np.abs(W), np.abs(h)
+    m = mf.BeliefNet(W, h, visible=[0, 4], activation=activation, method=method, max_iter=2,
+                     batch_size=3, progress=False)
+    X = m.sample(6, random_state=1)
+    m.fit(X)
+    assert np.all(np.isfinite(m.history_)) and np.all(np.isfinite(m.W_))
+    assert np.all(np.isfinite(m.h_))
+
+
+def test_gradient_at_saturated_free_means():
+    """Every unit free, means exactly 0 or 1: the weight gradient is finite (G is); only
+    gradient_u, whose entropy part is infinite there, refuses them, naming u."""
+    s = DagStructure(np.tril(np.ones((4, 4), dtype=bool), -1))
+    w = np.random.default_rng(1).normal(size=(1, 6))
+    h = np.zeros((1, 4))
+    clamp = np.full((2, 4), np.nan)
+    mu = np.array([[0.0, 1.0, 1.0, 0.5], [1.0, 0.0, 0.0, 1.0]])
+    for order in (11, 12, 22):
+        gw, gh = plefka.gradient(s, w, h, [0, 0], clamp, mu, order, "sigmoid")
+        assert np.all(np.isfinite(gw)) and np.all(np.isfinite(gh))
+        # the same as slightly inside (0, 1): the limit is continuous
+        inner = np.clip(mu, 1e-12, 1 - 1e-12)
+        gw2, gh2 = plefka.gradient(s, w, h, [0, 0], clamp, inner, order, "sigmoid")
+        np.testing.assert_allclose(gw, gw2, atol=1e-9)
+        np.testing.assert_allclose(gh, gh2, atol=1e-9)
+    with pytest.raises(ValueError, match=r"^u: the free means must lie strictly inside"):
+        plefka.gradient_u(s, w, h, [0, 0], clamp, mu, 12, "sigmoid")

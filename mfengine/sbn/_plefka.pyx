@@ -1637,7 +1637,8 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
              double[:, ::1] gu, double[:, ::1] gw, double[:, ::1] gh, int8_t[::1] status,
              int n_threads):
     """G at the given means (free units' u in [0, 1]); with want_grad also dG/du (free units;
-    0 for clamped ones), dG/dw and dG/dh, all partial (the other means held fixed).
+    0 for clamped ones; +-inf where a free u is exactly 0 or 1, the entropy's derivative),
+    dG/dw and dG/dh, all partial (the other means held fixed).
 
     Returns MF_OK or MF_EBADARG (nothing written); status[p] is MF_OK (G may be +inf: a unit
     with u > 0 whose ln f(Mbar) is -inf), MF_ENOMEM or MF_EOVERFLOW (G or its gradient is
@@ -1694,13 +1695,15 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
             if want_grad and st == MF_OK:
                 for i in range(n):
                     gh[p, i] = W.mbar[i]
+                    if not (fabs(gu[p, i]) < INFINITY and fabs(gh[p, i]) < INFINITY):
+                        status[p] = MF_EOVERFLOW
+                    # the entropy's derivative log(u / (1 - u)): +-inf at a free mean of
+                    # exactly 0 or 1 (saturated, not an overflow; the caller decides)
                     if W.fixed[i]:
                         gu[p, i] = 0.0
                     else:
                         x = W.u[i]
                         gu[p, i] += log(x) - log1p(-x)
-                    if not (fabs(gu[p, i]) < INFINITY and fabs(gh[p, i]) < INFINITY):
-                        status[p] = MF_EOVERFLOW
                 for i in range(net.nnz):
                     if not (fabs(gw[p, i]) < INFINITY):
                         status[p] = MF_EOVERFLOW

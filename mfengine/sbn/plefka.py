@@ -69,7 +69,8 @@ def _raise_status(rc, status, what, order, n):
         bad = np.flatnonzero(status == _plefka.STATUS_EOVERFLOW)
         raise OverflowError(
             f"{what}: G{order} is not finite for items {bad[:10].tolist()}: the weights w are "
-            f"too large for this expansion (its terms in w^2 u (1 - u) leave the double range); "
+            f"too large for this expansion (its terms in w^2 u (1 - u), w^4 for G22, leave the "
+            f"double range: |w| above about 1e154 for G12, 1e77 for G22); "
             f"use smaller weights, order 11, or the SJJ bound (sjj.solve)")
 
 
@@ -215,6 +216,14 @@ def _evaluate(structure, w, h, net_of, clamp, u, order, activation, want_grad):
     arrays, w, h, net_of, clamp, order, act = _check_common(structure, w, h, net_of, clamp,
                                                             order, activation)
     u = check_means(u, clamp, "u")
+    if want_grad == "u":
+        free = np.isnan(clamp)
+        bad = np.flatnonzero(np.any(free & ((u <= 0.0) | (u >= 1.0)), axis=1))
+        if bad.size:
+            raise ValueError(
+                f"u: the free means must lie strictly inside (0, 1) for gradient_u (dG/du "
+                f"contains log(u / (1 - u)), infinite at 0 and 1); items {bad[:10].tolist()} "
+                f"hold an exact 0 or 1 at a free unit (NaN in clamp)")
     n_items, n = clamp.shape
     nnz = arrays[1].size
     G = np.empty(n_items)
@@ -225,8 +234,8 @@ def _evaluate(structure, w, h, net_of, clamp, u, order, activation, want_grad):
         gh = np.zeros((n_items, n))
     else:
         gu = gh = gw = np.zeros((1, 1))
-    rc = _plefka.evaluate(*arrays, w, h, net_of, clamp, u, order, act, want_grad, G, gu, gw, gh,
-                          status, 1)
+    rc = _plefka.evaluate(*arrays, w, h, net_of, clamp, u, order, act, bool(want_grad), G, gu,
+                          gw, gh, status, 1)
     _raise_status(rc, status, "plefka", order, n)
     if want_grad and np.any(np.isinf(G)):
         bad = np.flatnonzero(np.isinf(G))
@@ -394,4 +403,4 @@ def gradient_u(structure, w, h, net_of, clamp, u, order, activation):
     >>> float(gradient_u(*args, 12, "sigmoid")[0, 1])   # a clamped unit
     0.0
     """
-    return _evaluate(structure, w, h, net_of, clamp, u, order, activation, True)[1]
+    return _evaluate(structure, w, h, net_of, clamp, u, order, activation, "u")[1]
