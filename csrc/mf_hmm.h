@@ -82,6 +82,15 @@ int mf_hmm_forward_backward(ptrdiff_t T, ptrdiff_t n, const double *startprob,
 int mf_hmm_viterbi(ptrdiff_t T, ptrdiff_t n, const double *startprob, const double *transmat,
                    const double *logpot, ptrdiff_t *path, double *logq);
 
+/* Draws of whole paths from the same chain (forward filtering, backward sampling): for draw
+ * k = 0 .. n_draws-1, paths[k * T + t] receives s_t, using the uniforms u[k * T + t] in [0, 1)
+ * (one per draw and time step, so the caller fixes the randomness and any thread layout gives
+ * the same paths); work holds mf_hmm_fb_work_size(T, n) doubles.  MF_EBADARG also when logpot
+ * holds NaN / +inf or the chain gives every path probability zero.  Cost O(T n^2 + n_draws T n). */
+int mf_hmm_sample_chain(ptrdiff_t T, ptrdiff_t n, const double *startprob, const double *transmat,
+                        const double *logpot, ptrdiff_t n_draws, const double *u,
+                        ptrdiff_t *paths, double *work);
+
 /* The link bound (docs/context_hmm.md, "Link variables"): the chain exact, each long-range
  * coupling -a(s).b(s') replaced by a Gaussian link variable, alternating optimal links and an
  * exact forward-backward for the chain, until the bound rises by no more than tol * T over one

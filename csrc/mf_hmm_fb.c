@@ -152,3 +152,74 @@ int mf_hmm_viterbi(ptrdiff_t T, ptrdiff_t n, const double *startprob, const doub
     free(a.base);
     return MF_OK;
 }
+
+/* The state i with cumulative weight first above u * sum(w) (never one of weight zero). */
+static ptrdiff_t draw(const double *w, ptrdiff_t n, double u)
+{
+    double total = 0.0, c = 0.0, target;
+    ptrdiff_t i, last = -1;
+    for (i = 0; i < n; i++) total += w[i];
+    target = u * total;
+    for (i = 0; i < n; i++) {
+        if (!(w[i] > 0.0)) continue;
+        last = i;
+        c += w[i];
+        if (c > target) return i;
+    }
+    return last;   /* rounding at the top of the range */
+}
+
+int mf_hmm_sample_chain(ptrdiff_t T, ptrdiff_t n, const double *startprob, const double *transmat,
+                        const double *logpot, ptrdiff_t n_draws, const double *u,
+                        ptrdiff_t *paths, double *work)
+{
+    double *alpha, *w;
+    ptrdiff_t t, i, j, k, tn;
+    if (mf_hmm_fb_work_size(T, n) < 0) return T < 1 || n < 1 ? MF_EBADARG : MF_EOVERFLOW;
+    if (n_draws < 0 || !startprob || !transmat || !logpot || !work) return MF_EBADARG;
+    if (n_draws > 0 && (!u || !paths)) return MF_EBADARG;
+    if (!mul_ok(n_draws, T, &tn)) return MF_EOVERFLOW;
+    alpha = work;              /* (T, n) filtered forward messages */
+    w = work + T * n;          /* (n) weights of one backward draw */
+    /* forward filtering, scaled as in mf_hmm__fb */
+    for (t = 0; t < T; t++) {
+        const double *lp = logpot + t * n;
+        double *an = alpha + t * n;
+        double mx = -INFINITY, s = 0.0;
+        for (i = 0; i < n; i++)
+            if (isnan(lp[i]) || lp[i] == INFINITY) return MF_EBADARG;
+        if (t == 0) {
+            for (j = 0; j < n; j++) an[j] = startprob[j];
+        } else {
+            const double *ap = alpha + (t - 1) * n;
+            for (j = 0; j < n; j++) an[j] = 0.0;
+            for (i = 0; i < n; i++) {
+                const double ai = ap[i];
+                if (ai == 0.0) continue;
+                for (j = 0; j < n; j++) an[j] += ai * transmat[i * n + j];
+            }
+        }
+        for (j = 0; j < n; j++)
+            if (an[j] > 0.0 && lp[j] > mx) mx = lp[j];
+        if (mx == -INFINITY) return MF_EBADARG;      /* probability zero: nothing to draw */
+        for (j = 0; j < n; j++) {
+            const double dl = lp[j] - mx;
+            an[j] *= exp(dl < 0.0 ? dl : 0.0);
+            s += an[j];
+        }
+        if (!(s > 0.0)) return MF_EBADARG;
+        for (j = 0; j < n; j++) an[j] /= s;
+    }
+    /* backward sampling: s_{T-1} ~ alpha_{T-1}, s_t ~ alpha_t(i) transmat(i, s_{t+1}) */
+    for (k = 0; k < n_draws; k++) {
+        const double *uk = u + k * T;
+        ptrdiff_t *pk = paths + k * T;
+        pk[T - 1] = draw(alpha + (T - 1) * n, n, uk[T - 1]);
+        for (t = T - 2; t >= 0; t--) {
+            const ptrdiff_t nxt = pk[t + 1];
+            for (i = 0; i < n; i++) w[i] = alpha[t * n + i] * transmat[i * n + nxt];
+            pk[t] = draw(w, n, uk[t]);
+        }
+    }
+    return MF_OK;
+}

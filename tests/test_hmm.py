@@ -492,7 +492,7 @@ def test_bad_input_raises_clear_errors():
     with pytest.raises(ValueError, match="max_augmented_states"):
         big.score(Xb, method="exact")
     assert np.isfinite(big.score(Xb))
-    with pytest.raises(ValueError, match=r"method must be one of \('structured', 'naive'\)"):
+    with pytest.raises(ValueError, match=r"score_samples: method='exact' gives ln P\(X\) only"):
         h.score_samples(X, method="exact")
     imp = random_hmm(n=3, context="right", seed=0)
     imp.startprob_ = np.array([1.0, 0.0, 0.0])

@@ -49,6 +49,9 @@ cdef extern from "mf_hmm.h" nogil:
     int mf_hmm_viterbi(Py_ssize_t T, Py_ssize_t n, const double *startprob,
                        const double *transmat, const double *logpot, Py_ssize_t *path,
                        double *logq)
+    int mf_hmm_sample_chain(Py_ssize_t T, Py_ssize_t n, const double *startprob,
+                            const double *transmat, const double *logpot, Py_ssize_t n_draws,
+                            const double *u, Py_ssize_t *paths, double *work)
     int mf_hmm_link(const mf_hmm_model *m, Py_ssize_t T, const double *X, Py_ssize_t max_sweeps,
                     double tol, const double *init, double *gamma, double *history,
                     Py_ssize_t hist_len, Py_ssize_t *n_sweeps, double *bound, double *logpot)
@@ -215,6 +218,31 @@ def viterbi(const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
             _raise_status(status[s], s, offsets[s + 1] - offsets[s],
                           (offsets[s + 1] - offsets[s]) * n * 8, "decode")
     return np.asarray(path), np.asarray(logq)
+
+
+def sample_chain(const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
+                 const float64_t[:, ::1] logpot, const float64_t[:, ::1] u):
+    """Paths drawn from the chain Q(s) ~ P(s) prod exp(logpot[t, s_t]) of one sequence (forward
+    filtering, backward sampling), one per row of the uniforms ``u`` (n_draws, T).  Returns the
+    states (n_draws, T)."""
+    cdef Py_ssize_t T = logpot.shape[0], n = logpot.shape[1], k = u.shape[0]
+    if T < 1 or n < 1 or startprob.shape[0] != n or transmat.shape[0] != n \
+            or transmat.shape[1] != n or u.shape[1] != T:
+        raise ValueError("sample_chain: startprob (n,), transmat (n, n), logpot (T, n) and "
+                         "u (n_draws, T) disagree")
+    cdef Py_ssize_t wsize = mf_hmm_fb_work_size(T, n)
+    if wsize < 0:
+        _raise_status(MF_EOVERFLOW, 0, T, None, "sample_posterior")
+    cdef float64_t[::1] work = np.empty(wsize)
+    cdef intp_t[:, ::1] paths = np.zeros((k, T), dtype=np.intp)
+    cdef int status
+    with nogil:
+        status = mf_hmm_sample_chain(T, n, &startprob[0], &transmat[0, 0], &logpot[0, 0], k,
+                                     &u[0, 0] if k > 0 else NULL,
+                                     <Py_ssize_t *>&paths[0, 0] if k > 0 else NULL, &work[0])
+    if status != MF_OK:
+        _raise_status(status, 0, T, wsize * 8, "sample_posterior")
+    return np.asarray(paths)
 
 
 def exact_states(Py_ssize_t n, Py_ssize_t lag, bint right, bint left, Py_ssize_t T):

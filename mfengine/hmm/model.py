@@ -40,6 +40,9 @@ _METHODS = ("structured", "naive", "exact")
 _ALGORITHMS = ("viterbi", "map")
 _PARAM_CODES = "stmrl"
 _HALF_LOG_2PI = 0.5 * np.log(2.0 * np.pi)
+#: Largest distance of a mean (from the centre of means_) or a data value (from that centre)
+#: accepted: squares of 1e100 summed over any sequence stay far inside the float64 range.
+_MAX_MAGNITUDE = 1e100
 _UNCONVERGED_HINT = "raise infer_max_iter or loosen infer_tol"
 
 
@@ -351,6 +354,11 @@ class ContextHMM(PersistMixin, BaseEstimator):
                 f"This {type(self).__name__} has no means_: call fit() or assign means_ "
                 "(an array of shape (n_states, n_features))")
         D = self._n_features()
+        if self.n_features is not None and np.ndim(means) == 2 and np.shape(means)[1] != D:
+            raise ValueError(
+                f"n_features={self.n_features!r} disagrees with means_, which has "
+                f"{np.shape(means)[1]} columns (n_features must be None or the number of columns "
+                "of means_)")
         out = []
         for name, present in (("means_", True), ("right_means_", self._right),
                               ("left_means_", self._left)):
@@ -364,6 +372,13 @@ class ContextHMM(PersistMixin, BaseEstimator):
                                  f"got {M.shape}")
             if not np.all(np.isfinite(M)):
                 raise ValueError(f"{name} contains NaN or infinite values")
+            big = float(np.max(np.abs(M - M.mean(axis=0)) if name == "means_" else np.abs(M)))
+            if big > _MAX_MAGNITUDE:
+                raise ValueError(
+                    f"{name} has entries {big:.3g} away from "
+                    f"{'their centre' if name == 'means_' else 'zero'}: beyond "
+                    f"{_MAX_MAGNITUDE:g} their squares, summed over a sequence, leave the range "
+                    "of float64")
             if not present and np.any(M != 0):
                 raise ValueError(f"{name} must be all zeros: context={self.context!r} has no "
                                  f"{name.split('_')[0]} context")
@@ -427,6 +442,12 @@ class ContextHMM(PersistMixin, BaseEstimator):
         """Validated parameters and data, both shifted by the centre of the state means."""
         sp, A, U, V, W = self._params()
         shift = U.mean(axis=0)
+        dev = np.abs(Xc - shift)
+        if dev.size and np.nanmax(dev, initial=0.0) > _MAX_MAGNITUDE:
+            raise ValueError(
+                f"X has values {np.nanmax(dev):.3g} away from the centre of means_: beyond "
+                f"{_MAX_MAGNITUDE:g} their squares, summed over a sequence, leave the range of "
+                "float64")
         return (sp, A, U - shift, V, W), np.ascontiguousarray(Xc - shift)
 
     def _run(self, Xc, offsets, method, want_stats=False, init=None, max_iter=None, tol=None):
@@ -437,7 +458,15 @@ class ContextHMM(PersistMixin, BaseEstimator):
     def _public_solve(self, X, lengths, method, what, max_iter=None, tol=None,
                       allowed=_METHODS, stacklevel=4):
         self._check_hyper()
-        method = self._check_method(self.method if method is None else method, "method", allowed)
+        given = method is not None
+        method = self._check_method(self.method if method is None else method, "method")
+        if method not in allowed:
+            source = f"method={method!r}" if given else f"the constructor's method={method!r}"
+            raise ValueError(
+                f"ContextHMM.{what}: {source} gives ln P(X) only, not a posterior over the "
+                f"states; pass method='structured' or method='naive' (e.g. "
+                f"{what}(X, method='structured'))")
+        self._params()   # the model first, so that a bad parameter is named before X
         Xc, offsets = self._check_X(X, lengths)
         r = self._run(Xc, offsets, method, max_iter=max_iter, tol=tol)
         hint = _UNCONVERGED_HINT if max_iter is None and tol is None else "raise max_iter or loosen tol"
@@ -600,6 +629,67 @@ class ContextHMM(PersistMixin, BaseEstimator):
             The decoded state of every sample (with the constructor's ``algorithm``).
         """
         return self._decode(X, lengths, None, method, "predict")[1]
+
+    def sample_posterior(self, X, n_samples=1, lengths=None, method=None, random_state=None):
+        """Draw state sequences from the variational posterior Q of every sequence.
+
+        For ``method="structured"`` Q is the chain Q(s) ~ startprob[s_0] prod transmat
+        prod exp(h_t(s_t)) of :meth:`infer` (its ``potentials``), and whole paths are drawn from
+        it by forward filtering and backward sampling, so the draws keep Q's dependence between
+        neighbouring states; for ``"naive"`` Q is a product and each state is drawn from its
+        marginal.  NaN entries of X are missing values (marginalised), as everywhere.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples_X, n_features), or list of such arrays
+            Sequences, concatenated (with ``lengths``) or as a list.
+        n_samples : int, default=1
+            Draws per sequence.
+        lengths : array-like of int, optional
+            Lengths of the concatenated sequences; default: one sequence.
+        method : {"structured", "naive"}, optional
+            Overrides the constructor's ``method``.
+        random_state : None, int or numpy Generator, optional
+            Seed of the draws (the constructor's ``random_state`` when None).  The draws do
+            not depend on ``n_threads``.
+
+        Returns
+        -------
+        states : ndarray of int, shape (n_samples, n_samples_X)
+            Row k is draw k of every sequence, concatenated as X.
+
+        Raises
+        ------
+        ValueError
+            If ``n_samples`` is not an integer >= 0, or as :meth:`infer`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import mfengine as mf
+        >>> h = mf.ContextHMM(2, 1, lag=2, context="right")
+        >>> h.means_ = np.array([[-1.0], [1.0]])
+        >>> h.right_means_ = np.array([[0.3], [-0.3]])
+        >>> X, _ = h.sample(20, random_state=0)
+        >>> h.sample_posterior(X, n_samples=5, random_state=0).shape
+        (5, 20)
+        """
+        k = check_int(n_samples, "n_samples", 0, 2**31 - 1)
+        Xc, offsets, method, r = self._public_solve(
+            X, lengths, method, "sample_posterior", allowed=("structured", "naive"))
+        rng = check_random_state(self.random_state if random_state is None else random_state)
+        N = Xc.shape[0]
+        out = np.empty((k, N), dtype=np.intp)
+        if method == "structured":
+            sp, A = self._params()[:2]
+            for a, b in zip(offsets[:-1], offsets[1:]):
+                u = rng.random((k, b - a))
+                out[:, a:b] = _chain.sample_chain(sp, A, r["logpot"][a:b], u)
+        else:
+            cum = np.cumsum(r["gamma"], axis=1)
+            u = rng.random((k, N)) * cum[None, :, -1]
+            out[:] = np.minimum((u[:, :, None] >= cum[None]).sum(-1), cum.shape[1] - 1)
+        return out
 
     def _decode(self, X, lengths, algorithm, method, what):
         algorithm = self.algorithm if algorithm is None else algorithm

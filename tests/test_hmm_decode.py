@@ -1,0 +1,165 @@
+"""ContextHMM decoding and posterior draws (issue 13, items 3 and 4).
+
+``decode`` is Viterbi on the structured posterior's chain Q; here it is compared with EXACT
+decoding (the argmax over all state sequences of P(s | x), by enumeration) on many small
+instances.  ``sample_posterior`` draws whole paths from Q (forward filtering, backward
+sampling); its frequencies are compared with Q's own probabilities.
+"""
+import itertools
+
+import numpy as np
+import pytest
+
+import reference_hmm as R
+from test_hmm import random_hmm
+
+
+def exact_log_joint(p, X, n):
+    """Every path and its ln P(s, x) (missing values left out), by enumeration."""
+    P = np.array(list(itertools.product(range(n), repeat=len(X))))
+    return P, np.array([R.log_prior(p, S) + R.log_emission(p, X, S) for S in P])
+
+
+def test_decode_agrees_with_exact_decoding_on_small_instances():
+    # 200 random models (n 2-3, T 4-7, lag 1-3, every context, context scale 0.3-2, a missing
+    # frame in a quarter of them).  Measured: structured Viterbi is the exact MAP path in
+    # 97.5% of 400 instances (the rest within a factor 0.67 of its posterior probability);
+    # the naive marginals' argmax in 90.5%.
+    n_inst, agree, near, naive_agree, ratios = 200, 0, 0, 0, []
+    for k in range(n_inst):
+        rng = np.random.default_rng(k)
+        n = int(rng.choice([2, 3]))
+        T = int(rng.integers(4, 8 if n == 2 else 7))
+        lag = int(rng.integers(1, 4))
+        h = random_hmm(n=n, D=2, lag=lag, context=["right", "left", "both"][k % 3], seed=k,
+                       cscale=[0.3, 1.0, 2.0][(k // 3) % 3], sep=1.5)
+        X, _ = h.sample(T, random_state=k)
+        if k % 4 == 0:
+            X[rng.integers(T)] = np.nan
+        P, lj = exact_log_joint(R.params_of(h), X, n)
+        best = int(np.argmax(lj))
+        logp, path = h.decode(X)
+        i = int(np.nonzero((P == path).all(1))[0][0])
+        # decode's log-probability is ln P(x, path) of the path it returns
+        assert logp == pytest.approx(lj[i], rel=1e-12, abs=1e-12)
+        ratio = np.exp(lj[i] - lj[best])      # P(path | x) / max_s P(s | x)
+        ratios.append(ratio)
+        agree += i == best
+        near += ratio >= 0.99
+        naive_agree += np.array_equal(P[best], h.decode(X, method="naive")[1])
+    print(f"decode: exact MAP path in {agree}/{n_inst}, within 1% of its posterior "
+          f"probability in {near}/{n_inst}, worst ratio {min(ratios):.3f}; naive argmax: "
+          f"{naive_agree}/{n_inst}")
+    assert agree >= 0.95 * n_inst
+    assert near >= 0.95 * n_inst
+    assert min(ratios) > 0.5
+    assert agree > naive_agree
+
+
+def test_decode_with_zero_context_is_the_exact_viterbi_path_with_missing_frames():
+    h = random_hmm(n=3, D=2, lag=2, context="both", cscale=0.0, seed=3, sep=1.0)
+    X, _ = h.sample(9, random_state=3)
+    X[[2, 6]] = np.nan
+    P, lj = exact_log_joint(R.params_of(h), X, 3)
+    np.testing.assert_array_equal(h.decode(X)[1], P[np.argmax(lj)])
+
+
+def chain_probabilities(h, X):
+    """Q's path probabilities by enumeration, from the potentials infer returns."""
+    r = h.infer(X)
+    p = R.params_of(h)
+    paths, q, _ = R.chain_q(p, r.potentials)
+    return np.array(paths), q, r
+
+
+def test_sample_posterior_draws_paths_with_q_probabilities():
+    h = random_hmm(n=2, D=1, lag=2, context="both", seed=4, cscale=1.0, sep=0.8)
+    X, _ = h.sample(5, random_state=4)
+    X[1] = np.nan
+    P, q, r = chain_probabilities(h, X)
+    K = 40000
+    S = h.sample_posterior(X, n_samples=K, random_state=0)
+    assert S.shape == (K, 5) and S.dtype == np.intp
+    codes = S @ (2 ** np.arange(4, -1, -1))
+    freq = np.bincount(codes, minlength=32) / K
+    want = q[np.argsort(P @ (2 ** np.arange(4, -1, -1)))]
+    se = np.sqrt(want * (1 - want) / K)
+    assert np.all(np.abs(freq - want) <= 5 * se + 1e-12), np.max(np.abs(freq - want) / (se + 1e-12))
+    # a check that can fail: the product of Q's marginals is a different distribution
+    prod = np.prod(r.posteriors[np.arange(5), P], axis=1)[np.argsort(P @ (2 ** np.arange(4, -1, -1)))]
+    assert np.max(np.abs(freq - prod) / (se + 1e-12)) > 5
+
+
+def test_sample_posterior_marginals_and_neighbour_pairs_match_the_chain():
+    h = random_hmm(n=3, D=2, lag=3, context="right", seed=6, cscale=0.7, sep=1.0)
+    Xs = [h.sample(T, random_state=T)[0] for T in (40, 25)]
+    Xs[0][[3, 4, 30]] = np.nan
+    X, lengths = np.concatenate(Xs), [40, 25]
+    r = h.infer(X, lengths)
+    K = 4000
+    S = h.sample_posterior(X, n_samples=K, lengths=lengths, random_state=1)
+    freq = np.stack([(S == i).mean(0) for i in range(3)], axis=1)
+    se = np.sqrt(r.posteriors * (1 - r.posteriors) / K) + 1e-3
+    assert np.all(np.abs(freq - r.posteriors) <= 5 * se)
+    # summed pairwise marginals of neighbours (the kernel's xi) within each sequence
+    xi = h._run(*h._check_X(X, lengths), "structured")["xi"]
+    for s, (a, b) in enumerate([(0, 40), (40, 65)]):
+        emp = np.zeros((3, 3))
+        np.add.at(emp, (S[:, a:b - 1].ravel(), S[:, a + 1:b].ravel()), 1.0 / K)
+        np.testing.assert_allclose(emp, xi[s], atol=0.05 * (b - a))
+    # reproducible, and the same for any thread count
+    h.n_threads = 1
+    S1 = h.sample_posterior(X, 50, lengths, random_state=7)
+    h.n_threads = 2
+    np.testing.assert_array_equal(S1, h.sample_posterior(X, 50, lengths, random_state=7))
+
+
+def test_sample_posterior_naive_draws_each_state_from_its_marginal():
+    h = random_hmm(n=3, D=2, lag=2, context="both", seed=2, cscale=0.5)
+    X, _ = h.sample(30, random_state=2)
+    q = h.predict_proba(X, method="naive")
+    K = 4000
+    S = h.sample_posterior(X, K, method="naive", random_state=3)
+    freq = np.stack([(S == i).mean(0) for i in range(3)], axis=1)
+    assert np.all(np.abs(freq - q) <= 5 * np.sqrt(q * (1 - q) / K) + 1e-3)
+    assert h.sample_posterior(X, 0).shape == (0, 30)
+    with pytest.raises(ValueError, match="n_samples must be an integer >= 0"):
+        h.sample_posterior(X, -1)
+    with pytest.raises(ValueError, match="sample_posterior: method='exact' gives ln P"):
+        h.sample_posterior(X, 2, method="exact")
+
+
+# ------------------------------------------------------------------------------------------
+# issue 14 leftovers of the long fuzz: the message names the argument at fault
+
+def test_errors_name_the_argument_at_fault():
+    h = random_hmm(n=2, D=2, lag=2, context="both", seed=0)
+    X, _ = h.sample(20, random_state=0)
+    h.n_features = np.int64(2**62)
+    with pytest.raises(ValueError, match="n_features=.*disagrees with means_, which has 2 col"):
+        h.decode(X, [10, 10])
+    h.n_features = 2
+    means = h.means_
+    h.means_ = means * -1e300
+    with pytest.raises(ValueError, match="means_ has entries .* away from their centre"):
+        h.predict_proba(X)
+    h.means_ = means
+    h.right_means_ = h.right_means_ * 1e200
+    with pytest.raises(ValueError, match="right_means_ has entries"):
+        h.score(X)
+    h.right_means_ = h.right_means_ * 1e-200
+    with pytest.raises(ValueError, match="X has values .* away from the centre of means_"):
+        h.score(X * 1e120)
+    h.method = "exact"
+    for verb in ("decode", "predict", "predict_proba", "score_samples"):
+        with pytest.raises(ValueError, match=f"{verb}: the constructor's method='exact' gives"):
+            getattr(h, verb)(X, [10, 10])
+    with pytest.raises(ValueError, match="decode: the constructor's method='exact' gives"):
+        h.decode(X, [10, 10], algorithm=None)
+    # the per-call argument is accepted, and named when it is the one at fault
+    assert h.decode(X, [10, 10], method="structured")[1].shape == (20,)
+    h.method = "structured"
+    with pytest.raises(ValueError, match="decode: method='exact' gives ln P"):
+        h.decode(X, [10, 10], method="exact")
+    with pytest.raises(ValueError, match="algorithm must be one of"):
+        h.decode(X, algorithm="exact")
