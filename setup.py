@@ -102,6 +102,7 @@ EXTENSIONS = [
     ("mfengine.sbn._sjj", "mfengine/sbn/_sjj.pyx", []),
     ("mfengine.sbn._plefka", "mfengine/sbn/_plefka.pyx", []),
     ("mfengine.sbn._importance", "mfengine/sbn/_importance.pyx", []),
+    ("mfengine.sbn._sample", "mfengine/sbn/_sample.pyx", []),
     ("mfengine.nlgbn._estep", "mfengine/nlgbn/_estep.pyx", ["csrc/mf_nlgbn*.c"]),
     ("mfengine.hmm._chain", "mfengine/hmm/_chain.pyx", ["csrc/mf_hmm*.c"]),
 ]
