@@ -149,14 +149,20 @@ def run(name, X, y, source, args, log):
 
     # ---------------------------------------------------------------- the sigmoid belief net
     rates = [0.02] * ((args.epochs + 1) // 2) + [0.005] * (args.epochs // 2)
+    t_start = [time.perf_counter()]
+
+    def report_epoch(epoch, _net, bound):
+        log(f"  epoch {epoch + 1}: mean bound {bound:.2f} nats per training image "
+            f"({time.perf_counter() - t_start[0]:.0f} s)")
+
     net = mf.SigmoidBeliefNet(sizes, max_iter=args.epochs, batch_size=1, learning_rate=rates,
                               infer_tol=args.infer_tol, random_state=args.seed,
-                              progress=not args.no_progress)
+                              progress=not args.no_progress, callback=report_epoch)
     n_w = sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
     log(f"SBN {'-'.join(map(str, sizes))} ({n_w} weights): "
         f"{args.epochs} epochs, on-line (batch 1), learning rates {rates[0]:g} x{(args.epochs + 1) // 2}"
         f", {0.005:g} x{args.epochs // 2}; infer_tol {args.infer_tol:g} ...")
-    t0 = time.perf_counter()
+    t0 = t_start[0] = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", mf.ConvergenceWarning)
         net.fit(Xtr)
