@@ -62,7 +62,10 @@ class DagStructure:
         """The (..., nnz) weight vectors of dense (..., n_units, n_units) matrices ``W``, or
         the (nnz,) vector of one scipy.sparse matrix."""
         if _is_sparse(W):
-            return np.ascontiguousarray(np.asarray(W.tocsr()[self._rows, self._cols],
+            csr = W.tocsr()
+            if self._same_pattern(csr):
+                return np.array(csr.data, dtype=np.float64)      # a copy, as below
+            return np.ascontiguousarray(np.asarray(csr[self._rows, self._cols],
                                                    dtype=np.float64).ravel())
         return np.ascontiguousarray(np.asarray(W, dtype=np.float64)[..., self._rows, self._cols])
 
@@ -81,6 +84,14 @@ class DagStructure:
         out[..., self._rows, self._cols] = w
         return out
 
+    def _same_pattern(self, csr):
+        """Whether the CSR matrix ``csr`` stores exactly the edges, in the edges' order (then
+        its ``data`` is the packed weight vector)."""
+        return bool(csr.has_sorted_indices and csr.indptr.shape == self.par_ptr.shape
+                    and csr.indices.shape == self.par_idx.shape
+                    and np.array_equal(csr.indptr, self.par_ptr)
+                    and np.array_equal(csr.indices, self.par_idx))
+
     def _edge_keys(self):
         """row * n_units + col of every edge, ascending (the edges are stored row-major)."""
         keys = getattr(self, "_keys", None)
@@ -95,11 +106,7 @@ class DagStructure:
         net's weights as built), O(nnz log nnz) otherwise; nothing of size n_units**2 for
         sparse input."""
         if _is_sparse(W):
-            csr = W.tocsr()
-            if (csr.has_sorted_indices and csr.indptr.shape == self.par_ptr.shape
-                    and csr.indices.shape == self.par_idx.shape
-                    and np.array_equal(csr.indptr, self.par_ptr)
-                    and np.array_equal(csr.indices, self.par_idx)):
+            if self._same_pattern(W.tocsr()):
                 return True
             coo = W.tocoo()
             nz = coo.data != 0

@@ -698,13 +698,19 @@ class BeliefNet(_DagModel):
         return_all = check_flag(return_all, "return_all")
         rng = check_random_state(random_state)
         self._params()
+        from mfengine._validation import effective_n_threads
+        from mfengine.sbn import _sample
+
         s = self._structure
-        W = s.pack(self.W_)
-        S = np.zeros((n_samples, s.n_units))
-        for i in range(s.n_units):
-            a, b = s.par_ptr[i], s.par_ptr[i + 1]
-            z = self.h_[i] + S[:, s.par_idx[a:b]] @ W[a:b]
-            S[:, i] = rng.random(n_samples) < np.exp(_log_probs(z, self.activation)[0])
+        # uniforms from the seeded generator, overwritten by the states in compiled code
+        # (O(nnz) per draw over the CSR parent lists; the same draw for any thread count)
+        S = rng.random((n_samples, s.n_units))
+        rc = _sample.sample(s.par_ptr, s.par_idx, self._packed_w(),
+                            np.ascontiguousarray(self.h_, dtype=np.float64)[None],
+                            np.zeros(n_samples, dtype=np.intp), S,
+                            self.activation == "noisy_or", effective_n_threads(self.n_threads))
+        if rc != _sample.STATUS_OK:
+            raise RuntimeError(f"mfengine: the sampling kernel refused its arguments (status {rc})")
         return S if return_all else S[:, self.visible_]
 
     def log_joint(self, S):
@@ -992,14 +998,21 @@ class BeliefNetBatch(_DagModel):
         return_all = check_flag(return_all, "return_all")
         rng = check_random_state(random_state)
         self._params()
+        from mfengine._validation import effective_n_threads
+        from mfengine.sbn import _sample
+
         s = self._structure
-        W = s.pack(self.W_)                       # (n_nets, nnz)
+        W = self._packed_w()                      # (n_nets, nnz)
         k = W.shape[0]
-        S = np.zeros((k, n_samples, s.n_units))
-        for i in range(s.n_units):
-            a, b = s.par_ptr[i], s.par_ptr[i + 1]
-            z = self.h_[:, i, None] + np.einsum("kmp,kp->km", S[:, :, s.par_idx[a:b]], W[:, a:b])
-            S[:, :, i] = rng.random((k, n_samples)) < np.exp(_log_probs(z, self.activation)[0])
+        # uniforms from the seeded generator, overwritten by the states in compiled code
+        S = rng.random((k, n_samples, s.n_units))
+        rc = _sample.sample(s.par_ptr, s.par_idx, W,
+                            np.ascontiguousarray(self.h_, dtype=np.float64),
+                            np.repeat(np.arange(k, dtype=np.intp), n_samples),
+                            S.reshape(k * n_samples, s.n_units),
+                            self.activation == "noisy_or", effective_n_threads(self.n_threads))
+        if rc != _sample.STATUS_OK:
+            raise RuntimeError(f"mfengine: the sampling kernel refused its arguments (status {rc})")
         return S if return_all else S[:, :, self.visible_]
 
     def exact_log_likelihood(self, X, missing=None, max_hidden=MAX_ENUMERATED_HIDDEN):
