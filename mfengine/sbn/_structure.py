@@ -31,20 +31,11 @@ class DagStructure:
 
     def __init__(self, mask):
         if _is_sparse(mask):
-            coo = mask.tocoo()
-            keep = coo.data != 0
-            n = mask.shape[0]
-            rows, cols = coo.row[keep].astype(np.intp), coo.col[keep].astype(np.intp)
-            order = np.lexsort((cols, rows))   # row-major, as np.nonzero of a dense mask
-            rows, cols = rows[order], cols[order]
-            if rows.size > 1:                  # duplicate entries (COO input) are one edge
-                first = np.ones(rows.size, dtype=bool)
-                first[1:] = (np.diff(rows) != 0) | (np.diff(cols) != 0)
-                rows, cols = rows[first], cols[first]
-        else:
-            mask = np.asarray(mask, dtype=bool)
-            n = mask.shape[0]
-            rows, cols = np.nonzero(mask)  # row-major: grouped by child i, parents ascending
+            self._from_sparse(mask)
+            return
+        mask = np.asarray(mask, dtype=bool)
+        n = mask.shape[0]
+        rows, cols = np.nonzero(mask)  # row-major: grouped by child i, parents ascending
         self.n_units = n
         self.nnz = rows.size
         self.par_ptr = np.zeros(n + 1, dtype=np.intp)
@@ -57,6 +48,41 @@ class DagStructure:
         self.ch_w = np.ascontiguousarray(order, dtype=np.intp)
         self._rows = np.ascontiguousarray(rows, dtype=np.intp)
         self._cols = np.ascontiguousarray(cols, dtype=np.intp)
+
+    def _from_sparse(self, W):
+        """The structure of a scipy.sparse matrix in O(n_units + nnz) time and memory: its
+        canonical CSR form gives the parent lists, and a CSR -> CSC conversion (a stable
+        counting sort, in SciPy's compiled code) of the edge numbers gives the child lists and
+        each child entry's edge (no sort, nothing of size n_units**2)."""
+        import scipy.sparse
+
+        n = W.shape[0]
+        csr = W.tocsr()
+        if not csr.has_canonical_format:      # duplicate entries (COO input) are one edge
+            csr = csr.copy()
+            csr.sum_duplicates()
+        keep = np.asarray(csr.data != 0)
+        counts = np.diff(csr.indptr)
+        if keep.all():
+            cols = np.array(csr.indices, dtype=np.intp)
+            rows = np.repeat(np.arange(n, dtype=np.intp), counts)
+        else:
+            rows = np.repeat(np.arange(n, dtype=np.intp), counts)[keep]
+            cols = np.array(csr.indices[keep], dtype=np.intp)
+            counts = np.bincount(rows, minlength=n)
+        nnz = cols.size
+        self.n_units = n
+        self.nnz = nnz
+        self.par_ptr = np.zeros(n + 1, dtype=np.intp)
+        np.cumsum(counts, out=self.par_ptr[1:])
+        self.par_idx = cols
+        ids = scipy.sparse.csr_matrix((np.arange(nnz, dtype=np.int64), cols, self.par_ptr),
+                                      shape=(n, n)).tocsc()
+        self.ch_ptr = np.ascontiguousarray(ids.indptr, dtype=np.intp)
+        self.ch_idx = np.ascontiguousarray(ids.indices, dtype=np.intp)
+        self.ch_w = np.ascontiguousarray(ids.data, dtype=np.intp)
+        self._rows = rows
+        self._cols = cols
 
     def pack(self, W):
         """The (..., nnz) weight vectors of dense (..., n_units, n_units) matrices ``W``, or
