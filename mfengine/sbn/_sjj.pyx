@@ -560,6 +560,491 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
     return converged
 
 
+
+# ---------------------------------------------------------------------------- fast path
+DEF FAST_SCALE = 256.0  # |h_i| + sum |W_ij| (in and out) at most this for every unit: fast path
+
+cdef extern from *:
+    """
+/* ---- The fast sigmoid sweep of the strict bound (see the module docstring, "Fast path").
+ * Plain C so that GCC vectorises the per-edge loops and, with MF_TARGET_CLONES, compiles the
+ * whole per-item solve twice (x86-64 and x86-64-v3, AVX2+FMA), chosen once at load time. */
+#include <math.h>
+#include "mf_exp.h"
+
+#if defined(MF_TARGET_CLONES) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SJJF_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define SJJF_CLONES
+#endif
+#define SJJF_INLINE static inline __attribute__((always_inline))
+#define SJJF_T_MAX 700.0
+#define SJJF_T_TOL 1e-12
+#define SJJF_MAX_IT 100
+
+typedef struct {
+    Py_ssize_t n;
+    const Py_ssize_t *par_ptr, *par_idx, *ch_ptr, *ch_idx, *pos;
+    const Py_ssize_t *pfirst, *cfirst;  /* per unit: first parent / child if they are a run
+                                           of consecutive units, else -1 */
+    const double *w, *h;          /* this item's net: weights (parent order), biases */
+    const double *wq, *ew;        /* the net's weights in child order, e^w in parent order */
+    const unsigned char *free_;
+    double *mu, *nu, *t, *xi;
+    double *Z, *pa, *pb, *lnS, *isacc, *gA, *gB, *hA2, *hB2, *gD;   /* per unit */
+    double *aq, *bq;              /* per edge, child order: e^{-xi_c w}, e^{(1 - xi_c) w} */
+    double *ta, *tb;              /* one unit's trial factors (max fan-in) */
+    double *Ph, *Rh, *iA, *iB;    /* one unit's per-child terms (max fan-out) */
+} sjjf_state;
+
+/* e^y for |y| <= 708 from the vectorisable mf_exp_parts (within about 2 ulp). */
+SJJF_INLINE double sjjf_exp(double y)
+{
+    double num, den;
+    mf_exp_parts(-fabs(y), &num, &den);
+    double top = y <= 0.0 ? num : den, bot = y <= 0.0 ? den : num;
+    return top / bot;
+}
+
+SJJF_INLINE void sjjf_set_mean(double t, double *m, double *nu)
+{
+    double num, den, r;
+    mf_exp_parts(-fabs(t), &num, &den);
+    r = 1.0 / (den + num);
+    if (t >= 0.0) { *m = den * r; *nu = num * r; }
+    else { *m = num * r; *nu = den * r; }
+}
+
+SJJF_INLINE double sjjf_entropy(double m, double nu)
+{
+    double s = 0.0;
+    if (m > 0.0) s -= m * log(m);
+    if (nu > 0.0) s -= nu * log(nu);
+    return s;
+}
+
+/* Unit i at xi = x with the current means: every factor FA = nu + m e^{-x w},
+ * FB = nu + m e^{(1 - x) w} of its parents, S = e^A + e^B = e^{-x h} prod FA + e^{(1-x) h}
+ * prod FB, and the derivative sums of A and B in x.  With fresh, the factors e^{-x w} are
+ * taken anew (into ta, tb); otherwise they are the cached ones of the unit's current xi.
+ * Returns ln S; *o_pa, *o_pb are e^A / S and e^B / S, sums[0..4] the derivative sums
+ * (sum w ra, sum w rb, sum w^2 ra (1 - ra), sum w^2 rb (1 - rb), sum w (rb - ra)) and *o_z
+ * = h + sum w mu. */
+SJJF_INLINE double sjjf_eval_impl(const sjjf_state *s, Py_ssize_t i, double x, int fresh,
+                                  double *o_pa, double *o_pb, double *sums, double *o_z,
+                                  const int contig)
+{
+    const Py_ssize_t p0 = s->par_ptr[i], k = s->par_ptr[i + 1] - p0;
+    const double *restrict w = s->w + p0;
+    const double *restrict ew = s->ew + p0;
+    const Py_ssize_t *restrict pj = s->par_idx + p0;
+    const Py_ssize_t j0 = contig ? s->pfirst[i] : 0;
+    const double *restrict mu = s->mu + j0;
+    const double *restrict nuv = s->nu + j0;
+    double *restrict ta = s->ta;
+    double *restrict tb = s->tb;
+    Py_ssize_t e;
+    if (fresh) {
+#pragma omp simd
+        for (e = 0; e < k; e++) {
+            double a = sjjf_exp(-x * w[e]);
+            ta[e] = a;
+            tb[e] = a * ew[e];
+        }
+    } else {
+        const Py_ssize_t *restrict pos = s->pos + p0;
+        for (e = 0; e < k; e++) {
+            ta[e] = s->aq[pos[e]];
+            tb[e] = s->bq[pos[e]];
+        }
+    }
+    double PA = 1.0, PB = 1.0, gA = 0.0, gB = 0.0, hA2 = 0.0, hB2 = 0.0, gD = 0.0, z = 0.0;
+#pragma omp simd reduction(*:PA, PB) reduction(+:gA, gB, hA2, hB2, gD, z)
+    for (e = 0; e < k; e++) {
+        const Py_ssize_t j = contig ? e : pj[e];
+        double m = mu[j], nu = nuv[j], a = ta[e], b = tb[e], we = w[e];
+        double FA = nu + m * a, FB = nu + m * b;
+        double inv = 1.0 / (FA * FB);
+        double ra = m * a * FB * inv, rb = m * b * FA * inv;
+        double ca = nu * FB * inv, cb = nu * FA * inv;      /* 1 - ra, 1 - rb */
+        PA *= FA;
+        PB *= FB;
+        gA += we * ra;
+        gB += we * rb;
+        hA2 += (we * we) * (ra * ca);
+        hB2 += (we * we) * (rb * cb);
+        gD += we * (rb - ra);
+        z += we * m;
+    }
+    const double hi = s->h[i];
+    double hA = exp(-x * hi) * PA, hB = exp((1.0 - x) * hi) * PB, S = hA + hB;
+    *o_pa = hA / S;
+    *o_pb = hB / S;
+    sums[0] = gA; sums[1] = gB; sums[2] = hA2; sums[3] = hB2; sums[4] = gD;
+    *o_z = hi + z;
+    return log(S);
+}
+
+SJJF_INLINE double sjjf_eval(const sjjf_state *s, Py_ssize_t i, double x, int fresh,
+                             double *o_pa, double *o_pb, double *sums, double *o_z)
+{
+    if (s->pfirst[i] >= 0)
+        return sjjf_eval_impl(s, i, x, fresh, o_pa, o_pb, sums, o_z, 1);
+    return sjjf_eval_impl(s, i, x, fresh, o_pa, o_pb, sums, o_z, 0);
+}
+
+/* Store unit i's evaluation as its state (and, if fresh, its factors into aq, bq). */
+SJJF_INLINE void sjjf_store(sjjf_state *s, Py_ssize_t i, double x, int fresh, double lnS,
+                            double pa, double pb, const double *sums, double z)
+{
+    if (fresh) {
+        const Py_ssize_t p0 = s->par_ptr[i], k = s->par_ptr[i + 1] - p0;
+        const Py_ssize_t *restrict pos = s->pos + p0;
+        for (Py_ssize_t e = 0; e < k; e++) {
+            s->aq[pos[e]] = s->ta[e];
+            s->bq[pos[e]] = s->tb[e];
+        }
+    }
+    s->xi[i] = x;
+    s->lnS[i] = lnS;
+    s->isacc[i] = 1.0;
+    s->pa[i] = pa;
+    s->pb[i] = pb;
+    s->Z[i] = z;
+    s->gA[i] = sums[0]; s->gB[i] = sums[1]; s->hA2[i] = sums[2]; s->hB2[i] = sums[3];
+    s->gD[i] = sums[4];
+}
+
+/* One safeguarded Newton step on unit i's xi from the derivative sums of its last evaluation
+ * (taken before the last mean pass: slightly stale, which only affects the step; the step is
+ * kept only if phi = ln S + x Z fell at the current means), then every cache of unit i anew. */
+SJJF_INLINE void sjjf_xi_step(sjjf_state *s, Py_ssize_t i, double gtol)
+{
+    double x = s->xi[i], Z = s->Z[i], pa = s->pa[i], pb = s->pb[i], hi = s->h[i];
+    double d1 = pa * (-hi - s->gA[i]) + pb * (-hi - s->gB[i]) + Z;
+    double d2 = pa * s->hA2[i] + pb * s->hB2[i] + pa * pb * s->gD[i] * s->gD[i];
+    double sums[5], npa, npb, z, lnS, xn = x, lo, hi_, phi_old;
+    if (s->par_ptr[i + 1] > s->par_ptr[i] && fabs(d1) > gtol) {
+        if (d1 < 0.0) { lo = x; hi_ = 1.0; } else { lo = 0.0; hi_ = x; }
+        xn = d2 > 0.0 ? x - d1 / d2 : -1.0;
+        if (!(lo < xn && xn < hi_)) xn = 0.5 * (lo + hi_);
+        if (!(xn >= 0.0 && xn <= 1.0)) xn = x;
+    }
+    if (xn != x) {
+        phi_old = s->lnS[i] - log(s->isacc[i]) + x * Z;
+        lnS = sjjf_eval(s, i, xn, 1, &npa, &npb, sums, &z);
+        if (lnS + xn * z <= phi_old) {
+            sjjf_store(s, i, xn, 1, lnS, npa, npb, sums, z);
+            return;
+        }
+    }
+    lnS = sjjf_eval(s, i, x, 0, &npa, &npb, sums, &z);
+    sjjf_store(s, i, x, 0, lnS, npa, npb, sums, z);
+}
+
+/* Move mu_k to a local maximum of the bound uphill from where it is (as update_mu of the
+ * careful path, from the cached products: no exponential per child); 1 if it moved. */
+SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, const int contig)
+{
+    const Py_ssize_t q0 = s->ch_ptr[k], nc = s->ch_ptr[k + 1] - q0;
+    const Py_ssize_t *restrict cc = s->ch_idx + q0;
+    const double *restrict aq = s->aq + q0;
+    const double *restrict bq = s->bq + q0;
+    const double *restrict wq = s->wq + q0;
+    const Py_ssize_t c0i = contig ? s->cfirst[k] : 0;
+    double *restrict pa = s->pa + c0i;
+    double *restrict pb = s->pb + c0i;
+    double *restrict Ph = s->Ph;
+    double *restrict Rh = s->Rh;
+    double *restrict iA = s->iA;
+    double *restrict iB = s->iB;
+    const double *restrict mu = s->mu + c0i;
+    const double *restrict xi = s->xi + c0i;
+    const double mk = s->mu[k], nk = s->nu[k], t0 = s->t[k];
+    double c0 = s->Z[k], G = 0.0;
+    Py_ssize_t q, it;
+#pragma omp simd reduction(+:c0, G)
+    for (q = 0; q < nc; q++) {
+        const Py_ssize_t c = contig ? q : cc[q];
+        double a = aq[q], b = bq[q];
+        double FA = nk + mk * a, FB = nk + mk * b;
+        double inv = 1.0 / (FA * FB), ia = FB * inv, ib = FA * inv;
+        double P = pa[c] * ia + pb[c] * ib;
+        double R = pa[c] * a * ia + pb[c] * b * ib;
+        Ph[q] = P;
+        Rh[q] = R;
+        iA[q] = ia;
+        iB[q] = ib;
+        c0 += (mu[c] - xi[c]) * wq[q];
+        G += R - P;           /* (R - P) / (nk P + mk R), that denominator being 1 */
+    }
+    double F0 = -t0 + c0 - G, lo, hi, g, tn, mun, nun, F, dF, sn;
+    if (!(fabs(F0) > gtol))
+        return 0;
+    if (F0 > 0.0) {
+        g = c0;
+#pragma omp simd reduction(-:g)
+        for (q = 0; q < nc; q++) g -= (Rh[q] - Ph[q]) / Rh[q];
+        lo = t0;
+        hi = g < SJJF_T_MAX ? g : SJJF_T_MAX;
+        if (!(hi > lo)) return 0;
+    } else {
+        g = c0;
+#pragma omp simd reduction(-:g)
+        for (q = 0; q < nc; q++) g -= (Rh[q] - Ph[q]) / Ph[q];
+        hi = t0;
+        lo = g > -SJJF_T_MAX ? g : -SJJF_T_MAX;
+        if (!(lo < hi)) return 0;
+    }
+    tn = t0 + F0;
+    if (!(lo < tn && tn < hi)) tn = 0.5 * (lo + hi);
+    for (it = 0; it < SJJF_MAX_IT; it++) {
+        sjjf_set_mean(tn, &mun, &nun);
+        F = -tn + c0;
+        dF = 0.0;
+#pragma omp simd reduction(-:F) reduction(+:dF)
+        for (q = 0; q < nc; q++) {
+            double dq = (Rh[q] - Ph[q]) / (nun * Ph[q] + mun * Rh[q]);
+            F -= dq;
+            dF += dq * dq;
+        }
+        if (fabs(F) <= gtol) break;
+        if (F > 0.0) lo = tn; else hi = tn;
+        if (hi - lo <= SJJF_T_TOL) break;
+        dF = -1.0 + mun * nun * dF;
+        sn = dF < 0.0 ? tn - F / dF : lo - 1.0;
+        if (!(lo < sn && sn < hi) || sn == tn) sn = 0.5 * (lo + hi);
+        tn = sn;
+    }
+    sjjf_set_mean(tn, &mun, &nun);
+    /* keep the move only if the exact 1-D objective rose */
+    double dmu = (mk + mun > 1.0) ? (nk - nun) : (mun - mk);
+    double pn = 1.0, pd = 1.0;
+#pragma omp simd reduction(*:pn, pd)
+    for (q = 0; q < nc; q++) {
+        pn *= nun * Ph[q] + mun * Rh[q];
+        pd *= nk * Ph[q] + mk * Rh[q];
+    }
+    double gain = sjjf_entropy(mun, nun) - sjjf_entropy(mk, nk) + dmu * c0 - log(pn / pd);
+    if (!(gain > 0.0))
+        return 0;
+    s->mu[k] = mun;
+    s->nu[k] = nun;
+    s->t[k] = tn;
+    double *restrict Z = s->Z + c0i;
+    double *restrict isacc = s->isacc + c0i;
+    for (q = 0; q < nc; q++) {
+        const Py_ssize_t c = contig ? q : cc[q];
+        double ir = (nk * Ph[q] + mk * Rh[q]) / (nun * Ph[q] + mun * Rh[q]);
+        pa[c] *= (nun + mun * aq[q]) * iA[q] * ir;
+        pb[c] *= (nun + mun * bq[q]) * iB[q] * ir;
+        isacc[c] *= ir;
+        Z[c] += wq[q] * dmu;
+    }
+    return 1;
+}
+
+SJJF_INLINE int sjjf_update_mu(sjjf_state *s, Py_ssize_t k, double gtol)
+{
+    if (s->cfirst[k] >= 0)
+        return sjjf_update_mu_impl(s, k, gtol, 1);
+    return sjjf_update_mu_impl(s, k, gtol, 0);
+}
+
+/* The bound from the caches, O(n_units). */
+SJJF_INLINE double sjjf_bound(const sjjf_state *s)
+{
+    double total = 0.0;
+    for (Py_ssize_t i = 0; i < s->n; i++) {
+        total += (s->mu[i] - s->xi[i]) * s->Z[i] - (s->lnS[i] - log(s->isacc[i]));
+        if (s->free_[i])
+            total += sjjf_entropy(s->mu[i], s->nu[i]);
+    }
+    return total;
+}
+
+/* Coordinate ascent for one item on the fast path; the means and xi are in s (initialised),
+ * hist (or NULL) receives the bound after each sweep.  Returns 1 if it converged, the sweeps
+ * in *sweeps_out. */
+SJJF_CLONES
+int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t max_sweeps,
+               double rel_floor, Py_ssize_t *sweeps_out)
+{
+    Py_ssize_t n = s->n, i, k, sweep = 0;
+    double sums[5], pa, pb, z, lnS, bnd, prev;
+    int converged = 0;
+    for (i = 0; i < n; i++) {
+        lnS = sjjf_eval(s, i, s->xi[i], 1, &pa, &pb, sums, &z);
+        sjjf_store(s, i, s->xi[i], 1, lnS, pa, pb, sums, z);
+    }
+    prev = sjjf_bound(s);
+    if (hist != NULL) hist[0] = prev;
+    while (sweep < max_sweeps) {
+        for (i = 0; i < n; i++)
+            sjjf_xi_step(s, i, gtol);
+        for (i = 0; i < n; i++) {
+            k = sweep % 2 == 0 ? i : n - 1 - i;
+            if (s->free_[k])
+                sjjf_update_mu(s, k, gtol);
+        }
+        sweep++;
+        bnd = sjjf_bound(s);
+        if (hist != NULL) hist[sweep] = bnd;
+        if (fabs(bnd - prev) < tol + rel_floor * fabs(bnd)) {
+            converged = 1;
+            break;
+        }
+        prev = bnd;
+    }
+    *sweeps_out = sweep;
+    return converged;
+}
+    """
+    ctypedef struct sjjf_state:
+        Py_ssize_t n
+        const intp_t *par_ptr
+        const intp_t *par_idx
+        const intp_t *ch_ptr
+        const intp_t *ch_idx
+        const intp_t *pos
+        const intp_t *pfirst
+        const intp_t *cfirst
+        const double *w
+        const double *h
+        const double *wq
+        const double *ew
+        const uint8_t *free_
+        double *mu
+        double *nu
+        double *t
+        double *xi
+        double *Z
+        double *pa
+        double *pb
+        double *lnS
+        double *isacc
+        double *gA
+        double *gB
+        double *hA2
+        double *hB2
+        double *gD
+        double *aq
+        double *bq
+        double *ta
+        double *tb
+        double *Ph
+        double *Rh
+        double *iA
+        double *iB
+    int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t max_sweeps,
+                   double rel_floor, intp_t *sweeps_out) nogil
+
+
+cdef inline Py_ssize_t fast_extra(Py_ssize_t n, Py_ssize_t nnz, Py_ssize_t maxin,
+                                  Py_ssize_t maxout) noexcept nogil:
+    """Doubles of thread scratch beyond the careful path's 14 n + 3 nnz doubles and 2 n bytes:
+    the careful path's bytes (rounded up), the fast path's per-unit trial and per-child
+    scratch, the net cache (weights in child order, e^w) and its key."""
+    return (2 * n + 15) // 8 + 1 + 2 * maxin + 4 * maxout + 2 * nnz + 2
+
+
+cdef int net_is_fast(const Dag *g, const double *w, const double *h) noexcept nogil:
+    """1 if every unit's |h_i| + sum |W| over its in- and out-edges is at most FAST_SCALE."""
+    cdef Py_ssize_t i, k
+    cdef double s
+    for i in range(g.n):
+        s = fabs(h[i])
+        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+            s += fabs(w[k])
+        for k in range(g.ch_ptr[i], g.ch_ptr[i + 1]):
+            s += fabs(w[g.ch_w[k]])
+        if not (s <= FAST_SCALE):
+            return 0
+    return 1
+
+
+cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const double *w,
+                        const double *h, const double *clamp, double *mu, double *xi,
+                        double *hist, double tol, double gtol, Py_ssize_t max_sweeps,
+                        double *work, Py_ssize_t maxin, Py_ssize_t maxout, double *bound_out,
+                        intp_t *sweeps_out) noexcept nogil:
+    """One sigmoid item: the fast path where the net's scale allows it (FAST_SCALE), the
+    careful one (solve_item) otherwise; the reported bound is bound_at's either way."""
+    cdef Py_ssize_t n = g.n, nnz = g.nnz, i, q
+    cdef double *extra = work + 14 * n + 3 * nnz + (2 * n + 15) // 8 + 1
+    cdef double *ta = extra
+    cdef double *tb = ta + maxin
+    cdef double *Ph = tb + maxin
+    cdef double *Rh = Ph + maxout
+    cdef double *iA = Rh + maxout
+    cdef double *iB = iA + maxout
+    cdef double *wq = iB + maxout
+    cdef double *ew = wq + nnz
+    cdef intp_t *key = <intp_t *> (ew + nnz)        # [net cached, its fast flag]
+    cdef uint8_t *free_ = <uint8_t *> (work + 14 * n + 3 * nnz)
+    cdef sjjf_state s
+    cdef int converged
+    if key[0] == -2:
+        return solve_item(g, w, h, clamp, mu, xi, hist, tol, gtol, max_sweeps, work, bound_out,
+                          sweeps_out)
+    if key[0] != net:
+        key[0] = net
+        key[1] = net_is_fast(g, w, h)
+        if key[1]:
+            for q in range(nnz):
+                wq[q] = w[g.ch_w[q]]
+                ew[q] = exp(w[q])
+    if not key[1]:
+        return solve_item(g, w, h, clamp, mu, xi, hist, tol, gtol, max_sweeps, work, bound_out,
+                          sweeps_out)
+    s.n = n
+    s.par_ptr = g.par_ptr
+    s.par_idx = g.par_idx
+    s.ch_ptr = g.ch_ptr
+    s.ch_idx = g.ch_idx
+    s.pos = pos
+    s.pfirst = pos + nnz
+    s.cfirst = pos + nnz + n
+    s.w = w
+    s.h = h
+    s.wq = wq
+    s.ew = ew
+    s.free_ = free_
+    s.mu = mu
+    s.nu = work
+    s.t = work + n
+    s.xi = xi
+    s.Z = work + 2 * n
+    s.pa = work + 3 * n
+    s.pb = work + 4 * n
+    s.lnS = work + 5 * n
+    s.isacc = work + 6 * n
+    s.gA = work + 7 * n
+    s.gB = work + 8 * n
+    s.hA2 = work + 9 * n
+    s.hB2 = work + 10 * n
+    s.gD = work + 11 * n
+    s.aq = work + 14 * n
+    s.bq = work + 14 * n + nnz
+    s.ta = ta
+    s.tb = tb
+    s.Ph = Ph
+    s.Rh = Rh
+    s.iA = iA
+    s.iB = iB
+    init_means(n, clamp, mu, s.nu, s.t, free_)
+    for i in range(n):
+        if not (0.0 <= xi[i] <= 1.0):
+            xi[i] = 0.5
+    converged = sjjf_solve(&s, hist, tol, gtol, max_sweeps, REL_FLOOR, sweeps_out)
+    # the reported bound: from scratch, with its rounding allowance (the careful evaluation)
+    bound_out[0] = bound_at(g, w, h, mu, s.nu, xi, free_, work + 14 * n, work + 14 * n + nnz,
+                            work + 14 * n + 2 * nnz)
+    if hist != NULL:
+        hist[sweeps_out[0]] = bound_out[0]
+    return converged
+
+
 # ---------------------------------------------------------------------------- noisy-OR
 include "_sjj_nor.pxi"
 
@@ -570,10 +1055,12 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
           const double[:, ::1] h, const intp_t[::1] net_of, const double[:, ::1] clamp,
           double[:, ::1] mu, double[:, ::1] xi, double[::1] bound, intp_t[::1] n_sweeps,
           uint8_t[::1] converged, int8_t[::1] status, double[:, ::1] history, double tol,
-          double gtol, Py_ssize_t max_sweeps, int n_threads, bint noisy_or=False):
+          double gtol, Py_ssize_t max_sweeps, int n_threads, bint noisy_or=False,
+          bint fast=True):
     """Solve every item in place (see the module docstring).  ``history`` is (n_items,
     max_sweeps + 1) to record the bound after each sweep, or (0, 0) for none.  With
-    ``noisy_or``, ``xi`` is (n_items, nnz): the q of every edge, in parent order.
+    ``noisy_or``, ``xi`` is (n_items, nnz): the q of every edge, in parent order.  ``fast``
+    False keeps every sigmoid item on the careful path (for tests that compare the two).
 
     Returns MF_OK, or MF_EBADARG (nothing written) when a size or an index is inconsistent;
     ``status[p]`` is MF_ENOMEM for an item whose thread could not allocate its scratch space.
@@ -593,13 +1080,53 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
     cdef bint record = history.shape[0] > 0
     if record and (history.shape[0] != n_items or history.shape[1] != max_sweeps + 1):
         return MF_EBADARG
-    # scratch per thread: 14 n + 3 nnz doubles (sigmoid) or 3 n + 2 nnz (noisy-OR), 2 n bytes
-    cdef size_t nbytes = (14 * <size_t> n + 3 * <size_t> nnz) * sizeof(double) + 2 * <size_t> n + 16
+    # the fast sigmoid path reads per-edge data through pos, the inverse of ch_w: check that
+    # ch_w is a permutation (nothing read uninitialised)
+    cdef intp_t *pos = NULL
+    cdef Py_ssize_t i, q, maxin = 0, maxout = 0
+    if not noisy_or:
+        # pos (nnz), then each unit's first parent and first child when those are runs of
+        # consecutive units (-1 otherwise): the fast path then indexes them directly
+        pos = <intp_t *> malloc((nnz + 2 * n + 1) * sizeof(intp_t))
+        if pos == NULL:
+            for p in range(n_items):
+                status[p] = MF_ENOMEM
+            return MF_OK
+        for q in range(nnz):
+            pos[q] = -1
+        for q in range(nnz):
+            if pos[g.ch_w[q]] != -1:
+                free(pos)
+                return MF_EBADARG
+            pos[g.ch_w[q]] = q
+        for i in range(n):
+            pos[nnz + i] = g.par_idx[g.par_ptr[i]] if g.par_ptr[i + 1] > g.par_ptr[i] else -1
+            for q in range(g.par_ptr[i], g.par_ptr[i + 1]):
+                if g.par_idx[q] != pos[nnz + i] + (q - g.par_ptr[i]):
+                    pos[nnz + i] = -1
+                    break
+            pos[nnz + n + i] = g.ch_idx[g.ch_ptr[i]] if g.ch_ptr[i + 1] > g.ch_ptr[i] else -1
+            for q in range(g.ch_ptr[i], g.ch_ptr[i + 1]):
+                if g.ch_idx[q] != pos[nnz + n + i] + (q - g.ch_ptr[i]):
+                    pos[nnz + n + i] = -1
+                    break
+            if g.par_ptr[i + 1] - g.par_ptr[i] > maxin:
+                maxin = g.par_ptr[i + 1] - g.par_ptr[i]
+            if g.ch_ptr[i + 1] - g.ch_ptr[i] > maxout:
+                maxout = g.ch_ptr[i + 1] - g.ch_ptr[i]
+    # scratch per thread: 14 n + 3 nnz doubles and 2 n bytes (sigmoid, careful path; the
+    # noisy-OR kernel needs less) and the fast path's extra (fast_extra)
+    cdef size_t nbytes = ((14 * <size_t> n + 3 * <size_t> nnz
+                           + <size_t> fast_extra(n, nnz, maxin, maxout)) * sizeof(double) + 16)
     cdef double *work = NULL
     cdef const double *wrow
     cdef double dummy_w = 0.0
+    cdef intp_t *key = NULL
     with nogil, parallel(num_threads=n_threads):
         work = <double *> malloc(nbytes)
+        if work != NULL:
+            key = <intp_t *> (work + 14 * n + 3 * nnz + fast_extra(n, nnz, maxin, maxout) - 2)
+            key[0] = -1 if fast else -2       # -2: no net is ever cached, no fast path
         for p in prange(n_items, schedule="dynamic", chunksize=8):
             if work == NULL:
                 status[p] = MF_ENOMEM
@@ -612,10 +1139,13 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
                                               &history[p, 0] if record else NULL, tol,
                                               max_sweeps, work, &bound[p], &n_sweeps[p])
             else:
-                converged[p] = solve_item(&g, wrow, &h[net_of[p], 0], &clamp[p, 0], &mu[p, 0],
-                                          &xi[p, 0], &history[p, 0] if record else NULL, tol,
-                                          gtol, max_sweeps, work, &bound[p], &n_sweeps[p])
+                converged[p] = solve_item_sig(&g, pos, net_of[p], wrow, &h[net_of[p], 0],
+                                              &clamp[p, 0], &mu[p, 0], &xi[p, 0],
+                                              &history[p, 0] if record else NULL, tol, gtol,
+                                              max_sweeps, work, maxin, maxout, &bound[p],
+                                              &n_sweeps[p])
         free(work)
+    free(pos)
     return MF_OK
 
 
