@@ -22,6 +22,11 @@ static int c2_at(const xchain_t *x, ptrdiff_t l)
     return x->has2 && l >= 0 && l < x->T && x->lag < x->T - l && x->lag < x->T - l - x->lag;
 }
 
+static void lr_layout(arena_t *a, xchain_t *x);
+static void lr_setup(xchain_t *x);
+static void put_table(ptrdiff_t n, ptrdiff_t D, const double *tab, double *row, ptrdiff_t w,
+                      ptrdiff_t off);
+
 void mf_hmm__xchain_layout(arena_t *a, xchain_t *x, const mf_hmm_model *m, ptrdiff_t T)
 {
     const ptrdiff_t n = m->n;
@@ -53,6 +58,7 @@ void mf_hmm__xchain_layout(arena_t *a, xchain_t *x, const mf_hmm_model *m, ptrdi
     x->tmp = (double *)take(a, n, n, sizeof(double));
     x->tmp2 = (double *)take(a, n, n, sizeof(double));
     x->v = (double *)take(a, 5, n, sizeof(double));
+    lr_layout(a, x);
 }
 
 void mf_hmm__xchain_setup(xchain_t *x, const double *X)
@@ -76,6 +82,7 @@ void mf_hmm__xchain_setup(xchain_t *x, const double *X)
             x->K1[i * n + j] = kuv + kwu;
             x->K2[i * n + j] = k2;
         }
+    lr_setup(x);
 }
 
 const double *mf_hmm__k1(xchain_t *x, ptrdiff_t l)
@@ -278,6 +285,225 @@ static void shift_max(double *v, ptrdiff_t n)
     if (isfinite(mx)) for (i = 0; i < n; i++) v[i] -= mx;
 }
 
+/* ----------------------------------------------------------------------------------------- */
+/* The low-rank path.  Every coupling energy is a sum over output coordinates of products of
+ * two mean tables, K(j, k) = sum_d A[j, d] B[k, d] (masked by the coordinates of its output
+ * that are observed), so E[K(s_l, s_m) | s_t = i] for l <= t <= m is
+ *   sum_d (Q(s_l | s_t) A)[i, d] (Q(s_m | s_t) B)[i, d] mask(out, d),
+ * and the n x D products Q(s_{t-a} | s_t) A, Q(s_{t+b} | s_t) B follow the recursions
+ *   LA_t[a] = L_t LA_{t-1}[a-1],   RB_t[b] = R_t RB_{t+1}[b-1]   (LA_t[0] = A, RB_t[0] = B):
+ * O(lag n^2 D) per time step instead of the O(lag n^3) of the conditional matrices.  The left
+ * rows follow the sweep forward (they use the potentials already updated); the right rows use
+ * the old potentials and are recomputed block by block, backward from checkpoints kept every
+ * `blk` steps, so that memory stays O((T / blk + blk) lag n D).  Used when 3 D <= 2 n (or when
+ * a test forces it, mf_hmm__lowrank_mode); the full-matrix path serves the other cases and
+ * the pairwise marginals. */
+
+int mf_hmm__lowrank_mode = 0;   /* 0: by cost, 1: always, 2: never (tests only) */
+
+static void lr_layout(arena_t *a, xchain_t *x)
+{
+    const mf_hmm_model *m = x->m;
+    const ptrdiff_t T = x->T, n = x->n, D = m->D, lag = x->lag;
+    ptrdiff_t nD, cap;
+    int want = x->has1 && x->T > lag;
+    if (mf_hmm__lowrank_mode == 2 || (mf_hmm__lowrank_mode == 0 && 3 * D > 2 * n)) want = 0;
+    x->lr = 0;
+    if (!want) return;
+    nD = n * D;
+    /* distances kept, never beyond T - 1 */
+    cap = T - 1;
+    x->bV = m->right ? (x->has2 ? 2 * lag : lag) : -1;
+    x->bU = m->left ? lag : -1;
+    x->aU = m->right ? lag : -1;
+    x->aW = m->left ? (x->has2 ? 2 * lag : lag) : -1;
+    if (x->bV > cap) x->bV = cap;
+    if (x->aW > cap) x->aW = cap;
+    if (x->bU > cap) x->bU = cap;
+    if (x->aU > cap) x->aU = cap;
+    /* a row holds, state by state, the products at every distance: (n, distances, D) */
+    x->offRV = 0;
+    x->offRU = (x->bV + 1) * D;
+    x->wR = x->offRU + (x->bU + 1) * D;
+    x->rowR = n * x->wR;
+    x->offLU = 0;
+    x->offLW = (x->aU + 1) * D;
+    x->wL = x->offLW + (x->aW + 1) * D;
+    x->rowL = n * x->wL;
+    (void)nD;
+    x->blk = 1;
+    while (x->blk * x->blk < T) x->blk++;
+    x->nck = (T - 1) / x->blk + 2;
+    /* rows are O(lag n D); refuse the path (not the problem) when its blocks would be large */
+    if (x->rowR > ((ptrdiff_t)1 << 40) / (x->blk + x->nck + 2)) return;
+    x->mk = (double *)take(a, T, D, sizeof(double));
+    x->ck = (double *)take(a, x->nck, x->rowR, sizeof(double));
+    x->bk = (double *)take(a, x->blk, x->rowR, sizeof(double));
+    x->rr = (double *)take(a, 2, x->rowR, sizeof(double));
+    x->ll = (double *)take(a, 3, x->rowL, sizeof(double));
+    x->lr = 1;
+}
+
+static void lr_setup(xchain_t *x)
+{
+    const mf_hmm_model *m = x->m;
+    const ptrdiff_t T = x->T, D = m->D, nD = x->n * D;
+    ptrdiff_t t, d;
+    if (!x->lr) return;
+    for (t = 0; t < T; t++)
+        for (d = 0; d < D; d++) x->mk[t * D + d] = seen(x->X, D, t, d) ? 1.0 : 0.0;
+    /* the third left row: the tables themselves (a = 0), for the objective */
+    if (x->aU >= 0) put_table(x->n, D, m->U, x->ll + 2 * x->rowL, x->wL, x->offLU);
+    if (x->aW >= 0) put_table(x->n, D, m->W, x->ll + 2 * x->rowL, x->wL, x->offLW);
+    (void)nD;
+}
+
+/* Table tab (n, D) at distance 0 of the rows' segment at offset off (width w per state). */
+static void put_table(ptrdiff_t n, ptrdiff_t D, const double *tab, double *row, ptrdiff_t w,
+                      ptrdiff_t off)
+{
+    ptrdiff_t i;
+    for (i = 0; i < n; i++) memcpy(row + i * w + off, tab + i * D, (size_t)D * sizeof(double));
+}
+
+/* row[i, off + D .. off + (len+1) D) = sum_k M[i, k] src[k, off .. off + len D): the products
+ * at distances 1 .. len from those at 0 .. len - 1, for one segment (table). */
+static void shift_mul(ptrdiff_t n, const double *restrict M, const double *restrict src,
+                      double *restrict row, ptrdiff_t w, ptrdiff_t off, ptrdiff_t D, ptrdiff_t len)
+{
+    const ptrdiff_t L = len * D;
+    ptrdiff_t i, k, j;
+    if (len < 1) return;
+    for (i = 0; i < n; i++) {
+        double *restrict o = row + i * w + off + D;
+        for (j = 0; j < L; j++) o[j] = 0.0;
+        for (k = 0; k < n; k++) {
+            const double c = M[i * n + k];
+            const double *restrict sk = src + k * w + off;
+            if (c == 0.0) continue;
+            for (j = 0; j < L; j++) o[j] += c * sk[j];
+        }
+    }
+}
+
+/* The right row of t from the row of t + 1 (next; unused at t = T - 1); leaves R_t in x->tmp
+ * when t < T - 1. */
+static void lr_rstep(xchain_t *x, ptrdiff_t t, const double *next, double *row)
+{
+    const mf_hmm_model *m = x->m;
+    const ptrdiff_t n = x->n, D = m->D, room = x->T - 1 - t;
+    if (x->bV >= 0) put_table(n, D, m->V, row, x->wR, x->offRV);
+    if (x->bU >= 0) put_table(n, D, m->U, row, x->wR, x->offRU);
+    if (room < 1) return;
+    rmat(x, t, x->tmp);
+    shift_mul(n, x->tmp, next, row, x->wR, x->offRV, D, x->bV < room ? x->bV : room);
+    shift_mul(n, x->tmp, next, row, x->wR, x->offRU, D, x->bU < room ? x->bU : room);
+}
+
+/* The left row of t from the row of t - 1 (prev; unused at t = 0). */
+static void lr_lstep(xchain_t *x, ptrdiff_t t, const double *prev, double *row)
+{
+    const mf_hmm_model *m = x->m;
+    const ptrdiff_t n = x->n, D = m->D;
+    if (x->aU >= 0) put_table(n, D, m->U, row, x->wL, x->offLU);
+    if (x->aW >= 0) put_table(n, D, m->W, row, x->wL, x->offLW);
+    if (t < 1) return;
+    lmat(x, t, x->tmp);
+    shift_mul(n, x->tmp, prev, row, x->wL, x->offLU, D, x->aU < t ? x->aU : t);
+    shift_mul(n, x->tmp, prev, row, x->wL, x->offLW, D, x->aW < t ? x->aW : t);
+}
+
+static double dot3(const double *a, const double *b, const double *w, ptrdiff_t D)
+{
+    double s = 0.0;
+    ptrdiff_t d;
+    for (d = 0; d < D; d++) s += a[d] * b[d] * w[d];
+    return s;
+}
+
+/* out[i] += sum of E[K(s_l, s_m) | s_t = i] over the couplings at distance lag with
+ * l = t - a, a in [a1lo, a1hi], and at distance 2 lag with a in [a2lo, a2hi]; L and R the left
+ * and right rows of t. */
+static void lr_couplings(const xchain_t *x, ptrdiff_t t, const double *L, const double *R,
+                         ptrdiff_t a1lo, ptrdiff_t a1hi, ptrdiff_t a2lo, ptrdiff_t a2hi,
+                         double *out)
+{
+    const mf_hmm_model *m = x->m;
+    const ptrdiff_t n = x->n, D = m->D, lag = x->lag, wL = x->wL, wR = x->wR;
+    ptrdiff_t a, i;
+    for (a = a1lo; a <= a1hi; a++) {
+        const ptrdiff_t l = t - a, b = lag - a;
+        if (!c1_at(x, l)) continue;
+        if (m->right) {      /* output l: U at l, V at l + lag */
+            const double *la = L + x->offLU + a * D, *rb = R + x->offRV + b * D;
+            const double *w = x->mk + l * D;
+            for (i = 0; i < n; i++) out[i] += dot3(la + i * wL, rb + i * wR, w, D);
+        }
+        if (m->left) {       /* output l + lag: W at l, U at l + lag */
+            const double *la = L + x->offLW + a * D, *rb = R + x->offRU + b * D;
+            const double *w = x->mk + (l + lag) * D;
+            for (i = 0; i < n; i++) out[i] += dot3(la + i * wL, rb + i * wR, w, D);
+        }
+    }
+    for (a = a2lo; a <= a2hi; a++) {   /* output l + lag: W at l, V at l + 2 lag */
+        const ptrdiff_t l = t - a, b = 2 * lag - a;
+        const double *la, *rb, *w;
+        if (!c2_at(x, l)) continue;
+        la = L + x->offLW + a * D;
+        rb = R + x->offRV + b * D;
+        w = x->mk + (l + lag) * D;
+        for (i = 0; i < n; i++) out[i] += dot3(la + i * wL, rb + i * wR, w, D);
+    }
+}
+
+/* F(h) and gam, tl by the low-rank path (no pairwise marginals). */
+static int lr_objective(xchain_t *x, const double *h, double *value)
+{
+    const ptrdiff_t T = x->T, n = x->n, lag = x->lag;
+    const double *L0 = x->ll + 2 * x->rowL;
+    double logz, F, Fs = 0.0;
+    ptrdiff_t t, i;
+    int status = xchain_pass(x, h, &logz);
+    if (status) return status;
+    for (t = T - 1; t >= 0; t--) {
+        double *row = x->rr + (t & 1) * x->rowR;
+        const double *next = x->rr + ((t + 1) & 1) * x->rowR;
+        double *g = x->gam + t * n, *tl = x->tl + t * n, s = 0.0;
+        lr_rstep(x, t, next, row);
+        if (t % x->blk == 0)   /* the checkpoints of a sweep that follows */
+            memcpy(x->ck + (t / x->blk) * x->rowR, row, (size_t)x->rowR * sizeof(double));
+        for (i = 0; i < n; i++) {
+            g[i] = x->alpha[t * n + i] * x->beta[t * n + i];
+            s += g[i];
+            tl[i] = 0.0;
+        }
+        lr_couplings(x, t, L0, row, 0, 0, 0, 0, tl);
+        for (i = 0; i < n; i++) {
+            g[i] /= s;
+            if (g[i] > 0.0) Fs += g[i] * (x->e[t * n + i] - h[t * n + i] - tl[i]);
+        }
+    }
+    (void)lag;
+    F = logz + x->cst + Fs;
+    if (!isfinite(F)) return HMM_NONFINITE;
+    *value = F;
+    return MF_OK;
+}
+
+/* The right rows of the block starting at t0 (rows t0 .. t0 + blk - 1, clipped at T - 1), from
+ * the checkpoint of t0 + blk. */
+static void lr_fill_block(xchain_t *x, ptrdiff_t t0)
+{
+    const ptrdiff_t T = x->T, t1 = t0 + x->blk < T ? t0 + x->blk : T;   /* exclusive */
+    ptrdiff_t t;
+    const double *next = t1 < T ? x->ck + (t1 / x->blk) * x->rowR : NULL;
+    for (t = t1 - 1; t >= t0; t--) {
+        double *row = x->bk + (t - t0) * x->rowR;
+        lr_rstep(x, t, next, row);
+        next = row;
+    }
+}
+
 /* F(h); fills gam, tl (and the messages) for a sweep that follows; xi_sum, pair1, pair2 may be
  * NULL (pair1 and pair2 stay zero in a model without context couplings). */
 int mf_hmm__xchain_objective(xchain_t *x, const double *h, double *xi_sum, double *pair1,
@@ -286,8 +512,10 @@ int mf_hmm__xchain_objective(xchain_t *x, const double *h, double *xi_sum, doubl
     const ptrdiff_t T = x->T, n = x->n, n2 = n * n, lag = x->lag, D = x->m->D;
     double logz, F;
     ptrdiff_t t, i, j, d;
-    int status = xchain_pass(x, h, &logz);
+    int status;
     const double *k;
+    if (x->lr && !xi_sum && !pair1 && !pair2 && !pmask) return lr_objective(x, h, value);
+    status = xchain_pass(x, h, &logz);
     if (status) return status;
     if (xi_sum) for (i = 0; i < n2; i++) xi_sum[i] = 0.0;
     if (pair1) for (i = 0; i < n2; i++) pair1[i] = 0.0;
@@ -442,6 +670,91 @@ static int xchain_sweep(xchain_t *x, double *h)
     return MF_OK;
 }
 
+
+/* One sweep of coordinate maximisation by the low-rank path (same update as xchain_sweep).
+ * Needs the messages, tl and checkpoints of lr_objective(h) just before. */
+static int lr_sweep(xchain_t *x, double *h)
+{
+    const ptrdiff_t T = x->T, n = x->n, lag = x->lag;
+    const double *A = x->m->transmat;
+    double *cl = x->v, *khi = x->v + n, *term = x->v + 2 * n, *w = x->v + 3 * n;
+    double *sd = x->v + 4 * n;
+    ptrdiff_t t, i, j;
+
+    /* backward: cr, as in xchain_sweep (the checkpoints of the right rows are lr_objective's) */
+    for (i = 0; i < n; i++) x->cr[(T - 1) * n + i] = 0.0;
+    for (t = T - 1; t >= 0; t--) {
+        if (t < T - 1) {
+            rmat(x, t, x->tmp);
+            for (j = 0; j < n; j++)
+                w[j] = x->cr[(t + 1) * n + j] + x->e[(t + 1) * n + j] - h[(t + 1) * n + j]
+                       - x->tl[(t + 1) * n + j];
+            for (i = 0; i < n; i++) {
+                double s = 0.0;
+                for (j = 0; j < n; j++) s += x->tmp[i * n + j] * w[j];
+                x->cr[t * n + i] = s;
+            }
+            shift_max(x->cr + t * n, n);
+        }
+    }
+
+    for (i = 0; i < n; i++) cl[i] = 0.0;
+    for (t = 0; t < T; t++) {
+        double *L = x->ll + (t & 1) * x->rowL;
+        const double *Lp = x->ll + ((t + 1) & 1) * x->rowL, *R;
+        double s = 0.0;
+        if (t % x->blk == 0) lr_fill_block(x, t);
+        R = x->bk + (t % x->blk) * x->rowR;
+        lr_lstep(x, t, Lp, L);     /* from alpha_{<t}: h_{<t} already updated */
+        for (i = 0; i < n; i++) {
+            khi[i] = 0.0;
+            sd[i] = 0.0;
+        }
+        /* couplings whose later end is t, and those with earlier end t - a < t < later end */
+        lr_couplings(x, t, L, R, lag, lag, 2 * lag, 2 * lag, khi);
+        lr_couplings(x, t, L, R, 1, lag - 1, 1, 2 * lag - 1, sd);
+        for (i = 0; i < n; i++)
+            term[i] = x->e[t * n + i] + cl[i] + x->cr[t * n + i] - x->tl[t * n + i] - khi[i]
+                      - sd[i];
+        for (i = 0; i < n; i++)
+            if (!isfinite(term[i])) return HMM_NONFINITE;
+        {
+            double mx = -INFINITY;
+            double *al = x->alpha + t * n;
+            for (j = 0; j < n; j++) {
+                double pr;
+                if (t == 0) pr = x->m->startprob[j];
+                else {
+                    pr = 0.0;
+                    for (i = 0; i < n; i++) pr += x->alpha[(t - 1) * n + i] * A[i * n + j];
+                }
+                al[j] = pr;
+                if (pr > 0.0 && term[j] > mx) mx = term[j];
+            }
+            if (mx == -INFINITY) return HMM_IMPOSSIBLE;
+            for (j = 0; j < n; j++) {
+                const double dl = term[j] - mx;
+                h[t * n + j] = dl;
+                al[j] = al[j] > 0.0 ? al[j] * exp(dl) : 0.0;
+                s += al[j];
+            }
+        }
+        if (!(s > 0.0)) return HMM_NONFINITE;
+        for (j = 0; j < n; j++) x->alpha[t * n + j] /= s;
+        if (t + 1 < T) {
+            for (j = 0; j < n; j++) w[j] = cl[j] + x->e[t * n + j] - h[t * n + j] - khi[j];
+            lmat(x, t + 1, x->tmp);
+            for (i = 0; i < n; i++) {
+                double c = 0.0;
+                for (j = 0; j < n; j++) c += x->tmp[i * n + j] * w[j];
+                cl[i] = c;
+            }
+            shift_max(cl, n);
+        }
+    }
+    return MF_OK;
+}
+
 /* An xchain_t with its own block (for the exported one-chain functions). */
 static int xchain_open(xchain_t *x, arena_t *a, const mf_hmm_model *m, ptrdiff_t T,
                        const double *X)
@@ -487,7 +800,7 @@ int mf_hmm__xchain_ascent(xchain_t *x, ptrdiff_t max_sweeps, double tol, double 
         converged = 0;
         while (it < max_sweeps) {
             it++;
-            status = xchain_sweep(x, h);
+            status = x->lr ? lr_sweep(x, h) : xchain_sweep(x, h);
             if (status) return status;
             status = mf_hmm__xchain_objective(x, h, NULL, NULL, NULL, NULL, &Fn);
             if (status) return status;

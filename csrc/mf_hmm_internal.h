@@ -207,7 +207,7 @@ MF_HMM_INTERNAL int mf_hmm__link(const mf_hmm_model *m, ptrdiff_t T, const doubl
                                  ptrdiff_t *n_sweeps, double *bound, double *logpot);
 
 typedef struct {
-    double *e, *work, *means, *pot, *cpl;
+    double *e, *work, *means, *pot, *cpl, *logsp, *logA;
     pair_t *pairs;
 } naive_bufs;
 
@@ -240,7 +240,18 @@ typedef struct {
     double *ML, *MR;            /* (nk, n, n) products of conditional matrices */
     double *tmp, *tmp2;         /* (n, n) */
     double *v;                  /* (5 n) */
+    /* the low-rank path (mf_hmm_chain.c): on when lr */
+    int lr;
+    ptrdiff_t bV, bU, aU, aW;   /* largest distances of the right (V, U) and left (U, W) rows */
+    ptrdiff_t offRV, offRU, wR, rowR, offLU, offLW, wL, rowL;   /* row layouts (n, w), doubles */
+    ptrdiff_t blk, nck;         /* block length of the right rows, checkpoints */
+    double *mk;                 /* (T, D) 1 where observed, 0 where missing */
+    double *ck, *bk, *rr, *ll;  /* checkpoints (nck rows), block (blk rows), 2 right rows, 3 left */
 } xchain_t;
+
+/* Which path the chain objective and sweep take: 0 by cost (the default), 1 the low-rank
+ * path whenever it applies, 2 never.  Only tests change it (a process-wide switch). */
+extern int mf_hmm__lowrank_mode;
 
 /* Sizes and the buffers of an xchain_t for the prepared model m (x->m .. x->nk set here). */
 MF_HMM_INTERNAL void mf_hmm__xchain_layout(arena_t *a, xchain_t *x, const mf_hmm_model *m,

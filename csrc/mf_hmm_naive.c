@@ -1,15 +1,16 @@
 /* Context-HMM kernels: fully factorised (naive) mean field.  See mf_hmm.h. */
 #include "mf_hmm_internal.h"
 
-/* sum_j q[j] log(a[j]) with 0 log 0 = 0; -inf when some q[j] > 0 meets a[j] = 0. */
-static double qlog(const double *q, const double *a, ptrdiff_t n, ptrdiff_t stride)
+/* sum_j q[j] la[j] with 0 log 0 = 0, la = log(a) precomputed (-inf where a = 0); -inf when
+ * some q[j] > 0 meets a[j] = 0. */
+static double qlog(const double *q, const double *la, ptrdiff_t n, ptrdiff_t stride)
 {
     double s = 0.0;
     ptrdiff_t j;
     for (j = 0; j < n; j++) {
         if (q[j] == 0.0) continue;
-        if (a[j * stride] == 0.0) return -INFINITY;
-        s += q[j] * log(a[j * stride]);
+        if (la[j * stride] == -INFINITY) return -INFINITY;
+        s += q[j] * la[j * stride];
     }
     return s;
 }
@@ -30,17 +31,17 @@ static void naive_means(const mf_hmm_model *m, const double *q, ptrdiff_t t, dou
 
 static double naive_bound(const mf_hmm_model *m, ptrdiff_t T, const double *X, const double *q,
                           const double *e, double cst, const pair_t *pairs, ptrdiff_t np,
-                          const double *means)
+                          const double *means, const double *logsp, const double *logA)
 {
     const ptrdiff_t n = m->n, D = m->D;
     double B = cst;
     ptrdiff_t t, i, p, d;
-    B += qlog(q, m->startprob, n, 1);
+    B += qlog(q, logsp, n, 1);
     for (t = 0; t < T; t++) {
         for (i = 0; i < n; i++) {
             const double qi = q[t * n + i];
             if (qi > 0.0) B += qi * (e[t * n + i] - log(qi));
-            if (t + 1 < T && qi > 0.0) B += qi * qlog(q + (t + 1) * n, m->transmat + i * n, n, 1);
+            if (t + 1 < T && qi > 0.0) B += qi * qlog(q + (t + 1) * n, logA + i * n, n, 1);
         }
     }
     for (p = 0; p < np; p++) {
@@ -61,6 +62,8 @@ void mf_hmm__naive_layout(arena_t *a, const mf_hmm_model *m, ptrdiff_t T, naive_
     b->pot = (double *)take(a, n, 1, sizeof(double));
     b->cpl = (double *)take(a, 3, D, sizeof(double));
     b->pairs = (pair_t *)take(a, 3 * T + 1, 1, sizeof(pair_t));
+    b->logsp = (double *)take(a, n, 1, sizeof(double));
+    b->logA = (double *)take(a, n, n, sizeof(double));
 }
 
 int mf_hmm__naive(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t max_sweeps,
@@ -83,6 +86,8 @@ int mf_hmm__naive(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t
     pot = b.pot;
     cpl = b.cpl;
     memset(means, 0, (size_t)(3 * T * D) * sizeof(double));
+    for (i = 0; i < n; i++) b.logsp[i] = m->startprob[i] > 0.0 ? log(m->startprob[i]) : -INFINITY;
+    for (i = 0; i < n * n; i++) b.logA[i] = m->transmat[i] > 0.0 ? log(m->transmat[i]) : -INFINITY;
     cst = mf_hmm__site_terms(m, T, X, e);
     np = mf_hmm__build_pairs(m, T, b.pairs);
     status = mf_hmm__fb(T, n, m->startprob, m->transmat, e, q, NULL, b.work, &logz);
@@ -90,7 +95,7 @@ int mf_hmm__naive(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t
     for (t = 0; t < T; t++) naive_means(m, q, t, means, T);
 
     for (it = 0;; it++) {
-        B = naive_bound(m, T, X, q, e, cst, b.pairs, np, means);
+        B = naive_bound(m, T, X, q, e, cst, b.pairs, np, means, b.logsp, b.logA);
         if (isnan(B) || B == INFINITY) { status = HMM_NONFINITE; goto done; }
         put_history(history, hist_len, it, B);
         if (it > 0 && B - prev <= tol * (double)T) break;
@@ -126,9 +131,9 @@ int mf_hmm__naive(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t
             }
             for (i = 0; i < n; i++) {
                 double v = e[t * n + i];
-                if (t == 0) v += m->startprob[i] > 0.0 ? log(m->startprob[i]) : -INFINITY;
-                if (t > 0) v += qlog(q + (t - 1) * n, m->transmat + i, n, n);
-                if (t + 1 < T) v += qlog(q + (t + 1) * n, m->transmat + i * n, n, 1);
+                if (t == 0) v += b.logsp[i];
+                if (t > 0) v += qlog(q + (t - 1) * n, b.logA + i, n, n);
+                if (t + 1 < T) v += qlog(q + (t + 1) * n, b.logA + i * n, n, 1);
                 for (d = 0; d < D; d++) {
                     v -= m->U[i * D + d] * cpl[d];
                     if (m->right) v -= m->V[i * D + d] * cpl[D + d];

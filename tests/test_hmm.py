@@ -512,3 +512,31 @@ def test_naive_refuses_zero_transitions_with_a_clear_error():
     assert np.isfinite(exact) and h.score(X, method="structured") <= exact + 1e-9
     with pytest.raises(ValueError, match="method='naive' cannot score"):
         h.score(X, method="naive")
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_low_rank_and_full_matrix_paths_agree(context):
+    # the chain objective and sweep have two paths (mf_hmm_chain.c): the coupling energies as
+    # n x n matrices and conditional-matrix products, or as sums over output coordinates of
+    # products of mean tables with n x D products; same numbers up to rounding, also with
+    # missing values and sequences shorter than the lags (blocks of the right rows included)
+    worst = 0.0
+    try:
+        for lag in (1, 2, 3, 6):
+            for n, D in ((3, 1), (4, 2), (2, 3)):
+                for T in (1, 2, 5, 13, 40):
+                    h = random_hmm(n=n, D=D, lag=lag, context=context, seed=lag, cscale=1.0)
+                    X, _ = h.sample(T, random_state=1)
+                    if T > 7:
+                        X[4] = np.nan
+                        X[7, 0] = np.nan
+                    lp = np.random.default_rng(0).normal(size=(T, n))
+                    out = []
+                    for mode in (1, 2):
+                        _chain._set_lowrank_mode(mode)
+                        out.append(_chain.ascent(*kernel_args(h), X, lp, 3, 0.0))
+                    (v1, h1, s1), (v2, h2, s2) = out
+                    worst = max(worst, abs(v1 - v2), np.abs(h1 - h2).max(), np.abs(s1 - s2).max())
+    finally:
+        _chain._set_lowrank_mode(0)
+    assert worst < 1e-11

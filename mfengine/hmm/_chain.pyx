@@ -72,6 +72,21 @@ cdef extern from "mf_hmm.h" nogil:
     Py_ssize_t mf_hmm_exact_states(const mf_hmm_model *m, Py_ssize_t T)
     int mf_hmm_exact(const mf_hmm_model *m, Py_ssize_t T, const double *X, double *loglik)
 
+cdef extern from "mf_hmm_internal.h" nogil:
+    int mf_hmm__lowrank_mode
+
+
+def _set_lowrank_mode(int mode):
+    """Tests only: 0 picks the chain's path by cost (the default), 1 takes the low-rank path
+    whenever it applies, 2 never (the full-matrix path).  Returns the previous mode."""
+    global mf_hmm__lowrank_mode
+    if mode not in (0, 1, 2):
+        raise ValueError(f"mode must be 0, 1 or 2, got {mode}")
+    cdef int old = mf_hmm__lowrank_mode
+    mf_hmm__lowrank_mode = mode
+    return old
+
+
 #: Longest per-sequence history kept (the bound before the first sweep and after each of the
 #: first HISTORY_MAX sweeps), so that a large sweep budget never needs a large buffer.
 HISTORY_MAX = 1000
