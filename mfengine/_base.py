@@ -38,6 +38,7 @@ __all__ = [
     "ConvergenceWarning",
     "InferenceResult",
     "PersistMixin",
+    "fit_chunked",
     "load",
     "map_chunked",
     "score_chunked",
@@ -246,7 +247,7 @@ class LogLikelihoodEstimate:
 # ------------------------------------------------------------- data beyond one array in memory
 #: The verbs that accept a dask collection (all of them) or an on-disk array (all but fit).
 ROUTED_METHODS = ("infer", "score_samples", "score", "predict", "predict_proba",
-                  "predict_log_proba", "decode", "fit")
+                  "predict_log_proba", "decode", "fit", "partial_fit")
 
 #: Default rows per chunk of :func:`map_chunked`: about 2**22 values (32 MB as float64).
 CHUNK_VALUES = 1 << 22
@@ -303,6 +304,8 @@ def _route_call(model, name, func, sequences, kind, args, kwargs):
     # an on-disk array: rows are independent patterns except for the sequence models
     if sequences or name == "fit" or (name == "score" and hasattr(model, "predict")):
         return func(model, *args, **kwargs)
+    if name == "partial_fit":
+        return _partial_fit_pass(model, args, kwargs)
     return _map_chunked(model, name, args, kwargs)
 
 
@@ -536,6 +539,144 @@ def score_chunked(model, X, chunk_size=None, progress=None, **kwargs):
     """
     return map_chunked(model, "score_samples", X, chunk_size=chunk_size, progress=progress,
                        **kwargs)
+
+
+def _default_chunk_rows(model, X, chunk_size):
+    """Rows per chunk: ``chunk_size``, or about CHUNK_VALUES values rounded down to whole
+    mini-batches of the model (so that a pass makes the steps of a pass over the whole array)."""
+    if chunk_size is not None:
+        if (isinstance(chunk_size, (bool, np.bool_)) or not isinstance(chunk_size, numbers.Integral)
+                or chunk_size < 1):
+            raise ValueError(f"chunk_size must be a positive integer (rows per chunk), got "
+                             f"{chunk_size!r}")
+        return int(chunk_size)
+    rows = max(1, CHUNK_VALUES // max(int(X.shape[1]), 1))
+    batch = getattr(model, "batch_size", None)
+    if isinstance(batch, numbers.Integral) and not isinstance(batch, bool) and batch >= 1:
+        rows = max(int(batch), rows // int(batch) * int(batch))
+    return rows
+
+
+def _join_history(model, k, sizes):
+    """The last ``k`` entries of ``history_`` (one per chunk) joined into one, weighted by the
+    chunks' sizes, so that a pass over chunks adds one entry like a pass over one array."""
+    if k <= 1 or "history_" not in vars(model):
+        return
+    h = np.asarray(model.history_, dtype=np.float64)
+    joined = float(np.dot(h[-k:], sizes) / np.sum(sizes))
+    model.history_ = np.concatenate([h[:-k], [joined]])
+    model.n_iter_ = int(model.history_.shape[0])
+
+
+def _partial_fit_pass(model, args, kwargs, chunk_size=None, progress=None, rng=None,
+                      reader=None):
+    """One ``partial_fit`` pass over the rows of ``X`` (args[0]), a chunk at a time."""
+    X = args[0] if args else kwargs.pop("X")
+    args = args[1:]
+    if len(X.shape) != 2:
+        raise ValueError(f"X must be a 2-D array of patterns, got shape {tuple(X.shape)}")
+    n = int(X.shape[0])
+    rows = _default_chunk_rows(model, X, chunk_size)
+    starts = list(range(0, n, rows))
+    if rng is not None:
+        starts = [starts[i] for i in rng.permutation(len(starts))]
+    if progress is None:
+        progress = getattr(model, "progress", True)
+    progress = bool(progress) if isinstance(progress, (bool, np.bool_)) else True
+    read = reader if reader is not None else (lambda a, b: np.array(X[a:b]))
+    from mfengine._progress import progress_bar
+
+    def cut(value, a, b, perm):
+        if (hasattr(value, "shape") and hasattr(value, "__getitem__") and len(value.shape) >= 2
+                and value.shape[0] == n):
+            v = np.asarray(value[a:b])
+            return v if perm is None else v[perm]
+        return value
+
+    method = getattr(model, "partial_fit")
+    sizes = []
+    with progress_bar(total=n, desc=f"{type(model).__name__}.partial_fit", disable=not progress,
+                      unit="pattern") as bar:
+        for a in starts:
+            b = min(n, a + rows)
+            block = read(a, b)
+            perm = None if rng is None else rng.permutation(b - a)
+            if perm is not None:
+                block = block[perm]
+            method(block, *[cut(v, a, b, perm) for v in args],
+                   **{k: cut(v, a, b, perm) for k, v in kwargs.items()})
+            sizes.append(b - a)
+            del block
+            _release_pages(X)
+            bar.update(b - a)
+    _join_history(model, len(sizes), np.asarray(sizes, dtype=np.float64))
+    return model
+
+
+def fit_chunked(model, X, n_epochs=1, *, chunk_size=None, shuffle=True, random_state=None,
+                progress=None, **kwargs):
+    """Train on data larger than memory: epochs of ``partial_fit`` over chunks of rows.
+
+    Each epoch reads every chunk once: in a random order of chunks and a random order of the
+    rows inside each chunk when ``shuffle`` (a shuffle that never needs two chunks in memory),
+    else in the order of the rows.  Memory stays that of one chunk.  ``model.partial_fit(X)``
+    on an on-disk array (a memmap, zarr or h5py array) or a dask array makes one such pass in
+    row order by itself; with ``chunk_size`` a multiple of ``batch_size`` (the default is) the
+    steps are those of ``partial_fit`` on the whole array.
+
+    Parameters
+    ----------
+    model : estimator with partial_fit
+        A SigmoidBeliefNet or BeliefNet (or any estimator with ``partial_fit``).  Each call
+        uses the first rate of its ``learning_rate`` schedule.
+    X : array-like of shape (n_patterns, n_features)
+        Training patterns, sliceable by rows: a memmap, a zarr or h5py array, an array.
+    n_epochs : int, default=1
+        Passes over the data.
+    chunk_size : int, optional
+        Rows per chunk.  Default: about 2**22 values, rounded down to whole ``batch_size``
+        mini-batches.
+    shuffle : bool, default=True
+        Visit chunks, and rows within a chunk, in a random order in each epoch.
+    random_state : None, int or numpy.random.Generator, default=None
+        Seed of the shuffles.
+    progress : bool, optional
+        Show a progress bar (after two seconds).  Default: the model's ``progress``.
+    **kwargs
+        Passed to ``partial_fit`` (arrays with one row per pattern, such as ``missing``, are
+        cut and shuffled with ``X``).
+
+    Returns
+    -------
+    model : estimator
+        The model; its ``history_`` gains one entry per epoch (the mean bound over the epoch's
+        patterns, each at its solution before its step).
+
+    Raises
+    ------
+    TypeError
+        If the model has no ``partial_fit``.
+    ValueError
+        If ``n_epochs`` or ``chunk_size`` is not a positive integer, or as ``partial_fit``.
+
+    Examples
+    --------
+    >>> import mfengine as mf
+    >>> from mfengine._base import fit_chunked
+    >>> net = mf.SigmoidBeliefNet([2, 4, 8], batch_size=10, random_state=0, progress=False)
+    >>> X = net.sample(200, random_state=1)
+    >>> fit_chunked(net, X, n_epochs=3, chunk_size=50, random_state=0).history_.shape
+    (3,)
+    """
+    if not hasattr(model, "partial_fit"):
+        raise TypeError(f"{type(model).__name__} has no partial_fit: fit_chunked cannot train it")
+    if (isinstance(n_epochs, (bool, np.bool_)) or not isinstance(n_epochs, numbers.Integral)
+            or n_epochs < 1):
+        raise ValueError(f"n_epochs must be a positive integer, got {n_epochs!r}")
+    rng = np.random.default_rng(random_state) if shuffle else None
+    for _ in range(int(n_epochs)):
+        _partial_fit_pass(model, (X,), dict(kwargs), chunk_size, progress, rng)
+    return model
 
 
 class PersistMixin:

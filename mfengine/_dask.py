@@ -139,12 +139,40 @@ def route(model, name, func, args, kwargs):
         return _sequences(model, name, args, kwargs)
     if name == "fit":
         return fit(model, *args, **kwargs)
+    if name == "partial_fit":
+        return _partial_fit_blocks(model, args, kwargs)
     if name == "score":
         return _score(model, args, kwargs)
     if name == "decode":
         raise TypeError(f"{type(model).__name__}.decode takes no dask collection")
     X, rest, kw = _split_X(args, kwargs)
     return lazy_map(model, name, X, *rest, **kw)
+
+
+def _partial_fit_blocks(model, args, kwargs):
+    """``partial_fit`` on a dask array: one pass over its row blocks in order, each block
+    computed and handed to the model's own ``partial_fit`` in turn (dask-ml's Incremental
+    pattern: the data stream through the client one block at a time)."""
+    from mfengine._base import _partial_fit_pass
+
+    X, rest, kw = _split_X(args, kwargs)
+    X = _rows_array(X, f"{type(model).__name__}.partial_fit")
+    edges = np.concatenate([[0], np.cumsum(X.chunks[0])])
+    rows = {int(a): k for k, a in enumerate(edges[:-1])}
+
+    def read(a, b):
+        k = rows[a]
+        if b != edges[k + 1]:
+            raise AssertionError("partial_fit blocks must follow the dask chunks")
+        return np.asarray(X.blocks[k].compute())
+
+    chunk = int(max(X.chunks[0])) if len(set(X.chunks[0][:-1])) <= 1 else None
+    if chunk is None:     # uneven blocks: rechunk to the largest so that blocks map to chunks
+        chunk = int(max(X.chunks[0]))
+        X = X.rechunk({0: chunk})
+        edges = np.concatenate([[0], np.cumsum(X.chunks[0])])
+        rows = {int(a): k for k, a in enumerate(edges[:-1])}
+    return _partial_fit_pass(model, (X,) + tuple(rest), kw, chunk_size=chunk, reader=read)
 
 
 def _call_block(block, *aligned, model, verb, n_args, keys, static_args, static_kwargs):

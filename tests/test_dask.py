@@ -219,6 +219,17 @@ def test_hmm_fit_equals_in_memory(client, hmm_data, context):
     assert np.max(np.abs(a.history_ - b.history_)) < TOL * max(1.0, np.max(np.abs(a.history_)))
 
 
+def test_partial_fit_streams_blocks(client, sbn_data):
+    _, X, Xd = sbn_data
+    if not hasattr(mf.SigmoidBeliefNet, "partial_fit"):
+        pytest.skip("SigmoidBeliefNet has no partial_fit")
+    kw = dict(batch_size=8, init_visible_biases=False, random_state=0, progress=False)
+    a = mf.SigmoidBeliefNet([3, 6, 12], **kw).partial_fit(X)
+    b = mf.SigmoidBeliefNet([3, 6, 12], **kw).partial_fit(Xd)     # blocks of 24 = 3 batches
+    assert all(np.array_equal(u, v) for u, v in zip(a.weights_ + a.biases_, b.weights_ + b.biases_))
+    assert b.n_iter_ == 1
+
+
 def test_unsupported_fits_say_so(client, sbn_data):
     _, X, Xd = sbn_data
     clf = mf.GenerativeClassifier(hidden=(2, 4), max_iter=1, progress=False)

@@ -139,3 +139,43 @@ def test_memory_flat_in_the_number_of_patterns(tmp_path):
         grew[n] = int(out.stdout.split()[-1]) / 1024.0     # MB (ru_maxrss is in kB on Linux)
     # in memory the difference would be 375 MB of float64 data (47 MB even as uint8)
     assert grew[big] - grew[20_000] < 16.0, grew
+
+
+def test_partial_fit_on_disk_is_one_pass(net_and_disk):
+    _, X, disk = net_and_disk
+    if not hasattr(mf.SigmoidBeliefNet, "partial_fit"):
+        pytest.skip("SigmoidBeliefNet has no partial_fit")
+
+    def make():   # visible biases from the data would come from the first chunk only
+        return mf.SigmoidBeliefNet([3, 6, 16], batch_size=10, init_visible_biases=False,
+                                   random_state=0, progress=False)
+
+    whole = make().partial_fit(X)
+    from mfengine._base import _partial_fit_pass
+
+    chunked = _partial_fit_pass(make(), (disk,), {}, chunk_size=50)   # whole mini-batches
+    for a, b in zip(whole.weights_ + whole.biases_, chunked.weights_ + chunked.biases_):
+        assert np.array_equal(a, b)
+    assert chunked.history_.shape == (1,) and chunked.history_[0] == pytest.approx(
+        whole.history_[0], abs=1e-12)
+    auto = make().partial_fit(disk)          # the default chunk: whole mini-batches too
+    assert all(np.array_equal(a, b) for a, b in zip(whole.weights_, auto.weights_))
+
+
+def test_fit_chunked_epochs(net_and_disk):
+    from mfengine._base import fit_chunked
+
+    _, X, disk = net_and_disk
+    if not hasattr(mf.SigmoidBeliefNet, "partial_fit"):
+        pytest.skip("SigmoidBeliefNet has no partial_fit")
+    net = mf.SigmoidBeliefNet([3, 6, 16], batch_size=10, learning_rate=0.05, random_state=0,
+                              progress=False)
+    fit_chunked(net, disk, n_epochs=4, chunk_size=100, random_state=0)
+    assert net.history_.shape == (4,) and net.n_iter_ == 4
+    assert net.history_[-1] > net.history_[0]      # it learns
+    again = mf.SigmoidBeliefNet([3, 6, 16], batch_size=10, learning_rate=0.05, random_state=0,
+                                progress=False)
+    fit_chunked(again, disk, n_epochs=4, chunk_size=100, random_state=0)
+    assert np.array_equal(net.history_, again.history_)   # the seed fixes the shuffles
+    with pytest.raises(TypeError, match="partial_fit"):
+        fit_chunked(mf.ContextHMM(2), disk)
