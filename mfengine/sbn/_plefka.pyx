@@ -102,9 +102,10 @@ cdef extern from *:
 
     /* The head of the Plefka solver's iteration over nf free units: the fixed-point image
      * x = t - g clipped to [-tmax, tmax], the step dt = x - t, q = v g (dG/dt), and
-     * max |sigmoid(x) - u| in *res; bit 1 of the result: some x was clipped, bit 2: some x
-     * was not finite. */
-    MFP_CLONES static int mfp_image(long nf, double tmax, const double *restrict t,
+     * max |sigmoid(x) - u| in *res; bit 1 of the result: some x was clipped (with sat_ok,
+     * not counting an x beyond the bound that t already sits on), bit 2: some x was not
+     * finite. */
+    MFP_CLONES static int mfp_image(long nf, double tmax, int sat_ok, const double *restrict t,
                                     const double *restrict g, const double *restrict u,
                                     const double *restrict v, double *restrict dt,
                                     double *restrict q, double *res_out)
@@ -116,7 +117,8 @@ cdef extern from *:
         for (i = 0; i < nf; i++) {
             double x = t[i] - g[i], num, den;
             bad |= !(fabs(x) < INFINITY);
-            clipped |= (x > tmax) | (x < -tmax);
+            clipped |= ((x > tmax) & !(sat_ok & (t[i] >= tmax)))
+                       | ((x < -tmax) & !(sat_ok & (t[i] <= -tmax)));
             x = x > tmax ? tmax : (x < -tmax ? -tmax : x);
             dt[i] = x - t[i];
             mf_exp_parts(-fabs(x), &num, &den);
@@ -240,7 +242,7 @@ cdef extern from *:
     void mfp_gu_row(long m, int order, const double *UB, const double *VBAR, const double *C,
                     const double *GUM, const double *T, double *GU) noexcept nogil
     double mfp_log1p01(double e) noexcept nogil
-    int mfp_image(long nf, double tmax, const double *t, const double *g, const double *u,
+    int mfp_image(long nf, double tmax, int sat_ok, const double *t, const double *g, const double *u,
                   const double *v, double *dt, double *q, double *res_out) noexcept nogil
 
 DEF SIGMOID = 0
@@ -273,6 +275,7 @@ cdef struct Net:
     int order
     double t_max
     int accel       # 0: plain fixed-point steps; 1: quasi-Newton after the first line search; 2: always
+    int sat_ok      # a unit on the bound |t| = t_max whose image lies beyond it counts as converged
 
 
 cdef struct Work:
@@ -705,10 +708,10 @@ cdef int solve_item(const Net *net, const double *w, const double *h, const doub
                 finite = 0
             if x > tmax:
                 x = tmax
-                clipped = 1
+                clipped |= not (net.sat_ok and t[i] >= tmax)
             elif x < -tmax:
                 x = -tmax
-                clipped = 1
+                clipped |= not (net.sat_ok and t[i] <= -tmax)
             dt[i] = x - t[i]
             f = mf_sigmoid(t[i])
             x = fabs(mf_sigmoid(x) - f)
@@ -857,6 +860,249 @@ cdef int solve_item(const Net *net, const double *w, const double *h, const doub
     return status
 
 
+# ------------------------------------------------------------------ coordinate descent on G
+# The fallback for items the fixed-point iteration leaves unconverged (orders 11 and 12): stiff
+# sparse nets such as the diagnosis-style noisy-OR nets, whose per-unit curvatures differ by
+# orders of magnitude, so that no common step length works for all units at once.  One unit at
+# a time, G is minimised over its logit with the others held fixed: G11 and G12 depend on u_j
+# through its entropy, its own term (linear in u_j) and its children's terms (through their
+# Mbar_i and V_i), so each one-dimensional problem costs O(children).  Its derivative
+# g(t) = dG/du_j = t + c(u_j) goes to -inf as t -> -inf and +inf as t -> +inf (the entropy),
+# so a root exists; it is bracketed from the current point in the descent direction and found
+# by safeguarded regula falsi (Illinois), and the move is kept only if it lowers G.  So G
+# never rises and the sweeps cannot cycle.  A unit whose minimum lies beyond |t| = T_MAX sits on
+# the bound: no stationary point inside (0, 1), reported as not converged.
+DEF CD_ROOT_ITERS = 60
+
+
+cdef inline double cd_phi(const Net *net, const double *w, Work *W, Py_ssize_t j, double t,
+                          double own, double *g_out) noexcept nogil:
+    """G as a function of unit j's logit t, up to a constant (the other means fixed; W.M and
+    W.V hold every Mbar and V at the current u_j), and g = dG/du_j there.  +inf (g = -inf)
+    where a noisy-OR child's ln f(Mbar) is -inf."""
+    cdef double s = mf_sigmoid(t), sm = mf_sigmoid(-t)
+    cdef double du = s - W.u[j], dv = s * sm - W.v[j], c = sm - s
+    cdef double phi = s * t - mf_log1pexp(t) + s * own, g = t + own, we, Mi, Vi
+    cdef Py_ssize_t ce, i
+    cdef int order = net.order
+    for ce in range(net.ch_ptr[j], net.ch_ptr[j + 1]):
+        i = net.ch_idx[ce]
+        we = w[net.ch_w[ce]]
+        Mi = W.M[i] + we * du
+        if Mi < 0.0 and net.act == NOISY_OR:
+            Mi = 0.0        # round-off below a zero input
+        if coeffs(Mi, W.u[i], net.act, W, i):
+            g_out[0] = -INFINITY
+            return INFINITY
+        phi -= W.g0[i]
+        g -= we * W.g1[i]
+        if order >= 12:
+            Vi = W.V[i] + we * (we * dv)
+            if Vi < 0.0:
+                Vi = 0.0
+            phi -= 0.5 * W.g2[i] * Vi
+            g -= we * (0.5 * W.g3[i] * Vi) + we * (we * c) * (0.5 * W.g2[i])
+    g_out[0] = g
+    return phi
+
+
+cdef void cd_sync(const Net *net, const double *w, const double *h, Work *W) noexcept nogil:
+    """Mbar and V of every unit from the current means."""
+    cdef Py_ssize_t i, e, k
+    cdef double m, vv
+    for i in range(net.n):
+        m = h[i]
+        vv = 0.0
+        for e in range(net.par_ptr[i], net.par_ptr[i + 1]):
+            k = net.par_idx[e]
+            m = m + w[e] * W.u[k]
+            vv = vv + w[e] * (w[e] * W.v[k])
+        W.M[i] = m
+        W.V[i] = vv
+
+
+cdef void cd_set(const Net *net, const double *w, Work *W, Py_ssize_t j, double t) noexcept nogil:
+    """Move unit j to logit t, updating its children's Mbar and V."""
+    cdef double s = mf_sigmoid(t), sm = mf_sigmoid(-t)
+    cdef double du = s - W.u[j], dv = s * sm - W.v[j], we
+    cdef Py_ssize_t ce, i
+    for ce in range(net.ch_ptr[j], net.ch_ptr[j + 1]):
+        i = net.ch_idx[ce]
+        we = w[net.ch_w[ce]]
+        W.M[i] += we * du
+        W.V[i] += we * (we * dv)
+    W.u[j] = s
+    W.v[j] = s * sm
+    W.c[j] = sm - s
+    W.t[j] = t
+
+
+cdef int cd_item(const Net *net, const double *w, const double *h, const double *clamp,
+                 const double *init, Work *W, double tol, Py_ssize_t max_iter,
+                 double *G_out, double *u_out, intp_t *n_iter, int8_t *conv) noexcept nogil:
+    """Coordinate descent on G (orders 11 and 12) for one item; outputs as solve_item's."""
+    cdef Py_ssize_t n = net.n, i, e, k, j, sweep = 0, r
+    cdef double x, tmax = net.t_max, own, g0, phi0, a, b, ga, gb, xm, gx, step, phin, gn
+    cdef double res, sweep_res, noise, G
+    cdef int surely_off, side, status = MF_OK, clipped, bound
+    conv[0] = 0
+    n_iter[0] = 0
+    for i in range(n):
+        x = clamp[i]
+        if x == x:
+            W.fixed[i] = 1
+            W.u[i] = x
+            W.v[i] = 0.0
+            W.c[i] = 1.0 - 2.0 * x
+            continue
+        W.fixed[i] = 0
+        if net.act == NOISY_OR and h[i] == 0.0:
+            surely_off = 1
+            for e in range(net.par_ptr[i], net.par_ptr[i + 1]):
+                k = net.par_idx[e]
+                if w[e] != 0.0 and not (W.fixed[k] and W.u[k] == 0.0):
+                    surely_off = 0
+                    break
+            if surely_off:
+                W.fixed[i] = 1
+                W.u[i] = 0.0
+                W.v[i] = 0.0
+                W.c[i] = 1.0
+                continue
+        x = 0.5 if init == NULL else init[i]
+        if x <= 0.0:
+            x = -tmax
+        elif x >= 1.0:
+            x = tmax
+        else:
+            x = log(x) - log1p(-x)
+            x = -tmax if x < -tmax else (tmax if x > tmax else x)
+        W.t[i] = x
+        W.u[i] = mf_sigmoid(x)
+        W.v[i] = W.u[i] * mf_sigmoid(-x)
+        W.c[i] = mf_sigmoid(-x) - W.u[i]
+    while True:
+        # the full objective and gradient: the convergence test of solve_item
+        G = eval_t(net, w, h, W, W.t, 1, W.ga, &status)
+        if status != MF_OK:
+            break
+        res = 0.0
+        clipped = 0
+        for i in range(n):
+            if W.fixed[i]:
+                continue
+            x = W.t[i] - W.ga[i]
+            if not (fabs(x) < INFINITY):
+                x = -tmax if x < 0.0 else tmax
+            if x > tmax:
+                x = tmax
+                clipped |= W.t[i] < tmax
+            elif x < -tmax:
+                x = -tmax
+                clipped |= W.t[i] > -tmax
+            x = fabs(mf_sigmoid(x) - mf_sigmoid(W.t[i]))
+            if x > res:
+                res = x
+        if res <= tol and not clipped:
+            conv[0] = 1
+            break
+        if sweep >= max_iter:
+            break
+        sweep += 1
+        cd_sync(net, w, h, W)
+        sweep_res = 0.0
+        for j in range(n):
+            if W.fixed[j]:
+                continue
+            # unit j's own term is linear in u_j: slope -d0 - 1/2 d2 V_j at its Mbar_j
+            if coeffs(W.M[j], 0.0, net.act, W, j):
+                continue
+            own = -W.d0[j]
+            if net.order >= 12:
+                own -= 0.5 * W.d2[j] * W.V[j]
+            if not (fabs(own) < INFINITY):
+                continue
+            a = W.t[j]
+            phi0 = cd_phi(net, w, W, j, a, own, &g0)
+            if not (fabs(g0) < INFINITY and phi0 < INFINITY):
+                continue
+            x = a - g0
+            x = -tmax if x < -tmax else (tmax if x > tmax else x)
+            if x == a or (fabs(mf_sigmoid(x) - W.u[j]) <= 1e-3 * tol and fabs(x) < tmax):
+                continue        # at its minimum (or on the bound beyond which it lies)
+            # bracket the root of g from a, in the descent direction (-sign g0)
+            side = 1 if g0 < 0.0 else -1
+            ga = g0
+            step = x - a
+            b = a
+            gb = g0
+            bound = 0
+            for r in range(CD_ROOT_ITERS):
+                b = a + step
+                b = -tmax if b < -tmax else (tmax if b > tmax else b)
+                cd_phi(net, w, W, j, b, own, &gb)
+                if not (gb == gb):
+                    step = 0.5 * step
+                    continue
+                if (gb >= 0.0) if side > 0 else (gb <= 0.0):
+                    break
+                if b == tmax or b == -tmax:
+                    bound = 1
+                    break
+                a = b
+                ga = gb
+                step = 2.0 * step
+            else:
+                bound = 2
+            if bound == 2:
+                xm = a
+            elif bound:
+                xm = b
+            else:
+                # root in between a (g on the descent side) and b (g on the other): Illinois
+                xm = b
+                gx = gb
+                for r in range(CD_ROOT_ITERS):
+                    if fabs(mf_sigmoid(b) - mf_sigmoid(a)) <= 1e-3 * tol or fabs(b - a) <= 1e-12 * (1.0 + fabs(a)):
+                        break
+                    if ga < INFINITY and ga > -INFINITY and gb < INFINITY and gb > -INFINITY and gb != ga:
+                        xm = b - gb * (b - a) / (gb - ga)
+                    else:
+                        xm = 0.5 * (a + b)
+                    if not ((xm - a) * (xm - b) < 0.0):
+                        xm = 0.5 * (a + b)
+                    cd_phi(net, w, W, j, xm, own, &gx)
+                    if not (gx == gx):
+                        gx = -INFINITY if side > 0 else INFINITY
+                    if gx == 0.0:
+                        break
+                    if (gx > 0.0) == (gb > 0.0):
+                        b = xm
+                        gb = gx
+                        ga = 0.5 * ga
+                    else:
+                        a = b
+                        ga = gb
+                        b = xm
+                        gb = gx
+            phin = cd_phi(net, w, W, j, xm, own, &gn)
+            noise = NOISE * (1.0 + fabs(phi0))
+            if phin <= phi0 + noise:
+                x = fabs(mf_sigmoid(xm) - W.u[j])
+                if x > sweep_res:
+                    sweep_res = x
+                cd_set(net, w, W, j, xm)
+        if sweep_res == 0.0:
+            break       # no unit moved: G cannot be lowered one unit at a time
+    n_iter[0] = sweep
+    G_out[0] = G if status != MF_EOVERFLOW else NAN
+    for i in range(n):
+        u_out[i] = W.u[i] if W.fixed[i] else mf_sigmoid(W.t[i])
+    if status != MF_OK:
+        conv[0] = 0
+    return status
+
+
 cdef void fill_net(Net *net, const Dag *g, int order, int act, int accel) noexcept nogil:
     net.n = g.n
     net.nnz = g.nnz
@@ -869,6 +1115,7 @@ cdef void fill_net(Net *net, const Dag *g, int order, int act, int accel) noexce
     net.act = act
     net.t_max = T_MAX
     net.accel = accel
+    net.sat_ok = 0
 
 
 cdef int qn_direction(const Net *net, Work *W, const double *t, const double *dt_fp,
@@ -1128,7 +1375,7 @@ cdef int ps_begin(const Net *net, PS *P, double tol, Py_ssize_t max_iter) noexce
     cdef Py_ssize_t nf = P.nf, i, hn = P.head * P.nf
     cdef double tmax = net.t_max, x, res = 0.0, sy, ss, yy, Dq, D
     cdef int clipped, flags
-    flags = mfp_image(nf, tmax, P.t, P.gcur, P.ucur, P.vcur, P.dt, P.q, &res)
+    flags = mfp_image(nf, tmax, net.sat_ok, P.t, P.gcur, P.ucur, P.vcur, P.dt, P.q, &res)
     clipped = flags & 1
     if flags & 2:
         return 0
@@ -1539,11 +1786,14 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
           const double[:, ::1] h, const intp_t[::1] net_of, const double[:, ::1] clamp,
           const double[:, ::1] init, bint has_init, int order, int act, double tol,
           Py_ssize_t max_iter, double[::1] G, double[:, ::1] u, intp_t[::1] n_iter,
-          int8_t[::1] conv, int8_t[::1] status, int n_threads, int accel=1):
+          int8_t[::1] conv, int8_t[::1] status, int n_threads, int accel=1, int cd=1):
     """Solve dG/du = 0 for every item (outputs in the caller's buffers).
 
     accel: 0 plain fixed-point steps (with the line search), 1 quasi-Newton corrections once a
-    line search was needed, 2 quasi-Newton corrections from the second step on.  Returns MF_OK,
+    line search was needed, 2 quasi-Newton corrections from the second step on.  cd: 1 (orders
+    11 and 12) solve the items left unconverged again by coordinate descent on G, counting a
+    unit on the bound |t| = T_MAX whose image lies beyond it as converged; 0 the fixed-point
+    iteration only, any unit pushed against the bound unconverged.  Returns MF_OK,
     or MF_EBADARG (nothing written) when a size, index or option is inconsistent; status[p]
     is MF_OK, MF_ENOMEM (no scratch space for the item's thread) or MF_EOVERFLOW (G is not
     finite at the starting point: the weights are too large for this expansion)."""
@@ -1562,6 +1812,7 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
             or (has_init and (init.shape[0] != n_items or init.shape[1] != g.n))):
         return MF_EBADARG
     fill_net(&net, &g, order, act, accel)
+    net.sat_ok = order <= 12 and cd != 0
     cdef Py_ssize_t nbytes = WORK_BYTES(net.n)
     cdef char *block
     cdef char *bmem
@@ -1627,6 +1878,34 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
         free(block)
         free(bmem)
     free(groups)
+    # items left unconverged with a finite G: coordinate descent on G from the same start,
+    # kept if it converges or ends lower (orders 11 and 12)
+    cdef double G2
+    cdef intp_t it2
+    cdef int8_t conv2
+    cdef double *u2
+    if order <= 12 and cd:
+        with nogil, parallel(num_threads=n_threads):
+            block = <char *> malloc(nbytes + g.n * sizeof(double))
+            for p in prange(n_items, schedule="dynamic", chunksize=1):
+                if conv[p] or status[p] != MF_OK or not (G[p] < INFINITY):
+                    continue
+                if block == NULL:
+                    status[p] = MF_ENOMEM
+                    continue
+                W = make_work(block, net.n)
+                u2 = <double *> (block + nbytes)
+                wrow = &w[net_of[p], 0] if net.nnz > 0 else NULL
+                irow = &init[p, 0] if has_init else NULL
+                st = cd_item(&net, wrow, &h[net_of[p], 0], &clamp[p, 0], irow, &W, tol, max_iter,
+                             &G2, u2, &it2, &conv2)
+                if st == MF_OK and (conv2 or G2 < G[p]):
+                    G[p] = G2
+                    conv[p] = conv2
+                    for e in range(net.n):
+                        u[p, e] = u2[e]
+                n_iter[p] += it2
+            free(block)
     return MF_OK
 
 

@@ -75,7 +75,7 @@ def _raise_status(rc, status, what, order, n):
 
 
 def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter=500, n_threads=1,
-          init_u=None, accelerate=True):
+          init_u=None, accelerate=True, coordinate_descent=True):
     """Solve the mean-field equations dG/du = 0 of a Plefka scheme for a batch of items.
 
     The paper's fixed-point iteration with a line search wherever the plain step would raise
@@ -116,6 +116,16 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
         changes nothing where the plain iteration converges smoothly and makes stiff items
         (large weights) converge in a few tens of iterations instead of hundreds.  False: the
         paper's iteration with its line-search fix only.
+    coordinate_descent : bool, default True
+        Orders 11 and 12: solve the items the fixed-point iteration leaves unconverged again,
+        from the same start, by coordinate descent on G (one unit at a time, each move
+        lowering G; at most ``max_iter`` sweeps more), keeping that answer when it converges
+        or ends lower.  This is what makes stiff sparse nets converge (diagnosis-style
+        noisy-OR nets, whose units' curvatures differ by orders of magnitude).  A unit whose
+        minimum lies beyond the bound |logit u| = 700 (u below 1e-304 or within that of 1)
+        then counts as converged on the bound.  False: the fixed-point iteration only, and
+        any unit pushed against the bound leaves its item unconverged (the behaviour before
+        this option).
 
     Returns
     -------
@@ -173,30 +183,34 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
         raise ValueError(f"max_iter must be a non-negative integer, got {max_iter!r}")
     if not isinstance(accelerate, (bool, np.bool_)):
         raise TypeError(f"accelerate must be True or False, got {accelerate!r}")
+    if not isinstance(coordinate_descent, (bool, np.bool_)):
+        raise TypeError(f"coordinate_descent must be True or False, got {coordinate_descent!r}")
+    cd = bool(coordinate_descent)
     init = None if init_u is None else check_means(init_u, clamp, "init_u")
     threads = effective_n_threads(n_threads)
     G, u, n_iter, conv, status = _solve(arrays, w, h, net_of, clamp, init, order, act,
-                                        float(tol), int(max_iter), threads, bool(accelerate))
+                                        float(tol), int(max_iter), threads, bool(accelerate), cd)
     bad = np.flatnonzero(status == _plefka.STATUS_EOVERFLOW)
     if bad.size and order != 11:
         # start those items from the G11 solution, where units with huge weights saturate,
         # and failing that from it rounded to 0/1 (u (1 - u) = 1e-304: w^2 u (1 - u) finite)
         _, u11, _, _, st11 = _solve(arrays, w, h, net_of[bad], clamp[bad],
                                     None if init is None else init[bad], 11, act, float(tol),
-                                    int(max_iter), threads, bool(accelerate))
+                                    int(max_iter), threads, bool(accelerate), cd)
         for start in (u11, np.round(u11)):
             ok = (st11 == _plefka.STATUS_OK) & (status[bad] == _plefka.STATUS_EOVERFLOW)
             if not np.any(ok):
                 break
             out = _solve(arrays, w, h, net_of[bad[ok]], clamp[bad[ok]], start[ok], order, act,
-                         float(tol), int(max_iter), threads, bool(accelerate))
+                         float(tol), int(max_iter), threads, bool(accelerate), cd)
             for full, part in zip((G, u, n_iter, conv, status), out):
                 full[bad[ok]] = part
     _raise_status(_plefka.STATUS_OK, status, "plefka.solve", order, clamp.shape[1])
     return G, u, n_iter, conv.astype(bool)
 
 
-def _solve(arrays, w, h, net_of, clamp, init, order, act, tol, max_iter, threads, accelerate):
+def _solve(arrays, w, h, net_of, clamp, init, order, act, tol, max_iter, threads, accelerate,
+           cd=True):
     n_items, n = clamp.shape
     G = np.empty(n_items)
     u = np.empty((n_items, n))
@@ -206,7 +220,7 @@ def _solve(arrays, w, h, net_of, clamp, init, order, act, tol, max_iter, threads
     has_init = init is not None
     rc = _plefka.solve(*arrays, w, h, net_of, clamp, init if has_init else np.zeros((1, 1)),
                        has_init, order, act, tol, max_iter, G, u, n_iter, conv, status, threads,
-                       1 if accelerate else 0)
+                       1 if accelerate else 0, 1 if cd else 0)
     if rc != _plefka.STATUS_OK or np.any(status == _plefka.STATUS_ENOMEM):
         _raise_status(rc, status, "plefka.solve", order, n)
     return G, u, n_iter, conv, status
