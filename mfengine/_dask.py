@@ -51,8 +51,11 @@ Data-parallel fit (the pattern of dask-ml's k-means: partitions compute, the cli
     partition); tests/test_dask.py checks 1e-9.  One round trip per mini-batch: the paper's
     on-line rule (``batch_size=1``) is inherently sequential and runs, correctly but slowly,
     with one round trip per pattern; use a mini-batch schedule on a cluster.
-    ``missing``, ``callback`` edits of the parameters and the classifiers' ``fit`` are not
-    supported here (TypeError/ValueError say so).
+    * ``GenerativeClassifier``: the net of each class as SigmoidBeliefNet above, on that
+      class's rows (the labels are read on the client), classes one after another.
+
+    ``missing``, ``callback``, ``BeliefNetBatch``, ``MixtureClassifier`` and
+    ``BernoulliMixture`` have no data-parallel fit (a TypeError or ValueError says so).
 """
 import copy
 import inspect
@@ -502,6 +505,8 @@ def fit(model, X, y=None, missing=None, **kwargs):
         return _fit_dag(model, X)
     if type(model).__module__.startswith("mfengine.nlgbn"):
         return _fit_nlgbn(model, X)
+    if type(model).__name__ == "GenerativeClassifier":
+        return _fit_classifier(model, X, y)
     raise TypeError(f"{name}.fit has no data-parallel form: fit it on an in-memory array "
                     "(for example X.compute())")
 
@@ -992,4 +997,73 @@ def _fit_hmm(model, X, lengths, **kwargs):
                       f"{n_mf if n_mf > 0 else n_bw} iterations", ConvergenceWarning, stacklevel=3)
     if last_r is not None:
         warn_unconverged(last_r["converged"], "ContextHMM.fit (last E-step)", _UNCONVERGED_HINT)
+    return model
+
+
+def _fit_classifier(model, X, y):
+    """GenerativeClassifier.fit, data-parallel: the net of each class is trained by
+    ``_fit_sbn`` on that class's rows (a lazy selection of X's blocks; the labels, one per
+    pattern, are read on the client).  Classes are trained one after another, each over the
+    whole cluster; the nets equal those of the in-memory fit (same per-class seeds)."""
+    from mfengine.baselines import _check_binary_values, _check_int, _check_real, _check_targets
+    from mfengine.baselines import _check_flag
+    from mfengine._validation import check_random_state
+    from mfengine.sbn import SigmoidBeliefNet
+
+    dask, da = _dask()
+    hidden = model._hidden_sizes()
+    rates = model._rates()
+    _check_int(model.batch_size, "batch_size", 1)
+    _check_real(model.weight_scale, "weight_scale", 0.0)
+    _check_real(model.tol, "tol", 0.0, include_min=False, allow_none=True)
+    _check_real(model.infer_tol, "infer_tol", 0.0, include_min=False)
+    _check_int(model.infer_max_iter, "infer_max_iter", 1)
+    warm = _check_flag(model.warm_start, "warm_start") and hasattr(model, "net_weights_")
+    if y is None:
+        raise ValueError("y must hold one class label per pattern of X, got None")
+    y = np.asarray(y.compute() if _is_dask_array(y) else y)
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise ValueError(f"y must be a 1-D array of {X.shape[0]} labels (one per pattern of X), "
+                         f"got shape {y.shape}")
+    classes, y_idx, counts = _check_targets(y)
+    dask.compute(*[dask.delayed(lambda b: _check_binary_values(
+        np.asarray(b, dtype=np.float64))[0].shape, pure=True)(b) for b in X.to_delayed().ravel()])
+    if warm and (model.n_features_in_ != X.shape[1]
+                 or not np.array_equal(np.asarray(model.classes_), classes)):
+        raise ValueError("warm_start=True continues nets of other classes or pixels than X, y "
+                         "hold; set warm_start=False to train afresh")
+    n_classes = classes.shape[0]
+    rngs = [np.random.default_rng(s)
+            for s in np.random.SeedSequence(
+                check_random_state(model.random_state).integers(0, 2**63 - 1)).spawn(n_classes)]
+    sizes = hidden + (X.shape[1],)
+    fits = []
+    for c in range(n_classes):
+        params = dict(learning_rate=rates, max_iter=len(rates), batch_size=model.batch_size,
+                      tol=model.tol, infer_tol=model.infer_tol,
+                      infer_max_iter=model.infer_max_iter, random_state=rngs[c],
+                      progress=False, callback=None)
+        if warm:
+            net = model._net(c, warm_start=True, **params)
+        else:
+            net = SigmoidBeliefNet(list(sizes), weight_scale=model.weight_scale, **params)
+        Xc = X[np.flatnonzero(y_idx == c)]
+        try:
+            _fit_sbn(net, _rows_array(Xc, "GenerativeClassifier.fit"))
+        except (FloatingPointError, ValueError) as exc:
+            raise ValueError(f"training the net of class {classes[c]!r} failed: {exc}") from exc
+        fits.append((net.weights_, net.biases_, np.asarray(net.history_, dtype=np.float64)))
+    history = [f[2] for f in fits]
+    bad = np.array([not np.all(np.isfinite(h)) for h in history])
+    if np.any(bad):
+        raise ValueError(f"training the nets of classes {classes[bad].tolist()[:10]} gave a "
+                         "non-finite mean-field bound: use a smaller weight_scale or "
+                         "learning_rate")
+    model.classes_ = classes
+    model.net_weights_ = [f[0] for f in fits]
+    model.net_biases_ = [f[1] for f in fits]
+    model.class_log_prior_ = np.log(counts / counts.sum())
+    model.history_ = history
+    model.n_iter_ = np.array([h.shape[0] for h in history])
+    model.n_features_in_ = X.shape[1]
     return model

@@ -219,6 +219,20 @@ def test_hmm_fit_equals_in_memory(client, hmm_data, context):
     assert np.max(np.abs(a.history_ - b.history_)) < TOL * max(1.0, np.max(np.abs(a.history_)))
 
 
+def test_classifier_fit_equals_in_memory(client):
+    rng = np.random.default_rng(0)
+    X = (rng.random((90, 10)) < np.where(np.arange(90) % 3 == 0, 0.2, 0.8)[:, None]) * 1.0
+    y = np.array(["a", "b", "c"])[np.arange(90) % 3]
+    kw = dict(hidden=(2, 4), max_iter=2, batch_size=15, progress=False, random_state=0)
+    a = mf.GenerativeClassifier(**kw).fit(X, y)
+    b = mf.GenerativeClassifier(**kw).fit(da.from_array(X, chunks=40), da.from_array(y, chunks=40))
+    assert list(b.classes_) == ["a", "b", "c"]
+    for c in range(3):
+        assert _max_diff(a.net_weights_[c] + a.net_biases_[c],
+                         b.net_weights_[c] + b.net_biases_[c]) < TOL
+    assert np.array_equal(a.class_log_prior_, b.class_log_prior_)
+
+
 def test_partial_fit_streams_blocks(client, sbn_data):
     _, X, Xd = sbn_data
     if not hasattr(mf.SigmoidBeliefNet, "partial_fit"):
@@ -232,9 +246,8 @@ def test_partial_fit_streams_blocks(client, sbn_data):
 
 def test_unsupported_fits_say_so(client, sbn_data):
     _, X, Xd = sbn_data
-    clf = mf.GenerativeClassifier(hidden=(2, 4), max_iter=1, progress=False)
     with pytest.raises(TypeError, match="no data-parallel form"):
-        clf.fit(Xd, np.arange(64) % 2)
+        mf.MixtureClassifier(2).fit(Xd, np.arange(64) % 2)
     with pytest.raises(ValueError, match="missing"):
         mf.SigmoidBeliefNet([3, 6, 12]).fit(Xd, missing=np.zeros(X.shape, dtype=bool))
     with pytest.raises(TypeError, match="dask array chunked by rows"):
