@@ -1781,6 +1781,120 @@ cdef int check_args(const intp_t[::1] par_ptr, const intp_t[::1] par_idx,
     return MF_OK
 
 
+cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double *h,
+                   Py_ssize_t h_stride, const intp_t *net_of, Py_ssize_t n_items,
+                   const double *clamp, const double *init, double tol, Py_ssize_t max_iter,
+                   int n_threads, int cd, double *G, double *u, intp_t *n_iter, int8_t *conv,
+                   int8_t *status) noexcept nogil:
+    """The solve of every item, arguments checked (net_of NULL: every item on net 0; init
+    NULL: 0.5).  Returns MF_OK or MF_ENOMEM (nothing useful written); per item status as
+    `solve` describes."""
+    cdef Py_ssize_t n = net.n, nnz = net.nnz
+    cdef Py_ssize_t nbytes = WORK_BYTES(n)
+    cdef char *block
+    cdef char *bmem
+    cdef Work W
+    cdef const double *wrow
+    cdef const double *irow
+    cdef int st, order = net.order, act = net.act
+    cdef Py_ssize_t p, b, q, e, n_blocks = 0, ng = -1, bbytes = 0, np_, nq
+    cdef Group *groups = NULL
+    cdef double wmax
+    cdef int use_blocks = 0
+    cdef intp_t *bstart
+    cdef double G2
+    cdef intp_t it2
+    cdef int8_t conv2
+    cdef double *u2
+    if n_items == 0:
+        return MF_OK
+    # the blocked dense path: sigmoid units, G11/G12, every unit's parents one contiguous range
+    # and few groups of units sharing them (a layered net)
+    if act == SIGMOID and order <= 12 and nnz > 0 and n < (1 << 24):
+        ng = find_groups(net, NULL)
+        if ng > 0 and 4 * ng <= n:
+            groups = <Group *> malloc(ng * sizeof(Group))
+            if groups != NULL:
+                find_groups(net, groups)
+                use_blocks = 1
+                bbytes = BLOCK_BYTES(n, nnz)
+    # blocks: runs of consecutive items of one net, cut at BLOCK items (the items alone decide)
+    bstart = <intp_t *> malloc((n_items + 1) * sizeof(intp_t))
+    if bstart == NULL:
+        free(groups)
+        return MF_ENOMEM
+    p = 0
+    while p < n_items:
+        bstart[n_blocks] = p
+        n_blocks += 1
+        q = p + 1
+        while q < n_items and q - p < BLOCK and (net_of == NULL or net_of[q] == net_of[p]):
+            q += 1
+        p = q
+    bstart[n_blocks] = n_items
+    block = NULL
+    bmem = NULL
+    with parallel(num_threads=n_threads):
+        block = <char *> malloc(nbytes)
+        bmem = <char *> malloc(bbytes) if use_blocks else NULL
+        for b in prange(n_blocks, schedule="dynamic", chunksize=1):
+            nq = bstart[b + 1] - bstart[b]
+            np_ = bstart[b]
+            wrow = w + (net_of[np_] * w_stride if net_of != NULL else 0)
+            if use_blocks and nq >= BLOCK_MIN and bmem != NULL:
+                wmax = 0.0
+                for e in range(nnz):
+                    if fabs(wrow[e]) > wmax:
+                        wmax = fabs(wrow[e])
+                if wmax <= 1e150:
+                    solve_block(net, groups, ng, wrow,
+                                h + (net_of[np_] * h_stride if net_of != NULL else 0),
+                                clamp + np_ * n, init + np_ * n if init != NULL else NULL, nq,
+                                bmem, tol, max_iter, G + np_, u + np_ * n, n_iter + np_,
+                                conv + np_, status + np_)
+                    continue
+            for p in range(bstart[b], bstart[b + 1]):
+                if block == NULL:
+                    status[p] = MF_ENOMEM
+                    continue
+                W = make_work(block, n)
+                wrow = (w + (net_of[p] * w_stride if net_of != NULL else 0)) if nnz > 0 else NULL
+                irow = init + p * n if init != NULL else NULL
+                st = solve_item(net, wrow, h + (net_of[p] * h_stride if net_of != NULL else 0),
+                                clamp + p * n, irow, &W, tol, max_iter, &G[p], u + p * n,
+                                &n_iter[p], &conv[p])
+                status[p] = MF_OK if st == G_INF else st
+        free(block)
+        free(bmem)
+    free(groups)
+    free(bstart)
+    # items left unconverged with a finite G: coordinate descent on G from the same start,
+    # kept if it converges or ends lower (orders 11 and 12)
+    if order <= 12 and cd:
+        with parallel(num_threads=n_threads):
+            block = <char *> malloc(nbytes + n * sizeof(double))
+            for p in prange(n_items, schedule="dynamic", chunksize=1):
+                if conv[p] or status[p] != MF_OK or not (G[p] < INFINITY):
+                    continue
+                if block == NULL:
+                    status[p] = MF_ENOMEM
+                    continue
+                W = make_work(block, n)
+                u2 = <double *> (block + nbytes)
+                wrow = (w + (net_of[p] * w_stride if net_of != NULL else 0)) if nnz > 0 else NULL
+                irow = init + p * n if init != NULL else NULL
+                st = cd_item(net, wrow, h + (net_of[p] * h_stride if net_of != NULL else 0),
+                             clamp + p * n, irow, &W, tol, max_iter, &G2, u2, &it2, &conv2)
+                if st == MF_OK and (conv2 or G2 < G[p]):
+                    G[p] = G2
+                    conv[p] = conv2
+                    for e in range(n):
+                        u[p * n + e] = u2[e]
+                n_iter[p] += it2
+            free(block)
+    return MF_OK
+
+
 def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1] ch_ptr,
           const intp_t[::1] ch_idx, const intp_t[::1] ch_w, const double[:, ::1] w,
           const double[:, ::1] h, const intp_t[::1] net_of, const double[:, ::1] clamp,
@@ -1813,99 +1927,14 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
         return MF_EBADARG
     fill_net(&net, &g, order, act, accel)
     net.sat_ok = order <= 12 and cd != 0
-    cdef Py_ssize_t nbytes = WORK_BYTES(net.n)
-    cdef char *block
-    cdef char *bmem
-    cdef Work W
-    cdef const double *wrow
-    cdef const double *irow
-    cdef int st
-    cdef Py_ssize_t b, q, e, n_blocks = 0, ng = -1, bbytes = 0
-    cdef Group *groups = NULL
-    cdef double wmax
-    cdef int use_blocks = 0
-    # the blocked dense path: sigmoid units, G11/G12, every unit's parents one contiguous range
-    # and few groups of units sharing them (a layered net)
-    if act == SIGMOID and order <= 12 and g.nnz > 0 and g.n < (1 << 24):
-        ng = find_groups(&net, NULL)
-        if ng > 0 and 4 * ng <= g.n:
-            groups = <Group *> malloc(ng * sizeof(Group))
-            if groups != NULL:
-                find_groups(&net, groups)
-                use_blocks = 1
-                bbytes = BLOCK_BYTES(g.n, g.nnz)
-    # blocks: runs of consecutive items of one net, cut at BLOCK items (the items alone decide)
-    starts = np.empty(n_items + 1, dtype=np.intp)
-    cdef intp_t[::1] bstart = starts
-    p = 0
-    while p < n_items:
-        bstart[n_blocks] = p
-        n_blocks += 1
-        q = p + 1
-        while q < n_items and q - p < BLOCK and net_of[q] == net_of[p]:
-            q += 1
-        p = q
-    bstart[n_blocks] = n_items
-    block = NULL
-    bmem = NULL
-    with nogil, parallel(num_threads=n_threads):
-        block = <char *> malloc(nbytes)
-        bmem = <char *> malloc(bbytes) if use_blocks else NULL
-        for b in prange(n_blocks, schedule="dynamic", chunksize=1):
-            q = bstart[b + 1] - bstart[b]
-            p = bstart[b]
-            if use_blocks and q >= BLOCK_MIN and bmem != NULL:
-                wmax = 0.0
-                wrow = &w[net_of[p], 0]
-                for e in range(g.nnz):
-                    if fabs(wrow[e]) > wmax:
-                        wmax = fabs(wrow[e])
-                if wmax <= 1e150:
-                    solve_block(&net, groups, ng, wrow, &h[net_of[p], 0], &clamp[p, 0],
-                                &init[p, 0] if has_init else NULL, q, bmem, tol, max_iter,
-                                &G[p], &u[p, 0], &n_iter[p], &conv[p], &status[p])
-                    continue
-            for p in range(bstart[b], bstart[b + 1]):
-                if block == NULL:
-                    status[p] = MF_ENOMEM
-                    continue
-                W = make_work(block, net.n)
-                wrow = &w[net_of[p], 0] if net.nnz > 0 else NULL
-                irow = &init[p, 0] if has_init else NULL
-                st = solve_item(&net, wrow, &h[net_of[p], 0], &clamp[p, 0], irow, &W, tol,
-                                max_iter, &G[p], &u[p, 0], &n_iter[p], &conv[p])
-                status[p] = MF_OK if st == G_INF else st
-        free(block)
-        free(bmem)
-    free(groups)
-    # items left unconverged with a finite G: coordinate descent on G from the same start,
-    # kept if it converges or ends lower (orders 11 and 12)
-    cdef double G2
-    cdef intp_t it2
-    cdef int8_t conv2
-    cdef double *u2
-    if order <= 12 and cd:
-        with nogil, parallel(num_threads=n_threads):
-            block = <char *> malloc(nbytes + g.n * sizeof(double))
-            for p in prange(n_items, schedule="dynamic", chunksize=1):
-                if conv[p] or status[p] != MF_OK or not (G[p] < INFINITY):
-                    continue
-                if block == NULL:
-                    status[p] = MF_ENOMEM
-                    continue
-                W = make_work(block, net.n)
-                u2 = <double *> (block + nbytes)
-                wrow = &w[net_of[p], 0] if net.nnz > 0 else NULL
-                irow = &init[p, 0] if has_init else NULL
-                st = cd_item(&net, wrow, &h[net_of[p], 0], &clamp[p, 0], irow, &W, tol, max_iter,
-                             &G2, u2, &it2, &conv2)
-                if st == MF_OK and (conv2 or G2 < G[p]):
-                    G[p] = G2
-                    conv[p] = conv2
-                    for e in range(net.n):
-                        u[p, e] = u2[e]
-                n_iter[p] += it2
-            free(block)
+    cdef int rc
+    with nogil:
+        rc = run_solve(&net, &w[0, 0] if g.nnz > 0 else NULL, w.shape[1], &h[0, 0], h.shape[1],
+                       &net_of[0], n_items, &clamp[0, 0], &init[0, 0] if has_init else NULL,
+                       tol, max_iter, n_threads, cd, &G[0], &u[0, 0], &n_iter[0], &conv[0],
+                       &status[0])
+    if rc == MF_ENOMEM:
+        status[:] = MF_ENOMEM
     return MF_OK
 
 
