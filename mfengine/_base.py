@@ -301,8 +301,13 @@ def _route_call(model, name, func, sequences, kind, args, kwargs):
         from mfengine import _dask
 
         return _dask.route(model, name, func, args, kwargs)
-    # an on-disk array: rows are independent patterns except for the sequence models
-    if sequences or name == "fit" or (name == "score" and hasattr(model, "predict")):
+    # an on-disk array: rows are independent patterns except for the sequence models, whose
+    # chunks hold whole sequences
+    if sequences:
+        if name == "fit":
+            return func(model, *args, **kwargs)
+        return _map_sequences_chunked(model, name, args, kwargs)
+    if name == "fit" or (name == "score" and hasattr(model, "predict")):
         return func(model, *args, **kwargs)
     if name == "partial_fit":
         return _partial_fit_pass(model, args, kwargs)
@@ -440,6 +445,59 @@ def _map_chunked(model, name, args, kwargs, chunk_size=None, progress=None):
             raise ValueError("X has no patterns: the mean bound of no pattern is undefined")
         return float(np.mean(out))
     return out
+
+
+def _map_sequences_chunked(model, name, args, kwargs, chunk_size=None, progress=None):
+    """A sequence model's verb on an on-disk array of time steps with ``lengths``: chunks of
+    whole sequences (about CHUNK_VALUES values each), answers joined."""
+    X = args[0] if args else kwargs.pop("X")
+    args = list(args[1:])
+    lengths = args.pop(0) if args else kwargs.pop("lengths", None)
+    N = int(X.shape[0])
+    lengths = np.array([N] if lengths is None else lengths)
+    if lengths.ndim != 1 or lengths.dtype.kind not in "iu" or np.any(lengths < 1) or (
+            int(lengths.sum()) != N):
+        raise ValueError(f"lengths must be positive integers summing to the rows of X ({N})")
+    rows = chunk_size or max(1, CHUNK_VALUES // max(int(X.shape[1]), 1))
+    ends = np.cumsum(lengths)
+    groups, first = [], 0
+    while first < len(lengths):       # sequences [first, last) per chunk, at least one each
+        start = 0 if first == 0 else int(ends[first - 1])
+        last = max(first + 1, int(np.searchsorted(ends, start + rows, side="right")))
+        groups.append((first, last))
+        first = last
+    if progress is None:
+        progress = getattr(model, "progress", True)
+    progress = bool(progress) if isinstance(progress, (bool, np.bool_)) else True
+    from mfengine._progress import progress_bar
+
+    method = getattr(model, name)
+    parts = []
+    with progress_bar(total=N, desc=f"{type(model).__name__}.{name}", disable=not progress,
+                      unit="step") as bar:
+        for a, b in groups:
+            start = 0 if a == 0 else int(ends[a - 1])
+            stop = int(ends[b - 1])
+            parts.append(method(np.array(X[start:stop]), lengths[a:b], *args, **kwargs))
+            _release_pages(X)
+            bar.update(stop - start)
+    first = parts[0]
+    if name == "score":
+        return float(sum(parts))
+    if isinstance(first, tuple):        # score_samples, decode: (total, per-step array)
+        return float(sum(p[0] for p in parts)), np.concatenate([p[1] for p in parts], axis=0)
+    if isinstance(first, np.ndarray):
+        return np.concatenate(parts, axis=0)
+    if isinstance(first, InferenceResult):
+        out = copy.copy(first)
+        counts = [(int(np.shape(p.bound)[0]), int(np.sum(p.lengths))) for p in parts]
+        for key, v0 in vars(first).items():
+            if isinstance(v0, np.ndarray) and v0.ndim >= 1 and v0.shape[0] in counts[0]:
+                axis_rows = 0 if v0.shape[0] == counts[0][0] else 1
+                if all(np.shape(getattr(p, key))[0] == c[axis_rows] for p, c in zip(parts, counts)):
+                    setattr(out, key, np.concatenate([getattr(p, key) for p in parts], axis=0))
+        return out
+    raise TypeError(f"{name} returned {type(first).__name__}, which cannot be joined")
 
 
 def map_chunked(model, method, X, *args, chunk_size=None, progress=None, **kwargs):

@@ -179,3 +179,25 @@ def test_fit_chunked_epochs(net_and_disk):
     assert np.array_equal(net.history_, again.history_)   # the seed fixes the shuffles
     with pytest.raises(TypeError, match="partial_fit"):
         fit_chunked(mf.ContextHMM(2), disk)
+
+
+def test_hmm_sequences_on_disk(tmp_path):
+    from mfengine._base import _map_sequences_chunked
+
+    h = mf.ContextHMM(2, 1, lag=3, context="right", progress=False)
+    h.means_ = np.array([[-1.0], [1.0]])
+    h.right_means_ = np.array([[0.5], [-0.5]])
+    X, _ = h.sample(200, random_state=0)
+    L = np.array([30, 50, 20, 60, 40])
+    disk = np.memmap(tmp_path / "h.f4", dtype=np.float32, mode="w+", shape=X.shape)
+    disk[:] = X
+    X32 = X.astype(np.float32)
+    assert np.array_equal(h.predict(disk, L), h.predict(X32, L))
+    # chunks of whole sequences (60 steps: 30 | 50 | 20 | 60 | 40): the same answers
+    r = _map_sequences_chunked(h, "infer", (disk, L), {}, chunk_size=60)
+    R = h.infer(X32, L)
+    for key in ("bound", "posteriors", "potentials", "lengths", "n_iter"):
+        assert np.array_equal(getattr(r, key), getattr(R, key)), key
+    total, post = _map_sequences_chunked(h, "score_samples", (disk, L), {}, chunk_size=60)
+    T, G = h.score_samples(X32, L)
+    assert total == pytest.approx(T, abs=1e-9) and np.array_equal(post, G)
