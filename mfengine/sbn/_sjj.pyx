@@ -293,6 +293,38 @@ cdef double cached_bound(Py_ssize_t n, const double *mu, const double *nu,
     return total
 
 
+cdef inline void unit_bound(const Dag *g, const double *w, const double *h, Py_ssize_t i,
+                            const double *mu, const double *nu, const double *xi,
+                            const uint8_t *free_, double *dd, double *ea, double *eb,
+                            double *total, double *err) noexcept nogil:
+    """Unit i's term of bound_at (and its entropy if free) added to total, its rounding
+    allowance to err."""
+    cdef double z, At, Bt, D, d1, d2, term, M, H
+    cdef Py_ssize_t k, j, nfree
+    z = h[i]
+    for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+        z += w[k] * mu[g.par_idx[k]]
+    xi_eval(g, w, h[i], i, mu, nu, xi[i], ea, eb, &D, &d1, &d2, 0)
+    centre(g, w, i, mu, nu, xi[i], dd, ea, eb, &At, &Bt)
+    term = unit_term(mu[i], nu[i], z, At, Bt, D)
+    total[0] += term
+    if free_[i]:
+        H = entropy(mu[i], nu[i])
+        total[0] += H
+        err[0] += 4.0 * EPS * H
+    nfree = 0
+    M = fabs(h[i]) + fabs(z) + fabs(term) + 1.0
+    for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+        j = g.par_idx[k]
+        if mu[j] == 0.0 or nu[j] == 0.0:
+            M += fabs(w[k])
+        else:
+            nfree += 1
+            M += 3.0 * fabs(w[k]) + fabs(ea[k]) + fabs(eb[k]) + 1.0
+    if nfree > 0 or (mu[i] != 0.0 and nu[i] != 0.0):
+        err[0] += (g.par_ptr[i + 1] - g.par_ptr[i] + 8) * EPS * M
+
+
 cdef double bound_at(const Dag *g, const double *w, const double *h, const double *mu,
                      const double *nu, const double *xi, const uint8_t *free_, double *dd,
                      double *ea, double *eb) noexcept nogil:
@@ -307,31 +339,10 @@ cdef double bound_at(const Dag *g, const double *w, const double *h, const doubl
     ln f(z) or ln(1 - f(z)) that enumeration computes.  On ordinary nets the allowance is
     about 1e-13 per unit; with weights near 1e300 it is what keeps the reported value below
     ln P where the optimal xi makes large terms cancel."""
-    cdef double total = 0.0, err = 0.0, z, At, Bt, D, d1, d2, term, M, H
-    cdef Py_ssize_t i, k, j, nfree
+    cdef double total = 0.0, err = 0.0
+    cdef Py_ssize_t i
     for i in range(g.n):
-        z = h[i]
-        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
-            z += w[k] * mu[g.par_idx[k]]
-        xi_eval(g, w, h[i], i, mu, nu, xi[i], ea, eb, &D, &d1, &d2, 0)
-        centre(g, w, i, mu, nu, xi[i], dd, ea, eb, &At, &Bt)
-        term = unit_term(mu[i], nu[i], z, At, Bt, D)
-        total += term
-        if free_[i]:
-            H = entropy(mu[i], nu[i])
-            total += H
-            err += 4.0 * EPS * H
-        nfree = 0
-        M = fabs(h[i]) + fabs(z) + fabs(term) + 1.0
-        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
-            j = g.par_idx[k]
-            if mu[j] == 0.0 or nu[j] == 0.0:
-                M += fabs(w[k])
-            else:
-                nfree += 1
-                M += 3.0 * fabs(w[k]) + fabs(ea[k]) + fabs(eb[k]) + 1.0
-        if nfree > 0 or (mu[i] != 0.0 and nu[i] != 0.0):
-            err += (g.par_ptr[i + 1] - g.par_ptr[i] + 8) * EPS * M
+        unit_bound(g, w, h, i, mu, nu, xi, free_, dd, ea, eb, &total, &err)
     return total - err
 
 
@@ -570,6 +581,7 @@ cdef extern from *:
  * Plain C so that GCC vectorises the per-edge loops and, with MF_TARGET_CLONES, compiles the
  * whole per-item solve twice (x86-64 and x86-64-v3, AVX2+FMA), chosen once at load time. */
 #include <math.h>
+#include <string.h>
 #include "mf_exp.h"
 
 #if defined(MF_TARGET_CLONES) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -584,7 +596,7 @@ cdef extern from *:
 
 typedef struct {
     Py_ssize_t n;
-    const Py_ssize_t *par_ptr, *par_idx, *ch_ptr, *ch_idx, *pos;
+    const Py_ssize_t *par_ptr, *par_idx, *ch_ptr, *ch_idx, *ch_w;
     const Py_ssize_t *pfirst, *cfirst;  /* per unit: first parent / child if they are a run
                                            of consecutive units, else -1 */
     const double *w, *h;          /* this item's net: weights (parent order), biases */
@@ -592,7 +604,7 @@ typedef struct {
     const unsigned char *free_;
     double *mu, *nu, *t, *xi;
     double *Z, *pa, *pb, *lnS, *isacc, *gA, *gB, *hA2, *hB2, *gD;   /* per unit */
-    double *aq, *bq;              /* per edge, child order: e^{-xi_c w}, e^{(1 - xi_c) w} */
+    double *ap, *bp;              /* per edge, parent order: e^{-xi_c w}, e^{(1 - xi_c) w} */
     double *ta, *tb;              /* one unit's trial factors (max fan-in) */
     double *Ph, *Rh, *iA, *iB;    /* one unit's per-child terms (max fan-out) */
 } sjjf_state;
@@ -652,11 +664,8 @@ SJJF_INLINE double sjjf_eval_impl(const sjjf_state *s, Py_ssize_t i, double x, i
             tb[e] = a * ew[e];
         }
     } else {
-        const Py_ssize_t *restrict pos = s->pos + p0;
-        for (e = 0; e < k; e++) {
-            ta[e] = s->aq[pos[e]];
-            tb[e] = s->bq[pos[e]];
-        }
+        ta = s->ap + p0;
+        tb = s->bp + p0;
     }
     double PA = 1.0, PB = 1.0, gA = 0.0, gB = 0.0, hA2 = 0.0, hB2 = 0.0, gD = 0.0, z = 0.0;
 #pragma omp simd reduction(*:PA, PB) reduction(+:gA, gB, hA2, hB2, gD, z)
@@ -693,17 +702,14 @@ SJJF_INLINE double sjjf_eval(const sjjf_state *s, Py_ssize_t i, double x, int fr
     return sjjf_eval_impl(s, i, x, fresh, o_pa, o_pb, sums, o_z, 0);
 }
 
-/* Store unit i's evaluation as its state (and, if fresh, its factors into aq, bq). */
+/* Store unit i's evaluation as its state (and, if fresh, its factors into ap, bp). */
 SJJF_INLINE void sjjf_store(sjjf_state *s, Py_ssize_t i, double x, int fresh, double lnS,
                             double pa, double pb, const double *sums, double z)
 {
     if (fresh) {
         const Py_ssize_t p0 = s->par_ptr[i], k = s->par_ptr[i + 1] - p0;
-        const Py_ssize_t *restrict pos = s->pos + p0;
-        for (Py_ssize_t e = 0; e < k; e++) {
-            s->aq[pos[e]] = s->ta[e];
-            s->bq[pos[e]] = s->tb[e];
-        }
+        memcpy(s->ap + p0, s->ta, k * sizeof(double));
+        memcpy(s->bp + p0, s->tb, k * sizeof(double));
     }
     s->xi[i] = x;
     s->lnS[i] = lnS;
@@ -720,10 +726,11 @@ SJJF_INLINE void sjjf_store(sjjf_state *s, Py_ssize_t i, double x, int fresh, do
  * kept only if phi = ln S + x Z fell at the current means), then every cache of unit i anew. */
 SJJF_INLINE void sjjf_xi_step(sjjf_state *s, Py_ssize_t i, double gtol)
 {
-    double x = s->xi[i], Z = s->Z[i], pa = s->pa[i], pb = s->pb[i], hi = s->h[i];
-    double d1 = pa * (-hi - s->gA[i]) + pb * (-hi - s->gB[i]) + Z;
-    double d2 = pa * s->hA2[i] + pb * s->hB2[i] + pa * pb * s->gD[i] * s->gD[i];
-    double sums[5], npa, npb, z, lnS, xn = x, lo, hi_, phi_old;
+    double x = s->xi[i], hi = s->h[i];
+    double sums[5], npa, npb, z, lnS, xn = x, lo, hi_, phi_old, pa, pb, Z;
+    double lnS0 = sjjf_eval(s, i, x, 0, &pa, &pb, sums, &Z);
+    double d1 = pa * (-hi - sums[0]) + pb * (-hi - sums[1]) + Z;
+    double d2 = pa * sums[2] + pb * sums[3] + pa * pb * sums[4] * sums[4];
     if (s->par_ptr[i + 1] > s->par_ptr[i] && fabs(d1) > gtol) {
         if (d1 < 0.0) { lo = x; hi_ = 1.0; } else { lo = 0.0; hi_ = x; }
         xn = d2 > 0.0 ? x - d1 / d2 : -1.0;
@@ -731,15 +738,15 @@ SJJF_INLINE void sjjf_xi_step(sjjf_state *s, Py_ssize_t i, double gtol)
         if (!(xn >= 0.0 && xn <= 1.0)) xn = x;
     }
     if (xn != x) {
-        phi_old = s->lnS[i] - log(s->isacc[i]) + x * Z;
+        phi_old = lnS0 + x * Z;
         lnS = sjjf_eval(s, i, xn, 1, &npa, &npb, sums, &z);
         if (lnS + xn * z <= phi_old) {
             sjjf_store(s, i, xn, 1, lnS, npa, npb, sums, z);
             return;
         }
+        sjjf_eval(s, i, x, 0, &pa, &pb, sums, &Z);
     }
-    lnS = sjjf_eval(s, i, x, 0, &npa, &npb, sums, &z);
-    sjjf_store(s, i, x, 0, lnS, npa, npb, sums, z);
+    sjjf_store(s, i, x, 0, lnS0, pa, pb, sums, Z);
 }
 
 /* Move mu_k to a local maximum of the bound uphill from where it is (as update_mu of the
@@ -748,8 +755,9 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
 {
     const Py_ssize_t q0 = s->ch_ptr[k], nc = s->ch_ptr[k + 1] - q0;
     const Py_ssize_t *restrict cc = s->ch_idx + q0;
-    const double *restrict aq = s->aq + q0;
-    const double *restrict bq = s->bq + q0;
+    const Py_ssize_t *restrict chw = s->ch_w + q0;
+    const double *restrict ap = s->ap;
+    const double *restrict bp = s->bp;
     const double *restrict wq = s->wq + q0;
     const Py_ssize_t c0i = contig ? s->cfirst[k] : 0;
     double *restrict pa = s->pa + c0i;
@@ -766,7 +774,7 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
 #pragma omp simd reduction(+:c0, G)
     for (q = 0; q < nc; q++) {
         const Py_ssize_t c = contig ? q : cc[q];
-        double a = aq[q], b = bq[q];
+        double a = ap[chw[q]], b = bp[chw[q]];
         double FA = nk + mk * a, FB = nk + mk * b;
         double inv = 1.0 / (FA * FB), ia = FB * inv, ib = FA * inv;
         double P = pa[c] * ia + pb[c] * ib;
@@ -836,8 +844,8 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
     for (q = 0; q < nc; q++) {
         const Py_ssize_t c = contig ? q : cc[q];
         double ir = (nk * Ph[q] + mk * Rh[q]) / (nun * Ph[q] + mun * Rh[q]);
-        pa[c] *= (nun + mun * aq[q]) * iA[q] * ir;
-        pb[c] *= (nun + mun * bq[q]) * iB[q] * ir;
+        pa[c] *= (nun + mun * ap[chw[q]]) * iA[q] * ir;
+        pb[c] *= (nun + mun * bp[chw[q]]) * iB[q] * ir;
         isacc[c] *= ir;
         Z[c] += wq[q] * dmu;
     }
@@ -861,6 +869,67 @@ SJJF_INLINE double sjjf_bound(const sjjf_state *s)
             total += sjjf_entropy(s->mu[i], s->nu[i]);
     }
     return total;
+}
+
+/* Unit i's term (mu_i - xi_i) Z_i - ln(e^A + e^B) from scratch in product form, and in *o_M
+ * the magnitude sum M' of its rounding allowance (see fast_bound_at). */
+SJJF_INLINE double sjjf_final_unit_impl(const sjjf_state *s, Py_ssize_t i, double *o_M,
+                                        const int contig)
+{
+    const Py_ssize_t p0 = s->par_ptr[i], k = s->par_ptr[i + 1] - p0;
+    const double *restrict w = s->w + p0;
+    const double *restrict ew = s->ew + p0;
+    const Py_ssize_t *restrict pj = s->par_idx + p0;
+    const Py_ssize_t j0 = contig ? s->pfirst[i] : 0;
+    const double *restrict mu = s->mu + j0;
+    const double *restrict nuv = s->nu + j0;
+    const double x = s->xi[i];
+    double PA = 1.0, PB = 1.0, z = 0.0, sw = 0.0;
+#pragma omp simd reduction(*:PA, PB) reduction(+:z, sw)
+    for (Py_ssize_t e = 0; e < k; e++) {
+        const Py_ssize_t j = contig ? e : pj[e];
+        double m = mu[j], nu = nuv[j];
+        double a = sjjf_exp(-x * w[e]), b = a * ew[e];
+        PA *= nu + m * a;
+        PB *= nu + m * b;
+        z += w[e] * m;
+        sw += fabs(w[e]);
+    }
+    const double hi = s->h[i];
+    z += hi;
+    double term = (s->mu[i] - x) * z - log(exp(-x * hi) * PA + exp((1.0 - x) * hi) * PB);
+    *o_M = fabs(hi) + fabs(z) + fabs(term) + 1.0 + 4.0 * sw + (double) k;
+    return term;
+}
+
+/* The fast path's share of the reported bound: the terms (and entropies) of every unit with a
+ * free parent, in product form, into *total, their rounding allowance into *err; units whose
+ * parents are all clamped are marked in careful[] for the careful evaluation. */
+SJJF_CLONES
+void sjjf_final(const sjjf_state *s, unsigned char *careful, double *total, double *err)
+{
+    const double eps = 2.220446049250313e-16;
+    double tot = 0.0, er = 0.0, M, H;
+    for (Py_ssize_t i = 0; i < s->n; i++) {
+        Py_ssize_t p0 = s->par_ptr[i], p1 = s->par_ptr[i + 1], e, nfree = 0;
+        for (e = p0; e < p1; e++) {
+            Py_ssize_t j = s->par_idx[e];
+            nfree += s->mu[j] != 0.0 && s->nu[j] != 0.0;
+        }
+        careful[i] = nfree == 0;
+        if (nfree == 0)
+            continue;
+        tot += s->pfirst[i] >= 0 ? sjjf_final_unit_impl(s, i, &M, 1)
+                                 : sjjf_final_unit_impl(s, i, &M, 0);
+        if (s->free_[i]) {
+            H = sjjf_entropy(s->mu[i], s->nu[i]);
+            tot += H;
+            er += 4.0 * eps * H;
+        }
+        er += (double) (p1 - p0 + 8) * eps * M;
+    }
+    *total = tot;
+    *err = er;
 }
 
 /* Coordinate ascent for one item on the fast path; the means and xi are in s (initialised),
@@ -906,7 +975,7 @@ int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t 
         const intp_t *par_idx
         const intp_t *ch_ptr
         const intp_t *ch_idx
-        const intp_t *pos
+        const intp_t *ch_w
         const intp_t *pfirst
         const intp_t *cfirst
         const double *w
@@ -928,14 +997,15 @@ int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t 
         double *hA2
         double *hB2
         double *gD
-        double *aq
-        double *bq
+        double *ap
+        double *bp
         double *ta
         double *tb
         double *Ph
         double *Rh
         double *iA
         double *iB
+    void sjjf_final(const sjjf_state *s, uint8_t *careful, double *total, double *err) nogil
     int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t max_sweeps,
                    double rel_floor, intp_t *sweeps_out) nogil
 
@@ -961,6 +1031,32 @@ cdef int net_is_fast(const Dag *g, const double *w, const double *h) noexcept no
         if not (s <= FAST_SCALE):
             return 0
     return 1
+
+
+cdef double fast_bound_at(const Dag *g, const double *w, const double *h, const sjjf_state *s,
+                          uint8_t *careful, double *scratch) noexcept nogil:
+    """bound_at's value for a net on the fast path (|h| + sum |W| <= FAST_SCALE per unit, so
+    no product below over- or underflows), with one exponential and no logarithm per edge.
+
+    A unit whose parents are all clamped is evaluated as bound_at does (exactly ln f(z) or
+    ln(1 - f(z)) when the unit is clamped too).  Any other unit's term is computed as
+    (mu - xi) Z - ln(e^{-xi h} prod FA + e^{(1 - xi) h} prod FB), FA = nu + mu e^{-xi W},
+    FB = nu + mu e^{(1 - xi) W}, and carries the allowance (fan-in + 8) eps M' with
+    M' = |h| + |Z| + |term| + 1 + sum over parents (4 |W| + 1).  That covers its rounding:
+    each factor is within 8 u + |W| u of its value (u = eps / 2: an exponential of 2 ulp, the
+    rounding of x W, of e^W and of the sum), so ln of the product of the k factors is within
+    u (10 k + sum |W|) plus u |ln S|, ln S itself within |h| + sum |W| + 1 of 0; Z is within
+    (k + 1) u (|h| + sum |W|), and the last three operations add u (|Z| + |ln S| + |term|):
+    all of it below 2 (k + 8) u M' term by term.  (M' replaces bound_at's |ea| + |eb| per
+    free parent by its upper bound |W|: 0 <= ea <= |xi W| and 0 <= eb <= |(1 - xi) W|.)"""
+    cdef double total = 0.0, err = 0.0
+    cdef Py_ssize_t i, nnz = g.nnz
+    sjjf_final(s, careful, &total, &err)
+    for i in range(g.n):
+        if careful[i]:
+            unit_bound(g, w, h, i, s.mu, s.nu, s.xi, s.free_, scratch, scratch + nnz,
+                       scratch + 2 * nnz, &total, &err)
+    return total - err
 
 
 cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const double *w,
@@ -1002,7 +1098,7 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     s.par_idx = g.par_idx
     s.ch_ptr = g.ch_ptr
     s.ch_idx = g.ch_idx
-    s.pos = pos
+    s.ch_w = g.ch_w
     s.pfirst = pos + nnz
     s.cfirst = pos + nnz + n
     s.w = w
@@ -1024,8 +1120,8 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     s.hA2 = work + 9 * n
     s.hB2 = work + 10 * n
     s.gD = work + 11 * n
-    s.aq = work + 14 * n
-    s.bq = work + 14 * n + nnz
+    s.ap = work + 14 * n
+    s.bp = work + 14 * n + nnz
     s.ta = ta
     s.tb = tb
     s.Ph = Ph
@@ -1037,9 +1133,8 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
         if not (0.0 <= xi[i] <= 1.0):
             xi[i] = 0.5
     converged = sjjf_solve(&s, hist, tol, gtol, max_sweeps, REL_FLOOR, sweeps_out)
-    # the reported bound: from scratch, with its rounding allowance (the careful evaluation)
-    bound_out[0] = bound_at(g, w, h, mu, s.nu, xi, free_, work + 14 * n, work + 14 * n + nnz,
-                            work + 14 * n + 2 * nnz)
+    # the reported bound: from scratch, with its rounding allowance
+    bound_out[0] = fast_bound_at(g, w, h, &s, free_ + n, work + 14 * n)
     if hist != NULL:
         hist[sweeps_out[0]] = bound_out[0]
     return converged
