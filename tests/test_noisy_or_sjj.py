@@ -1,0 +1,189 @@
+"""The strict SJJ bound for noisy-OR nets (the fast kernel of _sjj_nor.pxi): never above exact
+ln P (weights up to 1e3), equal to a small independent reference at the returned means and q,
+a fixed point of the coordinate ascent, monotone, and the same for any thread count."""
+import itertools
+
+import numpy as np
+import pytest
+
+import mfengine as mf
+from mfengine.sbn import sjj
+from mfengine.sbn._structure import DagStructure
+
+from reference_sjj import sjj_noisy_or
+
+
+def g(x):
+    """ln(1 - e^{-x})."""
+    return np.log(-np.expm1(-x))
+
+
+def bound_ref(W, h, mu, Q, free):
+    """The noisy-OR SJJ bound, written out unit by unit (independent of the kernel):
+    sum_free H(mu) + sum_i [-(1 - mu_i) <z_i> + mu_i (g(h_i) + sum_j Q_ij mu_j (g(h_i + W_ij / Q_ij)
+    - g(h_i)))]."""
+    total = 0.0
+    for i in range(len(h)):
+        z = h[i] + W[i] @ mu
+        total -= (1.0 - mu[i]) * z
+        if mu[i] > 0:
+            e = g(h[i])
+            for j in np.flatnonzero(W[i]):
+                if Q[i, j] > 0:
+                    e += Q[i, j] * mu[j] * (g(h[i] + W[i, j] / Q[i, j]) - g(h[i]))
+            total += mu[i] * e
+        if free[i] and 0 < mu[i] < 1:
+            total -= mu[i] * np.log(mu[i]) + (1 - mu[i]) * np.log1p(-mu[i])
+    return total
+
+
+def exact_lnp(W, h, visible, v):
+    """ln P(v) by enumerating the hidden units."""
+    n = len(h)
+    hid = np.setdiff1d(np.arange(n), visible)
+    S = np.zeros((2 ** hid.size, n))
+    S[:, hid] = np.array(list(itertools.product([0.0, 1.0], repeat=hid.size))).reshape(-1, hid.size)
+    S[:, visible] = v
+    z = S @ W.T + h
+    with np.errstate(divide="ignore"):
+        lp = np.where(S > 0, np.log(-np.expm1(-z)), -z).sum(axis=1)
+    m = lp.max()
+    return m + np.log(np.exp(lp - m).sum())
+
+
+def random_net(rng, n, scale, density=0.7):
+    W = np.tril(rng.uniform(0, scale, (n, n)), -1) * (rng.random((n, n)) < density)
+    h = rng.uniform(0.005, 0.5, n)
+    return W, h
+
+
+def solve_dense(W, h, visible, V, n_threads=1, tol=1e-10, record=False):
+    s = DagStructure(W != 0)
+    clamp = np.full((len(V), len(h)), np.nan)
+    clamp[:, visible] = V
+    return s, sjj.solve(s, s.pack(W)[None], h[None], np.zeros(len(V), np.intp), clamp, tol=tol,
+                        max_sweeps=500, n_threads=n_threads, record=record,
+                        activation="noisy_or")
+
+
+@pytest.mark.parametrize("scale", [0.5, 5.0, 1e3])
+def test_never_above_exact_and_equal_to_the_reference(scale):
+    rng = np.random.default_rng(int(scale) + 1)
+    for trial in range(25):
+        n = int(rng.integers(3, 8))
+        W, h = random_net(rng, n, scale)
+        k = int(rng.integers(1, n))
+        visible = np.sort(rng.choice(n, k, replace=False))
+        V = rng.integers(0, 2, (4, k)).astype(float)
+        s, (bound, mu, q, n_sweeps, conv) = solve_dense(W, h, visible, V)
+        free = np.ones(n, dtype=bool)
+        free[visible] = False
+        for p in range(len(V)):
+            exact = exact_lnp(W, h, visible, V[p])
+            assert np.isfinite(bound[p])
+            assert bound[p] <= exact + 1e-10 * (1 + abs(exact)), (scale, trial, bound[p] - exact)
+            Q = s.unpack(q[p])
+            assert np.allclose(Q.sum(axis=1)[(W > 0).any(axis=1)], 1.0)   # q on the simplex
+            ref = bound_ref(W, h, mu[p], Q, free)
+            assert ref == pytest.approx(bound[p], rel=1e-10, abs=1e-9)
+            # the slow reference of tests/reference_sjj.py agrees too
+            assert sjj_noisy_or(W, h, mu[p], Q, free) == pytest.approx(ref, rel=1e-10, abs=1e-9)
+        assert conv.mean() > 0.9
+
+
+def test_diagnosis_net_against_enumeration():
+    """A small QMR-shaped net (8 diseases, 30 findings): the bound stays below ln P and is
+    close to it; with every finding negative the posterior factorises and the bound is exact
+    (the negative findings are absorbed exactly)."""
+    for seed in range(3):
+        net = mf.datasets.make_diagnosis_net(8, 30, 3, random_state=seed)
+        X = net.sample(20, random_state=seed)
+        X[0] = 0.0
+        r = net.infer(X, method="sjj", tol=1e-12)
+        exact = net.exact_log_likelihood(X)
+        assert np.all(r.bound <= exact + 1e-10 * (1 + np.abs(exact)))
+        assert np.median(exact - r.bound) < 0.5
+        assert r.bound[0] == pytest.approx(exact[0], rel=1e-12, abs=1e-12)
+        # the diseases' posterior means in closed form for the all-negative case
+        W = net.W_.toarray()
+        h = net.h_
+        nd = 8
+        c = h[:nd] + g(h[:nd]) - W[nd:, :nd].sum(axis=0)
+        np.testing.assert_allclose(r.mu[0, :nd], 1 / (1 + np.exp(-c)), rtol=1e-12)
+
+
+def test_fixed_point_each_coordinate_is_optimal():
+    rng = np.random.default_rng(7)
+    for trial in range(8):
+        n = 7
+        W, h = random_net(rng, n, 2.0, density=1.0)
+        visible = np.array([4, 5, 6])
+        V = np.array([[1.0, 0.0, 1.0]])
+        s, (bound, mu, q, *_) = solve_dense(W, h, visible, V, tol=1e-13)
+        free = np.ones(n, dtype=bool)
+        free[visible] = False
+        mu, Q = mu[0], s.unpack(q[0])
+        base = bound_ref(W, h, mu, Q, free)
+        for i in np.flatnonzero(free):          # each free mean is stationary
+            e = 1e-6
+            up, dn = mu.copy(), mu.copy()
+            up[i] += e
+            dn[i] -= e
+            d = (bound_ref(W, h, up, Q, free) - bound_ref(W, h, dn, Q, free)) / (2 * e)
+            assert abs(d) < 1e-5
+        for i in range(n):                      # no q on the simplex does better
+            par = np.flatnonzero(W[i])
+            if par.size < 2 or mu[i] == 0:
+                continue
+            for _ in range(30):
+                Q2 = Q.copy()
+                x = np.abs(Q[i, par] + rng.normal(0, 0.05, par.size))
+                Q2[i, par] = x / x.sum()
+                assert bound_ref(W, h, mu, Q2, free) <= base + 1e-9
+
+
+def test_ascent_is_monotone_and_threads_agree():
+    rng = np.random.default_rng(3)
+    n = 9
+    W, h = random_net(rng, n, 3.0)
+    visible = np.arange(5, 9)
+    V = rng.integers(0, 2, (40, 4)).astype(float)
+    _, (b1, mu1, q1, n1, c1, hist) = solve_dense(W, h, visible, V, record=True, tol=1e-12)
+    steps = np.diff(hist, axis=1)
+    ok = ~np.isnan(steps)
+    assert ok.sum() > 40 and np.all(steps[ok] >= -1e-12 * (1 + np.abs(hist[:, 1:][ok])))
+    _, (b2, mu2, q2, n2, c2) = solve_dense(W, h, visible, V, n_threads=2, tol=1e-12)
+    assert np.array_equal(b1, b2) and np.array_equal(mu1, mu2) and np.array_equal(q1, q2)
+    assert np.array_equal(n1, n2)
+
+
+def test_diagnosis_net_threads_and_evaluate_agree():
+    """The QMR-sized shape in small: identical results on 1 and 2 threads, and the kernel's
+    bound equals sjj.evaluate at the returned means and q."""
+    net = mf.datasets.make_diagnosis_net(60, 400, 5, random_state=1)
+    X = net.sample(12, random_state=2)
+    r1 = net.infer(X, method="sjj", n_threads=1)
+    r2 = net.infer(X, method="sjj", n_threads=2)
+    assert np.array_equal(r1.bound, r2.bound) and np.array_equal(r1.xi, r2.xi)
+    s = net.structure
+    clamp = np.full((12, net.n_units), np.nan)
+    clamp[:, net.visible_] = X
+    ev = sjj.evaluate(s, net._packed_w(), net.h_[None], np.zeros(12, np.intp), clamp, r1.mu,
+                      r1.xi, activation="noisy_or")
+    np.testing.assert_allclose(ev, r1.bound, rtol=1e-12, atol=1e-10)
+    assert r1.converged.all()
+
+
+def test_huge_weights_stay_finite_and_below_exact():
+    rng = np.random.default_rng(11)
+    for trial in range(20):
+        n = 5
+        W, h = random_net(rng, n, 1e3)
+        W[W > 0] *= 10.0 ** rng.uniform(-3, 0, int((W > 0).sum()))
+        visible = np.array([3, 4])
+        V = np.array([[1.0, 1.0], [0.0, 1.0], [1.0, 0.0]])
+        _, (bound, mu, q, *_) = solve_dense(W, h, visible, V)
+        for p in range(3):
+            exact = exact_lnp(W, h, visible, V[p])
+            assert np.isfinite(bound[p]) and bound[p] <= exact + 1e-10 * (1 + abs(exact))
+        assert np.all((mu >= 0) & (mu <= 1)) and np.all(q >= 0)
