@@ -252,3 +252,80 @@ def test_unsupported_fits_say_so(client, sbn_data):
         mf.SigmoidBeliefNet([3, 6, 12]).fit(Xd, missing=np.zeros(X.shape, dtype=bool))
     with pytest.raises(TypeError, match="dask array chunked by rows"):
         mf.SigmoidBeliefNet([3, 6, 12]).score_samples(db.from_sequence([1, 2]))
+
+
+def _equality_table():
+    """Largest |difference| between the data-parallel and the in-memory fit, per family."""
+    rng = np.random.default_rng(0)
+    net = mf.SigmoidBeliefNet([3, 6, 12], random_state=0, progress=False)
+    X = net.sample(64, random_state=1)
+    Xd = da.from_array(X, chunks=24)
+    rows = []
+
+    def sbn(**kw):
+        kw = dict(random_state=3, progress=False, **kw)
+        a = mf.SigmoidBeliefNet([3, 6, 12], **kw).fit(X)
+        b = mf.SigmoidBeliefNet([3, 6, 12], **kw).fit(Xd)
+        return _max_diff(a.weights_ + a.biases_, b.weights_ + b.biases_)
+
+    rows.append(("SigmoidBeliefNet gaussian, batch 16, 3 epochs",
+                 sbn(batch_size=16, max_iter=3, learning_rate=0.05)))
+    rows.append(("SigmoidBeliefNet gaussian, batch 1 (on-line), 1 epoch",
+                 sbn(batch_size=1, max_iter=1, learning_rate=0.05)))
+    rows.append(("SigmoidBeliefNet gaussian warm_start, batch 16, 2 epochs",
+                 sbn(batch_size=16, max_iter=2, learning_rate=0.05, warm_start=True)))
+    rows.append(("SigmoidBeliefNet sjj, batch 32, 2 epochs",
+                 sbn(batch_size=32, max_iter=2, method="sjj", learning_rate=0.1)))
+    for act, W, h in (("sigmoid", np.tril(rng.normal(0, 1, (9, 9)), -1), np.zeros(9)),
+                      ("noisy_or", np.tril(rng.uniform(0, 1, (9, 9)), -1), np.full(9, 0.1))):
+        kw = dict(visible=[5, 6, 7, 8], activation=act, progress=False, batch_size=10,
+                  max_iter=3, random_state=0)
+        Xb = mf.BeliefNet(W, h, **kw).sample(50, random_state=0)
+        a = mf.BeliefNet(W, h, **kw).fit(Xb)
+        for chunks in (50, 20):
+            Xbd = da.from_array(Xb, chunks=chunks)
+            b = mf.BeliefNet(W, h, **kw).fit(Xbd)
+            rows.append((f"BeliefNet {act} sjj, batch 10, 3 epochs, {Xbd.numblocks[0]} "
+                         "partition(s)", _max_diff([a.W_, a.h_], [b.W_, b.h_])))
+    kw = dict(random_state=0, max_iter=5, progress=False)
+    Xg = mf.NLGBN([2, 4, 6], **kw).sample(60, random_state=2)
+    a = mf.NLGBN([2, 4, 6], **kw).fit(Xg)
+    b = mf.NLGBN([2, 4, 6], **kw).fit(da.from_array(Xg, chunks=25))
+    rows.append(("NLGBN EM, 5 iterations", _max_diff(a.weights_ + a.biases_ + a.variances_,
+                                                      b.weights_ + b.biases_ + b.variances_)))
+    h = mf.ContextHMM(2, 1, lag=3, context="right", progress=False)
+    h.means_, h.right_means_ = np.array([[-1.0], [1.0]]), np.array([[0.5], [-0.5]])
+    Xh, _ = h.sample(200, random_state=0)
+    L = np.array([30, 50, 20, 60, 40])
+    names = ["startprob_", "transmat_", "means_", "right_means_", "left_means_"]
+    for context in ("right", "both"):
+        kw = dict(lag=3, context=context, random_state=0, progress=False, max_iter=4,
+                  bw_max_iter=3, tol=None)
+        a = mf.ContextHMM(2, 1, **kw).fit(Xh, L)
+        b = mf.ContextHMM(2, 1, **kw).fit(da.from_array(Xh, chunks=45), L)
+        rows.append((f"ContextHMM {context}, 3 Baum-Welch + 4 mean-field EM",
+                     _max_diff([getattr(a, k) for k in names], [getattr(b, k) for k in names])))
+    Xc = (rng.random((90, 10)) < np.where(np.arange(90) % 3 == 0, 0.2, 0.8)[:, None]) * 1.0
+    y = np.arange(90) % 3
+    kw = dict(hidden=(2, 4), max_iter=2, batch_size=15, progress=False, random_state=0)
+    a = mf.GenerativeClassifier(**kw).fit(Xc, y)
+    b = mf.GenerativeClassifier(**kw).fit(da.from_array(Xc, chunks=40), y)
+    rows.append(("GenerativeClassifier, 3 classes, batch 15, 2 epochs",
+                 max(_max_diff(a.net_weights_[c] + a.net_biases_[c],
+                               b.net_weights_[c] + b.net_biases_[c]) for c in range(3))))
+    return rows
+
+
+if __name__ == "__main__":      # python tests/test_dask.py: the equality figures
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
+                                           dashboard_address=None)
+        cl = distributed.Client(cluster)
+        rows = _equality_table()
+        cl.close()
+        cluster.close()
+    print("largest |parameter difference|, data-parallel fit on a 2-process LocalCluster vs "
+          "fit in memory:")
+    for label, value in rows:
+        print(f"  {label:<62} {value:.2e}")
