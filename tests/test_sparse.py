@@ -1,0 +1,151 @@
+"""Sparse DAG belief nets: the structure built from scipy.sparse matrices in O(nnz), compiled
+ancestral sampling (right distribution, seeded, the same for any thread count, refuses bad
+input), and nothing of size n_units**2 anywhere."""
+import itertools
+import tracemalloc
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
+
+import mfengine as mf
+from mfengine.sbn import _sample
+from mfengine.sbn._structure import DagStructure
+
+FIELDS = ("par_ptr", "par_idx", "ch_ptr", "ch_idx", "ch_w", "_rows", "_cols")
+
+
+def random_dense(rng, n, density=0.5, activation="sigmoid"):
+    W = np.tril(rng.normal(0, 1.5, (n, n)), -1) * (rng.random((n, n)) < density)
+    h = rng.normal(0, 1, n)
+    if activation == "noisy_or":
+        W, h = np.abs(W), np.abs(h) + 0.05
+    return W, h
+
+
+def test_structure_from_any_sparse_format_equals_the_dense_one():
+    rng = np.random.default_rng(0)
+    for trial in range(40):
+        n = int(rng.integers(1, 25))
+        W, _ = random_dense(rng, n, density=rng.random())
+        ref = DagStructure(W != 0)
+        coo = sp.coo_matrix(W)
+        dup = sp.coo_matrix((np.r_[coo.data, coo.data], (np.r_[coo.row, coo.row],
+                                                          np.r_[coo.col, coo.col])), shape=(n, n))
+        zeros = sp.csr_matrix(W)
+        zeros.data[::3] = 0.0                      # explicit zeros are not edges
+        for M, dense in ((sp.csr_matrix(W), W), (coo, W), (sp.csc_matrix(W), W), (dup, W),
+                         (zeros, zeros.toarray())):
+            got, want = DagStructure(M), DagStructure(dense != 0)
+            for f in FIELDS:
+                assert np.array_equal(getattr(got, f), getattr(want, f)), f
+                assert getattr(got, f).dtype == np.intp
+        s = DagStructure(sp.csr_matrix(W))
+        assert np.array_equal(s.pack(sp.csr_matrix(W)), ref.pack(W))
+        assert np.array_equal(s.pack(sp.coo_matrix(W)), ref.pack(W))
+        assert s.covers(sp.csr_matrix(W)) and s.covers(W)
+        off = np.triu(np.ones((n, n)), 1).T * (W == 0)
+        if off.any():
+            assert not s.covers(sp.csr_matrix(W + off)) and not s.covers(W + off)
+
+
+def test_packed_weights_are_a_copy():
+    W = sp.csr_matrix(np.tril(np.ones((4, 4)), -1))
+    s = DagStructure(W)
+    w = s.pack(W)
+    w[:] = 7.0
+    assert np.all(W.data == 1.0)
+
+
+def _exact_distribution(W, h, activation):
+    n = len(h)
+    S = np.array(list(itertools.product([0.0, 1.0], repeat=n)))
+    z = S @ W.T + h
+    if activation == "sigmoid":
+        p1 = 1 / (1 + np.exp(-z))
+    else:
+        p1 = -np.expm1(-z)
+    return S, np.prod(np.where(S > 0, p1, 1 - p1), axis=1)
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "noisy_or"])
+def test_samples_follow_the_net(activation):
+    rng = np.random.default_rng(1)
+    W, h = random_dense(rng, 5, density=0.8, activation=activation)
+    net = mf.BeliefNet(sp.csr_matrix(W), h, np.arange(5), activation=activation)
+    n = 100_000
+    S = net.sample(n, random_state=3, return_all=True)
+    states, p = _exact_distribution(W, h, activation)
+    codes = S @ (2 ** np.arange(4, -1, -1))
+    freq = np.bincount(codes.astype(int), minlength=32) / n
+    # five standard errors per state
+    assert np.all(np.abs(freq - p) <= 5 * np.sqrt(p * (1 - p) / n) + 1e-4)
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "noisy_or"])
+def test_sampling_is_seeded_and_the_same_for_any_thread_count_and_storage(activation):
+    rng = np.random.default_rng(2)
+    W, h = random_dense(rng, 30, density=0.3, activation=activation)
+    vis = np.arange(20, 30)
+    dense = mf.BeliefNet(W, h, vis, activation=activation, n_threads=1)
+    sparse = mf.BeliefNet(sp.csr_matrix(W), h, vis, activation=activation, n_threads=2)
+    a = dense.sample(300, random_state=5)
+    b = sparse.sample(300, random_state=5)
+    assert a.shape == (300, 10) and np.array_equal(a, b)
+    assert set(np.unique(a)) <= {0.0, 1.0}
+    assert not np.array_equal(a, dense.sample(300, random_state=6))
+    assert dense.sample(0).shape == (0, 10)
+    batch = mf.BeliefNetBatch(np.stack([W, 0.5 * W]), np.stack([h, h]), vis,
+                              activation=activation, n_threads=2)
+    Sb = batch.sample(200, random_state=1, return_all=True)
+    assert Sb.shape == (2, 200, 30)
+    assert np.array_equal(Sb, mf.BeliefNetBatch(np.stack([W, 0.5 * W]), np.stack([h, h]), vis,
+                                                activation=activation, n_threads=1)
+                          .sample(200, random_state=1, return_all=True))
+    # the rows of net 1 are draws of net 1 (a unit without parents is on with its own rate)
+    roots = np.flatnonzero(~(W != 0).any(axis=1))
+    if activation == "sigmoid" and roots.size:
+        big = batch.sample(20000, random_state=2, return_all=True)[1][:, roots]
+        p = 1 / (1 + np.exp(-h[roots]))
+        assert np.all(np.abs(big.mean(axis=0) - p) < 5 * np.sqrt(p * (1 - p) / 20000))
+
+
+def test_sampling_kernel_refuses_inconsistent_arguments():
+    ptr = np.array([0, 0, 1, 2], dtype=np.intp)
+    idx = np.array([0, 1], dtype=np.intp)
+    w = np.ones((1, 2))
+    h = np.zeros((1, 3))
+    U = np.full((2, 3), 0.5)
+    of = np.zeros(2, dtype=np.intp)
+    assert _sample.sample(ptr, idx, w, h, of, U.copy()) == _sample.STATUS_OK
+    bad_parent2 = np.array([1, 1], dtype=np.intp)      # unit 1 its own parent
+    for args in ((ptr, bad_parent2, w, h, of, U.copy()),
+                 (ptr, np.array([0, 3], dtype=np.intp), w, h, of, U.copy()),
+                 (np.array([0, 1, 0, 2], dtype=np.intp), idx, w, h, of, U.copy()),
+                 (ptr, idx, np.ones((1, 3)), h, of, U.copy()),
+                 (ptr, idx, w, np.zeros((2, 3)), of, U.copy()),
+                 (ptr, idx, w, h, np.array([0, 1], dtype=np.intp), U.copy()),
+                 (ptr, idx, w, h, of, np.full((2, 4), 0.5))):
+        V = args[-1].copy()
+        assert _sample.sample(*args) == _sample.STATUS_EBADARG
+        assert np.array_equal(args[-1], V)             # nothing written
+
+
+def test_no_quadratic_memory_for_a_large_sparse_net():
+    """2 * 10^5 units: anything of size n_units**2 would need 40 GB (bool) or 320 GB."""
+    n, m = 200_000, 600_000
+    rng = np.random.default_rng(0)
+    i = rng.integers(1, n, m)
+    j = (rng.random(m) * i).astype(np.int64)
+    W = sp.csr_matrix((rng.normal(0, 0.3, m), (i, j)), shape=(n, n))
+    tracemalloc.start()
+    net = mf.BeliefNet(W, np.zeros(n), np.arange(n - 100, n), progress=False)
+    X = net.sample(3, random_state=0)
+    with pytest.warns(ConvergenceWarning):        # two sweeps are not enough, and that is said
+        r = net.infer(X, method="sjj", max_iter=2, tol=1e-6)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert X.shape == (3, 100) and r.bound.shape == (3,) and np.all(np.isfinite(r.bound))
+    assert net.n_weights == DagStructure(W).nnz
+    assert peak < 400e6, peak / 1e6
