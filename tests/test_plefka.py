@@ -544,3 +544,128 @@ def test_coordinate_descent_lowers_g_from_its_start():
         G0 = plefka.objective(S, w, h, net_of, clamp, np.where(np.isnan(clamp), u0, clamp),
                               12, act)
         assert np.all(G <= G0 + 1e-9 * (1 + np.abs(G0)))
+
+
+# ---------------------------------------------------------------- the C API
+def _capi_args(S, w, h):
+    par_ptr = np.ascontiguousarray(S.par_ptr, dtype=np.intp)
+    par_idx = np.ascontiguousarray(S.par_idx, dtype=np.intp)
+    return par_ptr.size - 1, par_idx.size, par_ptr, par_idx, np.ascontiguousarray(w, float), \
+        np.ascontiguousarray(h, float)
+
+
+def _capi_solve(S, w, h, act, order, clamp, init=None, tol=1e-10, max_iter=500, n_threads=1):
+    from mfengine.sbn import _plefka
+
+    n, nnz, pp, pi, w, h = _capi_args(S, w, h)
+    k = clamp.shape[0]
+    G = np.full(k, -7.0)
+    u = np.full((k, n), -7.0)
+    n_iter = np.full(k, -7, dtype=np.intp)
+    conv = np.full(k, -7, dtype=np.int8)
+    rc = _plefka._capi_solve(n, nnz, pp, pi, w, h, ACTS.index(act), order, k,
+                             np.ascontiguousarray(clamp, float).ravel(),
+                             None if init is None else np.ascontiguousarray(init, float).ravel(),
+                             tol, max_iter, n_threads, G, u.ravel(), n_iter, conv)
+    return rc, G, u, n_iter, conv
+
+
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("order", ORDERS)
+def test_c_api_solve_matches_the_python_api(order, act):
+    from mfengine.sbn import _plefka
+
+    rng = np.random.default_rng(400 + order)
+    S, w, h, _, clamp, u0 = random_batch(rng, act, n=10, n_nets=1, n_items=30, missing=0.2,
+                                         scale=2.0)
+    net_of = np.zeros(30, dtype=np.intp)
+    G, u, n_iter, conv = plefka.solve(S, w, h, net_of, clamp, order, act, init_u=u0)
+    rc, G2, u2, it2, c2 = _capi_solve(S, w[0], h[0], act, order, clamp, init=u0)
+    assert rc == (_plefka.STATUS_OK if conv.all() else 1)
+    np.testing.assert_allclose(G2, G, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(u2, u, atol=1e-8)
+    np.testing.assert_array_equal(c2.astype(bool), conv)
+    # G and the summed gradient at that solution
+    n, nnz, pp, pi, wc, hc = _capi_args(S, w[0], h[0])
+    Gg = np.empty(30)
+    gw = np.empty(nnz)
+    gh = np.empty(n)
+    rc = _plefka._capi_gradient(n, nnz, pp, pi, wc, hc, ACTS.index(act), order, 30,
+                                clamp.ravel().copy(), u.ravel().copy(), Gg, gw, gh)
+    assert rc == _plefka.STATUS_OK
+    np.testing.assert_allclose(Gg, plefka.objective(S, w, h, net_of, clamp, u, order, act),
+                               rtol=1e-12, atol=1e-12)
+    rw, rh = plefka.gradient(S, w, h, net_of, clamp, u, order, act)
+    np.testing.assert_allclose(gw, rw.sum(axis=0), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(gh, rh.sum(axis=0), rtol=1e-10, atol=1e-10)
+
+
+def test_c_api_layered_blocks_threads_and_budget():
+    from mfengine.sbn import _plefka
+
+    rng = np.random.default_rng(410)
+    S, w, h, net_of, clamp = _layered_items(rng, [4, 8, 16], 100, scale=1.0)
+    G, u, n_iter, conv = plefka.solve(S, w, h, net_of, clamp, 12, "sigmoid")
+    for threads in (1, 2, 0, 10 ** 6):      # clamped to [1, 256]
+        rc, G2, u2, it2, c2 = _capi_solve(S, w[0], h[0], "sigmoid", 12, clamp, n_threads=threads)
+        assert rc == _plefka.STATUS_OK
+        np.testing.assert_array_equal(G2, G)
+        np.testing.assert_array_equal(u2, u)
+        np.testing.assert_array_equal(it2, n_iter)
+    rc, G2, u2, it2, c2 = _capi_solve(S, w[0], h[0], "sigmoid", 12, clamp, max_iter=0)
+    assert rc == 1 and not c2.any()     # MF_NOT_CONVERGED, results written
+    assert np.all(np.isfinite(G2)) and np.all(it2 == 0)
+    rc = _capi_solve(S, w[0], h[0], "sigmoid", 12, clamp[:0])[0]
+    assert rc == _plefka.STATUS_OK
+
+
+def test_c_api_refuses_bad_arguments_and_writes_nothing():
+    from mfengine.sbn import _plefka
+
+    rng = np.random.default_rng(420)
+    S, w, h, _, clamp, _ = random_batch(rng, "noisy_or", n=8, n_nets=1, n_items=5)
+    n, nnz, pp, pi, wc, hc = _capi_args(S, w[0], h[0])
+
+    def call(n=n, nnz=nnz, pp=pp, pi=pi, wc=wc, hc=hc, act=1, order=12, k=5, clamp=clamp,
+             init=None, tol=1e-8, max_iter=100, out=True):
+        kk = max(k, 0) if out else 0
+        G = np.full(kk, -7.0)
+        u = np.full(kk * max(n, 0), -7.0)
+        it = np.full(kk, -7, dtype=np.intp)
+        cv = np.full(kk, -7, dtype=np.int8)
+        rc = _plefka._capi_solve(n, nnz, pp, pi, wc, hc, act, order, k,
+                                 np.ascontiguousarray(clamp, float).ravel(), init, tol,
+                                 max_iter, 1, G, u, it, cv)
+        if rc == _plefka.STATUS_EBADARG:
+            assert np.all(G == -7.0) and np.all(u == -7.0) and np.all(it == -7)
+        return rc
+
+    EB = _plefka.STATUS_EBADARG
+    assert call() in (0, 1)
+    bad_pp = pp.copy()
+    bad_pp[-1] += 1
+    assert call(pp=bad_pp) == EB                         # par_ptr[n] != nnz
+    bad_pi = pi.copy()
+    bad_pi[0] = n                                        # a parent after its child
+    assert call(pi=bad_pi) == EB
+    if nnz > 1 and pp[-1] - pp[-2] > 1:
+        bad_pi = pi.copy()
+        bad_pi[pp[-2]], bad_pi[pp[-2] + 1] = bad_pi[pp[-2] + 1], bad_pi[pp[-2]]
+        assert call(pi=bad_pi) == EB                     # parents not increasing
+    assert call(wc=np.where(np.arange(nnz) == 0, np.nan, wc)) == EB
+    assert call(wc=-wc) == EB                            # noisy-OR weights >= 0
+    assert call(hc=np.where(np.arange(n) == 1, np.inf, hc)) == EB
+    assert call(act=2) == EB and call(order=13) == EB
+    assert call(tol=0.0) == EB and call(tol=np.nan) == EB and call(max_iter=-1) == EB
+    assert call(k=-1) == EB and call(n=-1) == EB and call(nnz=-1) == EB
+    assert call(out=False) == EB                         # NULL outputs with items
+    c2 = clamp.copy()
+    c2[0, -1] = 0.5
+    assert call(clamp=c2) == EB                          # clamped values 0 or 1
+    init = np.full(clamp.size, 0.5)
+    init[0] = 1.5
+    assert call(init=init) == EB                         # starting means in [0, 1]
+    assert call(init=np.full(clamp.size, 0.5)) in (0, 1)
+    G = np.empty(5)
+    assert _plefka._capi_gradient(n, nnz, pp, pi, wc, hc, 1, 12, 5, clamp.ravel().copy(),
+                                  np.full(clamp.size, 2.0), G, np.empty(nnz), np.empty(n)) == EB
