@@ -18,7 +18,10 @@ The mean-field solution solves dG/du = 0 for the free units by the paper's fixed
 iteration (eq. 73) with a line search on the segment between the current point and its image
 whenever the plain step would raise G or overshoot (which is what a period-2 oscillation does),
 every accepted step lowering G; stiff items then switch to quasi-Newton-corrected steps (see
-``solve``'s ``accelerate`` and the kernel ``mfengine/sbn/_plefka.pyx``).  One evaluation of G
+``solve``'s ``accelerate`` and the kernel ``mfengine/sbn/_plefka.pyx``).  For G11 and G12, items
+that iteration leaves unconverged are solved again by coordinate descent on G (``solve``'s
+``coordinate_descent``), which converges on stiff sparse nets such as diagnosis-style noisy-OR
+nets.  Layered sigmoid nets are solved in blocks of patterns with matrix products (BLAS).  One evaluation of G
 and of all its derivatives costs O(nnz) for G11 and G12 and O(nnz * max fan-in) for G22
 (precisely O(nnz + sum_i fanin_i^2)); items run in parallel with OpenMP and the answers do not
 depend on the number of threads.
