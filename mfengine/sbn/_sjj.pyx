@@ -606,7 +606,7 @@ typedef struct {
     double *Z, *pa, *pb, *lnS, *isacc, *gA, *gB, *hA2, *hB2, *gD;   /* per unit */
     double *ap, *bp;              /* per edge, parent order: e^{-xi_c w}, e^{(1 - xi_c) w} */
     double *ta, *tb;              /* one unit's trial factors (max fan-in) */
-    double *Ph, *Rh, *iA, *iB;    /* one unit's per-child terms (max fan-out) */
+    double *Ph, *Rh, *iA, *iB, *Iv;   /* one unit's per-child terms (max fan-out) */
 } sjjf_state;
 
 /* e^y for |y| <= 708 from the vectorisable mf_exp_parts (within about 2 ulp). */
@@ -766,12 +766,13 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
     double *restrict Rh = s->Rh;
     double *restrict iA = s->iA;
     double *restrict iB = s->iB;
+    double *restrict Iv = s->Iv;
     const double *restrict mu = s->mu + c0i;
     const double *restrict xi = s->xi + c0i;
     const double mk = s->mu[k], nk = s->nu[k], t0 = s->t[k];
-    double c0 = s->Z[k], G = 0.0;
+    double c0 = s->Z[k], G = 0.0, pd = 1.0;
     Py_ssize_t q, it;
-#pragma omp simd reduction(+:c0, G)
+#pragma omp simd reduction(+:c0, G) reduction(*:pd)
     for (q = 0; q < nc; q++) {
         const Py_ssize_t c = contig ? q : cc[q];
         double a = ap[chw[q]], b = bp[chw[q]];
@@ -785,54 +786,71 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
         iB[q] = ib;
         c0 += (mu[c] - xi[c]) * wq[q];
         G += R - P;           /* (R - P) / (nk P + mk R), that denominator being 1 */
+        pd *= nk * P + mk * R;
     }
-    double F0 = -t0 + c0 - G, lo, hi, g, tn, mun, nun, F, dF, sn;
+    double F0 = -t0 + c0 - G, lo, hi, g, tn, mun = mk, nun = nk, F, dF, sn, pn = 1.0;
+    int need_lo = 0, need_hi = 0, evaluated = 0;
     if (!(fabs(F0) > gtol))
         return 0;
-    if (F0 > 0.0) {
-        g = c0;
-#pragma omp simd reduction(-:g)
-        for (q = 0; q < nc; q++) g -= (Rh[q] - Ph[q]) / Rh[q];
-        lo = t0;
-        hi = g < SJJF_T_MAX ? g : SJJF_T_MAX;
-        if (!(hi > lo)) return 0;
-    } else {
-        g = c0;
-#pragma omp simd reduction(-:g)
-        for (q = 0; q < nc; q++) g -= (Rh[q] - Ph[q]) / Ph[q];
-        hi = t0;
-        lo = g > -SJJF_T_MAX ? g : -SJJF_T_MAX;
-        if (!(lo < hi)) return 0;
-    }
+    /* The stationary point sought lies between t0 and g1 = c0 - sum (R - P) / R (F0 > 0;
+     * F(t) <= g1 - t) or between g0 = c0 - sum (R - P) / P and t0 (F0 < 0); the first trial,
+     * the gradient step t0 + F0, lies there too, so that end is only computed (one division
+     * per child) if the trial falls short. */
+    if (F0 > 0.0) { lo = t0; hi = SJJF_T_MAX; need_hi = 1; }
+    else { lo = -SJJF_T_MAX; hi = t0; need_lo = 1; }
     tn = t0 + F0;
-    if (!(lo < tn && tn < hi)) tn = 0.5 * (lo + hi);
+    tn = tn > SJJF_T_MAX ? SJJF_T_MAX : (tn < -SJJF_T_MAX ? -SJJF_T_MAX : tn);
+    if (!(tn != t0))
+        return 0;
     for (it = 0; it < SJJF_MAX_IT; it++) {
         sjjf_set_mean(tn, &mun, &nun);
         F = -tn + c0;
         dF = 0.0;
-#pragma omp simd reduction(-:F) reduction(+:dF)
+        pn = 1.0;
+#pragma omp simd reduction(-:F) reduction(+:dF) reduction(*:pn)
         for (q = 0; q < nc; q++) {
-            double dq = (Rh[q] - Ph[q]) / (nun * Ph[q] + mun * Rh[q]);
+            double den = nun * Ph[q] + mun * Rh[q], inv = 1.0 / den;
+            double dq = (Rh[q] - Ph[q]) * inv;
+            Iv[q] = inv;
             F -= dq;
             dF += dq * dq;
+            pn *= den;
         }
+        evaluated = 1;
         if (fabs(F) <= gtol) break;
         if (F > 0.0) lo = tn; else hi = tn;
-        if (hi - lo <= SJJF_T_TOL) break;
+        if (F > 0.0 && need_hi) {
+            g = c0;
+#pragma omp simd reduction(-:g)
+            for (q = 0; q < nc; q++) g -= (Rh[q] - Ph[q]) / Rh[q];
+            hi = g < SJJF_T_MAX ? g : SJJF_T_MAX;
+            need_hi = 0;
+        } else if (F < 0.0 && need_lo) {
+            g = c0;
+#pragma omp simd reduction(-:g)
+            for (q = 0; q < nc; q++) g -= (Rh[q] - Ph[q]) / Ph[q];
+            lo = g > -SJJF_T_MAX ? g : -SJJF_T_MAX;
+            need_lo = 0;
+        }
+        if (!(hi - lo > SJJF_T_TOL)) break;
         dF = -1.0 + mun * nun * dF;
         sn = dF < 0.0 ? tn - F / dF : lo - 1.0;
         if (!(lo < sn && sn < hi) || sn == tn) sn = 0.5 * (lo + hi);
         tn = sn;
+        evaluated = 0;
     }
-    sjjf_set_mean(tn, &mun, &nun);
-    /* keep the move only if the exact 1-D objective rose */
+    if (!evaluated) {
+        sjjf_set_mean(tn, &mun, &nun);
+        pn = 1.0;
+#pragma omp simd reduction(*:pn)
+        for (q = 0; q < nc; q++) {
+            double den = nun * Ph[q] + mun * Rh[q];
+            Iv[q] = 1.0 / den;
+            pn *= den;
+        }
+    }
+    /* keep the move only if the exact 1-D objective rose (pd: the product at the old mean) */
     double dmu = (mk + mun > 1.0) ? (nk - nun) : (mun - mk);
-    double pn = 1.0, pd = 1.0;
-#pragma omp simd reduction(*:pn, pd)
-    for (q = 0; q < nc; q++) {
-        pn *= nun * Ph[q] + mun * Rh[q];
-        pd *= nk * Ph[q] + mk * Rh[q];
-    }
     double gain = sjjf_entropy(mun, nun) - sjjf_entropy(mk, nk) + dmu * c0 - log(pn / pd);
     if (!(gain > 0.0))
         return 0;
@@ -841,9 +859,10 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
     s->t[k] = tn;
     double *restrict Z = s->Z + c0i;
     double *restrict isacc = s->isacc + c0i;
+#pragma omp simd
     for (q = 0; q < nc; q++) {
         const Py_ssize_t c = contig ? q : cc[q];
-        double ir = (nk * Ph[q] + mk * Rh[q]) / (nun * Ph[q] + mun * Rh[q]);
+        double ir = (nk * Ph[q] + mk * Rh[q]) * Iv[q];
         pa[c] *= (nun + mun * ap[chw[q]]) * iA[q] * ir;
         pb[c] *= (nun + mun * bp[chw[q]]) * iB[q] * ir;
         isacc[c] *= ir;
@@ -1005,6 +1024,7 @@ int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t 
         double *Rh
         double *iA
         double *iB
+        double *Iv
     void sjjf_final(const sjjf_state *s, uint8_t *careful, double *total, double *err) nogil
     int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t max_sweeps,
                    double rel_floor, intp_t *sweeps_out) nogil
@@ -1015,7 +1035,7 @@ cdef inline Py_ssize_t fast_extra(Py_ssize_t n, Py_ssize_t nnz, Py_ssize_t maxin
     """Doubles of thread scratch beyond the careful path's 14 n + 3 nnz doubles and 2 n bytes:
     the careful path's bytes (rounded up), the fast path's per-unit trial and per-child
     scratch, the net cache (weights in child order, e^w) and its key."""
-    return (2 * n + 15) // 8 + 1 + 2 * maxin + 4 * maxout + 2 * nnz + 2
+    return (2 * n + 15) // 8 + 1 + 2 * maxin + 5 * maxout + 2 * nnz + 2
 
 
 cdef int net_is_fast(const Dag *g, const double *w, const double *h) noexcept nogil:
@@ -1074,7 +1094,8 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     cdef double *Rh = Ph + maxout
     cdef double *iA = Rh + maxout
     cdef double *iB = iA + maxout
-    cdef double *wq = iB + maxout
+    cdef double *Iv = iB + maxout
+    cdef double *wq = Iv + maxout
     cdef double *ew = wq + nnz
     cdef intp_t *key = <intp_t *> (ew + nnz)        # [net cached, its fast flag]
     cdef uint8_t *free_ = <uint8_t *> (work + 14 * n + 3 * nnz)
@@ -1128,6 +1149,7 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     s.Rh = Rh
     s.iA = iA
     s.iB = iB
+    s.Iv = Iv
     init_means(n, clamp, mu, s.nu, s.t, free_)
     for i in range(n):
         if not (0.0 <= xi[i] <= 1.0):
