@@ -316,16 +316,59 @@ def _equality_table():
     return rows
 
 
-if __name__ == "__main__":      # python tests/test_dask.py: the equality figures
+def _speed_table():
+    """Seconds in memory (one thread) and on the cluster (two one-thread workers)."""
+    import os
+    import time
+
+    from sklearn.base import clone
+
+    rows = []
+
+    def timed(f):
+        t = time.perf_counter()
+        f()
+        return time.perf_counter() - t
+
+    net = mf.SigmoidBeliefNet([8, 64], random_state=0, progress=False, n_threads=1)
+    X = net.sample(100_000, random_state=1)
+    Xd = da.from_array(X, chunks=25_000).persist()
+    rows.append(("SigmoidBeliefNet [8, 64] score_samples, 100,000 patterns",
+                 timed(lambda: net.score_samples(X)),
+                 timed(lambda: net.score_samples(Xd).compute())))
+    kw = dict(random_state=0, progress=False, n_threads=1, batch_size=1000, max_iter=1,
+              learning_rate=0.05)
+    X2, X2d = X[:20_000], da.from_array(X[:20_000], chunks=10_000)
+    rows.append(("SigmoidBeliefNet [8, 64] fit, 20,000 patterns, batch 1000, 1 epoch",
+                 timed(lambda: mf.SigmoidBeliefNet([8, 64], **kw).fit(X2)),
+                 timed(lambda: mf.SigmoidBeliefNet([8, 64], **kw).fit(X2d))))
+    g = mf.NLGBN([4, 64], random_state=0, progress=False, n_threads=1, max_iter=3)
+    Xg = g.sample(20_000, random_state=0)
+    Xgd = da.from_array(Xg, chunks=10_000)
+    rows.append(("NLGBN [4, 64] fit, 20,000 patterns, 3 EM iterations",
+                 timed(lambda: clone(g).fit(Xg)),
+                 timed(lambda: clone(g).fit(Xgd))))
+    return rows, os.getloadavg()[0]
+
+
+if __name__ == "__main__":      # python tests/test_dask.py [--speed]: the equality figures
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
                                            dashboard_address=None)
         cl = distributed.Client(cluster)
-        rows = _equality_table()
+        if "--speed" in sys.argv:
+            speed, load = _speed_table()
+        else:
+            rows = _equality_table()
         cl.close()
         cluster.close()
-    print("largest |parameter difference|, data-parallel fit on a 2-process LocalCluster vs "
-          "fit in memory:")
-    for label, value in rows:
-        print(f"  {label:<62} {value:.2e}")
+    if "--speed" in sys.argv:
+        print(f"seconds, in memory (1 thread) vs 2-worker LocalCluster (load {load:.1f}):")
+        for label, one, two in speed:
+            print(f"  {label:<66} {one:7.2f} {two:7.2f}")
+    else:
+        print("largest |parameter difference|, data-parallel fit on a 2-process LocalCluster "
+              "vs fit in memory:")
+        for label, value in rows:
+            print(f"  {label:<62} {value:.2e}")
