@@ -194,7 +194,8 @@ def mean_field(net, x, n_diseases, observed=None):
         warnings.simplefilter("ignore", mf.ConvergenceWarning)
         r = net.infer(x[None, :], missing, method="sjj", n_threads=1, progress=False)
     dt = time.perf_counter() - t0
-    return r.mu[0, :n_diseases].copy(), float(r.bound[0]), bool(r.converged[0]), int(r.n_iter[0]), dt
+    return (r.mu[0, :n_diseases].copy(), float(r.bound[0]), bool(r.converged[0]),
+            int(r.n_iter[0]), dt)
 
 
 def bipartite_net(hd, Wf, hf):
@@ -223,7 +224,8 @@ class Stats:
 
     def add(self, ref, est, linked, t_est, t_ref):
         err = np.abs(est - ref)
-        self.rows.append(dict(mae=err.mean(), mae_linked=err[linked].mean() if linked.any() else 0.0,
+        self.rows.append(dict(mae=err.mean(),
+                              mae_linked=err[linked].mean() if linked.any() else 0.0,
                               max=err.max(),
                               # top-1 agreement, tolerant to ties at the top of the reference
                               top=int(ref[np.argmax(est)] >= ref.max() - 0.01),
@@ -444,7 +446,9 @@ def main(argv=None):
     all_rows, all_notes, all_panels = [], [], []
     for q in qs:
         log()
-        log(f"regime q={q:g} ({'all findings observed' if q == 1 else f'each finding observed with probability {q:g}'})")
+        what = ("all findings observed" if q == 1 else
+                f"each finding observed with probability {q:g}")
+        log(f"regime q={q:g} ({what})")
         rows, notes, panels = run_regime(q, net, hd, Wf, hf, args, rng, log)
         all_rows.append((q, rows))
         all_notes.append((q, notes))

@@ -170,7 +170,8 @@ def run(name, X, y, source, args, log):
                               progress=not args.no_progress, callback=report_epoch)
     n_w = sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
     log(f"SBN {'-'.join(map(str, sizes))} ({n_w} weights): "
-        f"{args.epochs} epochs, on-line (batch 1), learning rates {rates[0]:g} x{(args.epochs + 1) // 2}"
+        f"{args.epochs} epochs, on-line (batch 1), learning rates {rates[0]:g} "
+        f"x{(args.epochs + 1) // 2}"
         f", {0.005:g} x{args.epochs // 2}; infer_tol {args.infer_tol:g} ...")
     t0 = t_start[0] = time.perf_counter()
     with warnings.catch_warnings():
@@ -185,7 +186,8 @@ def run(name, X, y, source, args, log):
         b_tr = net.score_samples(Xtr[: args.train_scored])
         b_te = net.score_samples(Xte)
     t_score = time.perf_counter() - t0
-    results["sbn"] = dict(train=b_tr.mean(), test=b_te.mean(), se=b_te.std(ddof=1) / np.sqrt(len(b_te)),
+    results["sbn"] = dict(train=b_tr.mean(), test=b_te.mean(),
+                          se=b_te.std(ddof=1) / np.sqrt(len(b_te)),
                           t_fit=t_fit)
     log(f"  mean-field ('gaussian') bound: training {b_tr.mean():.2f} (first {len(b_tr)} "
         f"images), held-out {b_te.mean():.2f} "
@@ -257,16 +259,19 @@ def run(name, X, y, source, args, log):
         p = 1.0 / (1.0 + np.exp(-(h2 @ net.weights_[-1].T + net.biases_[-1])))
         figs.append(image_grid(os.path.join(out, f"{name}_sbn_samples.png"),
                                np.concatenate([vis[:30], p[:30]]), (side, side),
-                               f"{name}: SBN {'-'.join(map(str, sizes))} samples (rows 1-3: binary; "
+                               f"{name}: SBN {'-'.join(map(str, sizes))} samples "
+                               f"(rows 1-3: binary; "
                                f"rows 4-6: P(pixel on | sampled hidden layers))"))
         W = net.weights_[-1]                       # (784, 200): hidden unit j -> pixels
         order = np.argsort(-np.linalg.norm(W, axis=0))[:50]
         figs.append(image_grid(os.path.join(out, f"{name}_sbn_weights.png"), W[:, order].T,
                                (side, side), f"{name}: weights of the 50 strongest of the "
-                               f"{W.shape[1]} units of hidden layer 2 to the pixels (red +, blue -)",
+                               f"{W.shape[1]} units of hidden layer 2 to the pixels "
+                               f"(red +, blue -)",
                                symmetric=True))
         figs.append(history_plot(os.path.join(out, f"{name}_sbn_history.png"), net.history_,
-                                 f"{name}: SBN {'-'.join(map(str, sizes))}, mean-field bound per epoch"))
+                                 f"{name}: SBN {'-'.join(map(str, sizes))}, mean-field "
+                                 f"bound per epoch"))
         best = max(results["mix"], key=lambda r: r["test"]) if results["mix"] else None
         if best is not None:
             m = mf.BernoulliMixture(n_components=best["K"], max_iter=args.mixture_iter,
@@ -301,7 +306,8 @@ def table(name, res, args, log):
             f"{'':>10}{'':>10}{'':>10}   (gaussian bound on them: {r['gauss']:.2f})")
     if "is" in res:
         r = res["is"]
-        log(f"{'  same net, importance-sampled ln P (' + str(r['n']) + ' images, K=' + str(r['k']) + ')':<58}"
+        name_is = f"  same net, importance-sampled ln P ({r['n']} images, K={r['k']})"
+        log(f"{name_is:<58}"
             f"{r['test']:>10.2f}{r['se']:>10.2f}{'':>10}{'':>10}   (gaussian bound on them: "
             f"{r['gauss']:.2f}; MC s.e. {r['mc']:.2f})")
     for r in res["mix"]:

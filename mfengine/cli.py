@@ -333,7 +333,8 @@ def run_diagnose(n_diseases=600, n_findings=4000, parents_per_finding=10, presen
     where = np.sort(rng.choice(n_diseases, size=present, replace=False))
     d[where] = 1.0
     x = (rng.random(n_findings) < -np.expm1(-(hf + Wf @ d))).astype(np.float64)
-    rec = np.flatnonzero(rng.random(n_findings) < observe) if observe < 1.0 else np.arange(n_findings)
+    rec = (np.flatnonzero(rng.random(n_findings) < observe) if observe < 1.0
+           else np.arange(n_findings))
     if observe < 1.0:
         m = rec.size
         Wc = scipy.sparse.bmat([[scipy.sparse.csr_matrix((n_diseases, n_diseases)), None],
