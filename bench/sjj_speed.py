@@ -1,0 +1,107 @@
+"""Speed of the strict (SJJ) bound on the paper's layered sigmoid net, against PyTorch L-BFGS.
+
+    nice -n 10 python bench/sjj_speed.py                  # 1000 patterns, both peers
+    nice -n 10 python bench/sjj_speed.py --peers per_item  # the faster peer only (~30 s)
+    nice -n 10 python bench/sjj_speed.py --n 300          # a quicker run
+
+The case (``bench/dag_cases.py``, "layered"): ``mf.SigmoidBeliefNet([4, 12, 36, 100],
+random_state=0)`` -- weights N(0, 1/fan_in), zero biases -- and 1000 binary patterns sampled
+from it (``random_state=1``); tol 1e-6.
+
+* mfengine: ``mf.infer(net, V, method="sjj", tol=1e-6, n_threads=t)`` for t = 1 and 2, the
+  best wall clock of ``--repeats`` runs (and the process CPU time of the one-thread runs, which
+  a busy machine disturbs less), with the mean and largest number of sweeps.
+* The PyTorch peers of ``bench/dag_torch_peer.py`` (float64, ``torch.set_num_threads(1)``),
+  which maximise the same bound over every pattern's mean logits and xi logits:
+  "per_item" -- one L-BFGS per pattern, run in lockstep over the batch (each pattern its own
+  history and line search; stops at max |gradient| <= 1e-6); "joint" -- ``torch.optim.LBFGS``
+  on the sum over all patterns (strong Wolfe; stops at max |gradient| <= 1e-6).
+
+Printed: patterns/s of each, mfengine's speed-up over each peer (same inputs, same run), the
+largest and mean difference of the bounds per pattern (nats), the two-thread speed-up and
+whether one and two threads give bit-identical answers, and the load (``os.getloadavg``) at
+the start and the end.  Compare ratios, not absolute figures, across machines and loads.
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import mfengine as mf  # noqa: E402
+from dag_cases import TOL, make_case  # noqa: E402
+
+TARGET_RATE = 2000.0      # patterns/s, one thread (issue 11)
+TARGET_PEER_RATIO = 20.0  # x the PyTorch peer
+TARGET_THREADS = 1.8      # two threads / one thread
+MAX_BOUND_DIFF = 1e-5     # nats per pattern
+
+
+def run_mf(case, threads, repeats):
+    best, cpu, r = np.inf, np.inf, None
+    for _ in range(repeats):
+        c0, t0 = time.process_time(), time.perf_counter()
+        r = mf.infer(case.model, case.V, method="sjj", tol=TOL, n_threads=threads)
+        wall, c1 = time.perf_counter() - t0, time.process_time() - c0
+        best, cpu = min(best, wall), min(cpu, c1)
+    return r, best, cpu
+
+
+def run_peer(case, which):
+    import dag_torch_peer as peer
+
+    if not peer.torch_available():
+        return None, peer.torch_why_unavailable()
+    fn = peer.torch_solve_per_item if which == "per_item" else peer.torch_solve
+    t0 = time.perf_counter()
+    out = fn(case, "sjj", threads=1, tol=TOL)
+    out.seconds = time.perf_counter() - t0
+    return out, None
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=1000, help="patterns (default 1000)")
+    ap.add_argument("--repeats", type=int, default=3, help="mfengine runs per thread count")
+    ap.add_argument("--peers", default="per_item,joint",
+                    help="comma-separated PyTorch peers: per_item, joint, or none")
+    args = ap.parse_args(argv)
+    case = make_case("layered", args.n)
+    n = case.n_items
+    load0 = os.getloadavg()
+    print(f"sjj speed: {case.description}, {n} patterns, tol {TOL:g}; load at start "
+          f"{load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} ({os.cpu_count()} cores)")
+    r1, w1, c1 = run_mf(case, 1, args.repeats)
+    r2, w2, _ = run_mf(case, 2, args.repeats)
+    sweeps = np.asarray(r1.n_iter)
+    rate1, rate_cpu, rate2 = n / w1, n / c1, n / w2
+    print(f"mfengine 1 thread : {rate1:8.0f} patterns/s wall ({rate_cpu:.0f}/s by CPU time), "
+          f"{sweeps.mean():.2f} sweeps (max {sweeps.max()}), converged "
+          f"{np.mean(r1.converged):.3f}, mean bound {np.mean(r1.bound):.6f}")
+    same = (np.array_equal(r1.bound, r2.bound)
+            and all(np.array_equal(a, b) for a, b in zip(r1.mu, r2.mu)))
+    print(f"mfengine 2 threads: {rate2:8.0f} patterns/s wall; 2 / 1 threads = {rate2 / rate1:.2f} "
+          f"(target >= {TARGET_THREADS}); answers bit-identical: {same}")
+    print(f"target {TARGET_RATE:.0f} patterns/s on one thread: "
+          f"{'met' if rate1 >= TARGET_RATE else 'NOT met'} by wall clock, "
+          f"{'met' if rate_cpu >= TARGET_RATE else 'NOT met'} by CPU time")
+    for which in [p.strip() for p in args.peers.split(",") if p.strip() and p.strip() != "none"]:
+        out, why = run_peer(case, which)
+        if out is None:
+            print(f"PyTorch {which}: skipped ({why})")
+            continue
+        d = np.asarray(r1.bound) - out.bound
+        prate = n / out.seconds
+        print(f"PyTorch L-BFGS {which:8s}: {prate:8.1f} patterns/s ({out.iterations}), converged "
+              f"{np.mean(out.converged):.3f}; mfengine / peer = {rate1 / prate:.1f}x wall "
+              f"(target >= {TARGET_PEER_RATIO:.0f}x); bound mf - peer: max |d| {np.abs(d).max():.2e}, "
+              f"mean {d.mean():.2e} nats (target max |d| <= {MAX_BOUND_DIFF:g})")
+    load1 = os.getloadavg()
+    print(f"load at end {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
