@@ -264,11 +264,12 @@ cdef int solve_item_nor_plain(const Dag *g, const double *w, const double *h, co
 # + sum_{q-units i} mu_i (g(h_i) + sum_j q_ij mu_j D_ij), O(units + q-unit edges).
 
 DEF JOINT_IT = 6       # Newton steps of joint_q per q update (later sweeps continue from there)
+DEF JOINT_IT_COLD = 2  # the same from a cold start (the first sweep: the means are still far off)
 
 
 cdef int joint_q(const Dag *g, const double *w, double h, double gh, Py_ssize_t i,
                  const double *mu, double *y, double *rho, double *dy, double *dl,
-                 double *lam_io, double lam_max) noexcept nogil:
+                 double *lam_io, double lam_max, Py_ssize_t max_it) noexcept nogil:
     """Newton's method on the whole optimality system of update_q: mu_j psi(y_j) = lam for the
     edges with mu_j G0 > lam (G0 = -g(h)), sum_j W_ij / y_j = 1 (q_j = W_ij / y_j), one psi
     per edge per step instead of a 1-D inversion per edge per step of lam.  Each edge's
@@ -280,7 +281,7 @@ cdef int joint_q(const Dag *g, const double *w, double h, double gh, Py_ssize_t 
     cdef Py_ssize_t k0 = g.par_ptr[i], k1 = g.par_ptr[i + 1], k, it
     cdef double G0 = -gh, lam = lam_io[0], r0, num, den, res, mj, yk, x, u, om, r, ps, ph, dps
     cdef double c, b, dlam, lnew, yn, d
-    for it in range(JOINT_IT + 1):
+    for it in range(max_it + 1):
         r0 = -1.0
         num = 0.0
         den = 0.0
@@ -325,7 +326,7 @@ cdef int joint_q(const Dag *g, const double *w, double h, double gh, Py_ssize_t 
         if fabs(r0) <= 1e-12 and res <= 1e-10:
             lam_io[0] = lam
             return 1 if it == 0 else 2
-        if it == JOINT_IT:
+        if it == max_it:
             lam_io[0] = lam
             return 3
         dlam = -(r0 + num) / den
@@ -456,7 +457,8 @@ cdef void update_q_fast(const Dag *g, const double *w, double h, double gh, Py_s
         lam = lam / S if S > 0.0 else 0.5 * lam_max
         if not (0.0 < lam < lam_max):
             lam = 0.5 * lam_max
-    rc = joint_q(g, w, h, gh, i, mu, y, rho, qn, dl, &lam, lam_max)
+    rc = joint_q(g, w, h, gh, i, mu, y, rho, qn, dl, &lam, lam_max,
+                 JOINT_IT if 0.0 < lamc[0] < lam_max else JOINT_IT_COLD)
     if rc == 1 and 0.0 < lamc[0] < lam_max:
         return                 # the current q already solves the optimality system
     if rc != 0 and try_q(g, w, h, gh, i, mu, q, y, qn, Dc, lam, old):
