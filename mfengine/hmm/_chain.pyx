@@ -11,18 +11,55 @@ objective, maximised by coordinate ascent over its potentials), fully factorised
 and the exact likelihood by forward recursion over the augmented state.  Sequences are
 independent and are spread over OpenMP threads; each is handled by one thread from start to
 end, so the answers do not depend on the number of threads.
+
+C API
+-----
+Three ``noexcept nogil`` functions, declared in ``mfengine/hmm/_chain.pxd`` for other Cython
+modules (``from mfengine.hmm._chain cimport mf_hmm_structured_infer, MF_OK``; compile with
+``include_dirs=[mfengine.get_include()]``).  Arrays are row-major doubles the caller allocates;
+the status codes are those of ``mf_status.h``: MF_OK (0); MF_NOT_CONVERGED (1): results written,
+some sequence stopped at ``max_sweeps``; MF_EBADARG (-1): a bad argument, nothing written;
+MF_ENOMEM (-2) / MF_EOVERFLOW (-3): scratch memory could not be had / its size overflows
+(outputs of some sequences may then be written).
+
+``mf_hmm_fb_infer(T, n, startprob, transmat, logpot, gamma, xi_sum, logz)``: forward-backward
+for the chain Q(s) ~ startprob[s_0] prod transmat[s_t, s_t+1] prod exp(logpot[t, s_t]):
+``gamma`` (T, n) the marginals, ``xi_sum`` (n, n, or NULL) the summed pairwise marginals of
+neighbours, ``*logz`` the log normaliser (-inf when every path has probability zero).
+MF_EBADARG: T < 1, n < 1, a NULL pointer (xi_sum may be NULL), startprob or a row of transmat
+not a probability vector (entries >= 0 and finite, sum within 1e-8 of 1), a logpot entry NaN
+or above 1e300 (-inf is allowed: a forbidden state).
+
+``mf_hmm_structured_infer(n, D, lag, context, startprob, transmat, U, V, W, n_seq, lengths, X,
+max_sweeps, tol, n_threads, gamma, logpot, bound, n_sweeps, converged)`` and
+``mf_hmm_naive_infer(...)`` (the same without ``logpot``): structured / fully factorised mean
+field on n_seq sequences, as ``ContextHMM.infer(method=...)`` (the structured one: ascents
+from the three starts, the best kept).  Model: n states, D output dimensions, ``lag`` >= 1,
+``context`` 1 (right), 2 (left) or 3 (both); ``startprob`` (n,), ``transmat`` (n, n); ``U``,
+``V``, ``W`` (n, D) the own-state, right- and left-context means (V read only with right
+context, W only with left; either may then be NULL).  ``lengths`` (n_seq,) >= 1; ``X``
+(sum(lengths), D) the sequences concatenated, NaN = a missing value (marginalised).  Outputs:
+``gamma`` (sum(lengths), n) the marginals of Q, ``logpot`` (sum(lengths), n) the potentials
+h_t of the chain Q (structured only), ``bound`` (n_seq,) the bound on ln P(x) in nats (-inf:
+the sequence has probability zero; NaN: its arithmetic left the double range), ``n_sweeps``
+(n_seq,), ``converged`` (n_seq,) 1 / 0.  Sweeps stop when one raises the bound by at most
+``tol`` * length.  ``n_threads`` is clamped to [1, min(n_seq, 256)] (OpenMP over sequences;
+the numbers do not depend on it).  MF_EBADARG: n, D or lag < 1; context not in 1..3; a NULL
+model pointer (V, W as above); startprob / a transmat row not a probability vector; a mean
+NaN, infinite or above 1e100 in magnitude; n_seq < 0; max_sweeps < 0; tol NaN, negative or
+infinite; with n_seq > 0: lengths, X or an output NULL, a length < 1, an infinite entry of X.
+MF_EOVERFLOW: n > 2^20, n * D > 2^40, or sum(lengths) * max(n, D) > 2^62.  n_seq = 0 is a
+valid call that writes nothing.  What cannot be checked is that each buffer holds the entries
+stated.  The Python API also shifts X and U by the mean of U's rows before the call (every
+quantity is invariant under a common shift): do the same for data far from the origin.
 """
 import numpy as np
 
 from cython.parallel cimport prange
 from mfengine._typedefs cimport float64_t, intp_t
 
-cdef extern from "mf_status.h" nogil:
-    int MF_OK
-    int MF_NOT_CONVERGED
-    int MF_EBADARG
-    int MF_ENOMEM
-    int MF_EOVERFLOW
+from libc.math cimport isfinite, isnan, fabs
+from libc.stdlib cimport malloc, free
 
 cdef extern from "mf_hmm.h" nogil:
     ctypedef struct mf_hmm_model:
@@ -464,3 +501,224 @@ def run(str method, const float64_t[::1] startprob, const float64_t[:, ::1] tran
         out["H"] = np.asarray(H)
         out["g"] = np.asarray(g)
     return out
+
+
+# ------------------------------------------------------------------------------------------
+# C API (declared in _chain.pxd; contract in the module docstring, section "C API")
+
+cdef int _capi_model(mf_hmm_model *m, Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag, int context,
+                     const double *startprob, const double *transmat, const double *U,
+                     const double *V, const double *W) noexcept nogil:
+    """Fill m after checking every size, pointer and value of the model; MF_EBADARG if not."""
+    cdef Py_ssize_t i, j
+    cdef double s
+    if n < 1 or D < 1 or lag < 1 or context < 1 or context > 3:
+        return MF_EBADARG
+    if n > (<Py_ssize_t>1 << 20) or D > (<Py_ssize_t>1 << 40) // n:      # n * n * D and the scratch sizes then fit
+        return MF_EOVERFLOW
+    if startprob == NULL or transmat == NULL or U == NULL:
+        return MF_EBADARG
+    if (context & 1 and V == NULL) or (context & 2 and W == NULL):
+        return MF_EBADARG
+    s = 0.0
+    for i in range(n):
+        if not (startprob[i] >= 0.0) or not isfinite(startprob[i]):
+            return MF_EBADARG
+        s += startprob[i]
+    if not fabs(s - 1.0) <= 1e-8:
+        return MF_EBADARG
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            if not (transmat[i * n + j] >= 0.0) or not isfinite(transmat[i * n + j]):
+                return MF_EBADARG
+            s += transmat[i * n + j]
+        if not fabs(s - 1.0) <= 1e-8:
+            return MF_EBADARG
+    for i in range(n * D):
+        if not fabs(U[i]) <= 1e100:
+            return MF_EBADARG
+        if context & 1 and not fabs(V[i]) <= 1e100:
+            return MF_EBADARG
+        if context & 2 and not fabs(W[i]) <= 1e100:
+            return MF_EBADARG
+    m.n = n
+    m.D = D
+    m.lag = lag
+    m.right = 1 if context & 1 else 0
+    m.left = 1 if context & 2 else 0
+    m.startprob = startprob
+    m.transmat = transmat
+    m.U = U
+    m.V = V if context & 1 else U
+    m.W = W if context & 2 else U
+    return MF_OK
+
+
+cdef int _capi_offsets(Py_ssize_t n_seq, const Py_ssize_t *lengths, const double *X,
+                       Py_ssize_t n, Py_ssize_t D, Py_ssize_t *offsets) noexcept nogil:
+    """offsets (n_seq + 1) from lengths, with overflow checks; X free of infinities."""
+    cdef Py_ssize_t s, i, total = 0
+    offsets[0] = 0
+    for s in range(n_seq):
+        if lengths[s] < 1:
+            return MF_EBADARG
+        if total > (<Py_ssize_t>1 << 62) // (n if n > D else D) - lengths[s]:
+            return MF_EOVERFLOW
+        total += lengths[s]
+        offsets[s + 1] = total
+    for i in range(total * D):
+        if not isnan(X[i]) and not isfinite(X[i]):
+            return MF_EBADARG
+    return MF_OK
+
+
+cdef int _capi_many(bint structured, Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag, int context,
+                    const double *startprob, const double *transmat, const double *U,
+                    const double *V, const double *W, Py_ssize_t n_seq,
+                    const Py_ssize_t *lengths, const double *X, Py_ssize_t max_sweeps,
+                    double tol, int n_threads, double *gamma, double *logpot, double *bound,
+                    Py_ssize_t *n_sweeps, signed char *converged) noexcept nogil:
+    cdef mf_hmm_model m
+    cdef int status = _capi_model(&m, n, D, lag, context, startprob, transmat, U, V, W)
+    cdef Py_ssize_t s, T
+    cdef Py_ssize_t *offsets
+    cdef int *st
+    cdef double hist
+    if status != MF_OK:
+        return status
+    if n_seq < 0 or max_sweeps < 0 or not (tol >= 0.0) or not isfinite(tol):
+        return MF_EBADARG
+    if n_seq == 0:
+        return MF_OK
+    if lengths == NULL or X == NULL or gamma == NULL or bound == NULL or n_sweeps == NULL \
+            or converged == NULL or (structured and logpot == NULL):
+        return MF_EBADARG
+    if n_seq > (<Py_ssize_t>1 << 40):
+        return MF_EOVERFLOW
+    offsets = <Py_ssize_t *>malloc((n_seq + 1) * sizeof(Py_ssize_t))
+    st = <int *>malloc(n_seq * sizeof(int))
+    if offsets == NULL or st == NULL:
+        free(offsets)
+        free(st)
+        return MF_ENOMEM
+    status = _capi_offsets(n_seq, lengths, X, n, D, offsets)
+    if status == MF_OK:
+        if n_threads < 1:
+            n_threads = 1
+        if n_threads > 256:
+            n_threads = 256
+        if n_threads > n_seq:
+            n_threads = <int>n_seq
+        for s in prange(n_seq, schedule="dynamic", num_threads=n_threads):
+            T = offsets[s + 1] - offsets[s]
+            hist = 0.0
+            if structured:
+                st[s] = mf_hmm_structured(&m, T, &X[offsets[s] * D], max_sweeps, tol, NULL,
+                                          &gamma[offsets[s] * n], NULL, &hist, 1, &n_sweeps[s],
+                                          &bound[s], &logpot[offsets[s] * n], NULL, NULL)
+            else:
+                st[s] = mf_hmm_naive(&m, T, &X[offsets[s] * D], max_sweeps, tol,
+                                     &gamma[offsets[s] * n], &hist, 1, &n_sweeps[s], &bound[s])
+        for s in range(n_seq):
+            if st[s] != MF_OK and st[s] != MF_NOT_CONVERGED:
+                status = st[s]
+                break
+            converged[s] = 1 if st[s] == MF_OK else 0
+            if st[s] == MF_NOT_CONVERGED:
+                status = MF_NOT_CONVERGED
+    free(offsets)
+    free(st)
+    return status
+
+
+cdef int mf_hmm_fb_infer(Py_ssize_t T, Py_ssize_t n, const double *startprob,
+                         const double *transmat, const double *logpot, double *gamma,
+                         double *xi_sum, double *logz) noexcept nogil:
+    cdef Py_ssize_t i, j, wsize
+    cdef double s
+    cdef double *work
+    cdef int status
+    if T < 1 or n < 1 or startprob == NULL or transmat == NULL or logpot == NULL \
+            or gamma == NULL or logz == NULL:
+        return MF_EBADARG
+    wsize = mf_hmm_fb_work_size(T, n)
+    if wsize < 0 or n > (<Py_ssize_t>1 << 20):
+        return MF_EOVERFLOW
+    s = 0.0
+    for i in range(n):
+        if not (startprob[i] >= 0.0) or not isfinite(startprob[i]):
+            return MF_EBADARG
+        s += startprob[i]
+    if not fabs(s - 1.0) <= 1e-8:
+        return MF_EBADARG
+    for i in range(n):
+        s = 0.0
+        for j in range(n):
+            if not (transmat[i * n + j] >= 0.0) or not isfinite(transmat[i * n + j]):
+                return MF_EBADARG
+            s += transmat[i * n + j]
+        if not fabs(s - 1.0) <= 1e-8:
+            return MF_EBADARG
+    for i in range(T * n):
+        if isnan(logpot[i]) or logpot[i] > 1.0e300:
+            return MF_EBADARG
+    work = <double *>malloc(wsize * sizeof(double))
+    if work == NULL:
+        return MF_ENOMEM
+    status = mf_hmm_forward_backward(T, n, startprob, transmat, logpot, gamma, xi_sum, work,
+                                     logz)
+    free(work)
+    return status
+
+
+cdef int mf_hmm_structured_infer(
+        Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag, int context, const double *startprob,
+        const double *transmat, const double *U, const double *V, const double *W,
+        Py_ssize_t n_seq, const Py_ssize_t *lengths, const double *X, Py_ssize_t max_sweeps,
+        double tol, int n_threads, double *gamma, double *logpot, double *bound,
+        Py_ssize_t *n_sweeps, signed char *converged) noexcept nogil:
+    return _capi_many(True, n, D, lag, context, startprob, transmat, U, V, W, n_seq, lengths,
+                      X, max_sweeps, tol, n_threads, gamma, logpot, bound, n_sweeps, converged)
+
+
+cdef int mf_hmm_naive_infer(
+        Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag, int context, const double *startprob,
+        const double *transmat, const double *U, const double *V, const double *W,
+        Py_ssize_t n_seq, const Py_ssize_t *lengths, const double *X, Py_ssize_t max_sweeps,
+        double tol, int n_threads, double *gamma, double *bound, Py_ssize_t *n_sweeps,
+        signed char *converged) noexcept nogil:
+    return _capi_many(False, n, D, lag, context, startprob, transmat, U, V, W, n_seq, lengths,
+                      X, max_sweeps, tol, n_threads, gamma, NULL, bound, n_sweeps, converged)
+
+
+def _capi_selftest(str method, const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
+                   const float64_t[:, ::1] U, const float64_t[:, ::1] V,
+                   const float64_t[:, ::1] W, Py_ssize_t lag, int context,
+                   const float64_t[:, ::1] X, const intp_t[::1] lengths, Py_ssize_t max_sweeps,
+                   double tol, int n_threads):
+    """Tests only: call the C API's structured or naive entry point on arrays (no checks here:
+    the C function's own checks are what is tested).  Returns (status, bound, gamma, logpot,
+    n_sweeps, converged)."""
+    cdef Py_ssize_t n = U.shape[0], D = U.shape[1], N = X.shape[0], k = lengths.shape[0]
+    cdef float64_t[::1] bound = np.zeros(max(k, 1))
+    cdef float64_t[:, ::1] gamma = np.zeros((max(N, 1), n))
+    cdef float64_t[:, ::1] logpot = np.zeros((max(N, 1), n))
+    cdef Py_ssize_t[::1] ns = np.zeros(max(k, 1), dtype=np.intp)
+    cdef signed char[::1] conv = np.zeros(max(k, 1), dtype=np.int8)
+    cdef int status
+    cdef bint is_structured = method == "structured"
+    with nogil:
+        if is_structured:
+            status = mf_hmm_structured_infer(n, D, lag, context, &startprob[0], &transmat[0, 0],
+                                             &U[0, 0], &V[0, 0], &W[0, 0], k,
+                                             <Py_ssize_t *>&lengths[0], &X[0, 0], max_sweeps,
+                                             tol, n_threads, &gamma[0, 0], &logpot[0, 0],
+                                             &bound[0], &ns[0], &conv[0])
+        else:
+            status = mf_hmm_naive_infer(n, D, lag, context, &startprob[0], &transmat[0, 0],
+                                        &U[0, 0], &V[0, 0], &W[0, 0], k,
+                                        <Py_ssize_t *>&lengths[0], &X[0, 0], max_sweeps, tol,
+                                        n_threads, &gamma[0, 0], &bound[0], &ns[0], &conv[0])
+    return (status, np.asarray(bound)[:k], np.asarray(gamma)[:N], np.asarray(logpot)[:N],
+            np.asarray(ns)[:k], np.asarray(conv)[:k].astype(bool))
