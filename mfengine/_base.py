@@ -510,7 +510,8 @@ def map_chunked(model, method, X, *args, chunk_size=None, progress=None, **kwarg
     A memmap's pages are handed back to the OS after every chunk.  ``infer``,
     ``score_samples``, ``predict``, ``predict_proba`` and ``score`` of every row-wise family
     take this path by themselves when given an on-disk array; the answers equal those of the
-    whole array in memory (patterns are solved independently).
+    whole array in memory (patterns are solved independently), except sampled estimates
+    (``method="importance"``), whose random streams are numbered within each chunk.
 
     Parameters
     ----------

@@ -17,7 +17,9 @@ Answers (rows are independent patterns: SigmoidBeliefNet, BeliefNet, NLGBN, the 
     float (it computes, like scikit-learn's meaning of the verb).  Arguments with one row per
     pattern (``missing``, ``init_mu``), dask or NumPy, follow ``X``'s blocks.  A
     ConvergenceWarning raised on a worker is not shown on the client: look at the lazy
-    ``converged`` of ``infer``.
+    ``converged`` of ``infer``.  Sampled estimates (``score_samples(X, method="importance",
+    random_state=seed)``) draw each block's patterns from streams numbered within the block,
+    so they are valid estimates but not the numbers of the same call on the whole array.
 
 Sequences (ContextHMM)
     * a 2-D dask array of time steps with ``lengths`` (a plain sequence of ints, hmmlearn's
@@ -28,6 +30,11 @@ Sequences (ContextHMM)
     * a ``dask.bag.Bag`` whose items are (T_i, n_features) arrays: a bag of the per-sequence
       answers (``bag.map``);
     * a list of ``dask.delayed`` sequences: a list of delayed per-sequence answers.
+
+Streaming ``partial_fit``
+    ``model.partial_fit(X)`` on a dask array is one pass over its row blocks in order, each
+    block computed and given to the family's own ``partial_fit`` (dask-ml's ``Incremental``
+    pattern): the data reach the client one block at a time.
 
 Data-parallel fit (the pattern of dask-ml's k-means: partitions compute, the client updates)
     ``X`` (a dask array chunked by rows) is persisted once, so each block stays on a worker;
