@@ -297,6 +297,11 @@ def _sequence_model(func):
 
 def _route_call(model, name, func, sequences, kind, args, kwargs):
     """The routed call of a verb whose data argument is of ``kind`` ("dask" or "disk")."""
+    if getattr(model, "_batch", False):     # BeliefNetBatch: row k belongs to net k
+        if kind == "dask":
+            raise TypeError(f"{type(model).__name__}.{name} takes no dask collection (its rows "
+                            "are its nets, not independent patterns): pass an in-memory array")
+        return func(model, *args, **kwargs)
     if kind == "dask":
         from mfengine import _dask
 

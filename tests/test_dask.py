@@ -250,6 +250,11 @@ def test_unsupported_fits_say_so(client, sbn_data):
         mf.MixtureClassifier(2).fit(Xd, np.arange(64) % 2)
     with pytest.raises(ValueError, match="missing"):
         mf.SigmoidBeliefNet([3, 6, 12]).fit(Xd, missing=np.zeros(X.shape, dtype=bool))
+    W = np.tril(np.random.default_rng(0).uniform(0, 1, (6, 6)), -1)
+    batch = mf.BeliefNetBatch.from_nets(
+        [mf.BeliefNet(W * s, np.full(6, 0.1), visible=[3, 4, 5]) for s in (0.5, 1.0)])
+    with pytest.raises(TypeError, match="rows are its nets"):
+        batch.score_samples(da.from_array(np.zeros((2, 3)), chunks=1))
     with pytest.raises(TypeError, match="dask array chunked by rows"):
         mf.SigmoidBeliefNet([3, 6, 12]).score_samples(db.from_sequence([1, 2]))
 
