@@ -190,6 +190,8 @@ def test_impossible_noisy_or_pattern_is_minus_inf_with_a_warning():
     (dict(n_samples=True), "n_samples"),
     (dict(n_samples=2**40), "n_samples"),
     (dict(method="ais2"), "method"),
+    (dict(method="ais", n_steps=0), "n_steps"),
+    (dict(method="ais", n_steps=1.5), "n_steps"),
     (dict(method="sjj"), "method"),
     (dict(method=None), "method"),
     (dict(random_state="seed"), "random_state"),
@@ -219,3 +221,61 @@ def test_estimate_above_the_strict_bound_on_a_digit_sized_net():
     sjj = net.score_samples(X, method="sjj")
     assert np.all(np.isfinite(est.estimate)) and np.all(est.stderr > 0)
     assert np.mean(est.estimate) > np.mean(sjj) + 10 * np.sqrt(np.sum(est.stderr ** 2)) / 20
+
+
+# ---------------------------------------------------------------------------- AIS
+@pytest.mark.parametrize("activation", ["sigmoid", "noisy_or"])
+def test_ais_calibrated_on_random_dags(activation):
+    """200 random nets in one batch (their weights differ; they share the union of edges)."""
+    rng = np.random.default_rng(11 if activation == "sigmoid" else 12)
+    nets = [random_dag(rng, activation) for _ in range(N_NETS)]
+    batch = mf.BeliefNetBatch.from_nets(nets, progress=False)
+    X = np.stack([net.sample(2, random_state=k) for k, net in enumerate(nets)])
+    est = batch.log_likelihood(X, n_samples=100, method="ais", n_steps=20, random_state=0)
+    assert est.method == "ais" and est.n_samples == 100 and est.estimate.shape == (N_NETS, 2)
+    assert_calibrated(z_scores(est, batch.exact_log_likelihood(X)).ravel(),
+                      f"BeliefNetBatch({activation!r}), ais")
+
+
+def test_ais_calibrated_on_layered_nets_with_missing_entries():
+    rng = np.random.default_rng(13)
+    z = []
+    for k in range(N_NETS):
+        net = mf.SigmoidBeliefNet([2, 4, 6], weight_scale=3.0, random_state=k, progress=False)
+        X = net.sample(2, random_state=k)
+        miss = rng.random(X.shape) < 0.2
+        est = net.log_likelihood(X, n_samples=100, method="ais", n_steps=20, random_state=k,
+                                 missing=miss)
+        z.append(z_scores(est, net.exact_log_likelihood(X, missing=miss)))
+    assert_calibrated(np.concatenate(z), "SigmoidBeliefNet, ais")
+
+
+def test_ais_error_shrinks_with_more_temperatures_and_beats_importance_on_sharp_posteriors():
+    """A net with many visible units per hidden one has a sharp posterior that the factorised
+    proposal misses; annealing corrects it."""
+    net = mf.SigmoidBeliefNet([3, 10, 60], weight_scale=3.0, random_state=0, progress=False)
+    X = net.sample(12, random_state=1)
+    exact = net.exact_log_likelihood(X)
+    err = {}
+    for T in (2, 20, 200):
+        est = net.log_likelihood(X, n_samples=20, method="ais", n_steps=T, random_state=2)
+        err[T] = float(np.sqrt(np.mean((est.estimate - exact) ** 2)))
+    imp = net.log_likelihood(X, n_samples=20 * 20, random_state=2)   # the same work as T=20
+    err_imp = float(np.sqrt(np.mean((imp.estimate - exact) ** 2)))
+    assert err[2] > err[20] > err[200], err
+    assert err[200] < 0.5 * err[2], err
+    assert err[20] < err_imp, (err, err_imp)
+
+
+def test_ais_same_answer_for_any_thread_count():
+    net = mf.SigmoidBeliefNet([3, 6, 12], weight_scale=2.0, random_state=0, progress=False)
+    X = net.sample(40, random_state=1)
+    a = net.log_likelihood(X, n_samples=50, method="ais", n_steps=20, random_state=3,
+                           n_threads=1)
+    b = net.log_likelihood(X, n_samples=50, method="ais", n_steps=20, random_state=3,
+                           n_threads=2)
+    np.testing.assert_array_equal(a.estimate, b.estimate)
+    np.testing.assert_array_equal(a.stderr, b.stderr)
+    np.testing.assert_array_equal(
+        net.score_samples(X, method="ais", n_samples=10, random_state=3),
+        net.log_likelihood(X, n_samples=10, method="ais", random_state=3).estimate)

@@ -61,23 +61,14 @@ cdef inline double log_f(double z, bint on, bint noisy_or) noexcept nogil:
     return -mf_log1pexp(-z) if on else -mf_log1pexp(z)
 
 
-cdef void estimate_item(const Dag *g, const double *w, const double *h, const double *clamp,
-                        const double *q, Py_ssize_t K, double mix, double eps, uint64_t seed,
-                        bint noisy_or, double *work, double *est, double *se,
-                        double *ess) noexcept nogil:
-    cdef Py_ssize_t n = g.n, i, k, e, j
-    cdef double *z = work
-    cdef double *lq1 = work + n          # ln q_i and ln(1 - q_i) of the clipped means
-    cdef double *lq0 = work + 2 * n
-    cdef double *lw = work + 3 * n
-    cdef double c, qi, lp, lprior, lmf, l, u, pon, m, s1, s2, mean, var, t
-    cdef double la = log(mix) if mix > 0.0 else -INFINITY
-    cdef double l1a = log1p(-mix) if mix < 1.0 else -INFINITY
-    cdef bint prior, on
-    cdef uint64_t state = mix64(seed)
-    cdef uint8_t *needed = <uint8_t *> (work + 3 * n + K)
-    # a free unit without a clamped descendant sums out of P(v) exactly (its factors sum to 1
-    # whatever its parents): it is neither drawn nor counted, and stays off
+cdef void prepare(const Dag *g, const double *clamp, const double *q, double eps,
+                  uint8_t *needed, double *lq1, double *lq0) noexcept nogil:
+    """``needed``: clamped units and free units with a clamped descendant.  A free unit
+    without one sums out of P(v) exactly (its factors sum to 1 whatever its parents): it is
+    neither drawn nor counted, and stays off.  ``lq1``, ``lq0``: ln q and ln(1 - q) of the
+    free units' means clipped to [eps, 1 - eps]."""
+    cdef Py_ssize_t n = g.n, i, e
+    cdef double c, qi
     for i in range(n - 1, -1, -1):
         c = clamp[i]
         needed[i] = c == c
@@ -96,6 +87,130 @@ cdef void estimate_item(const Dag *g, const double *w, const double *h, const do
                 qi = 1.0 - eps
             lq1[i] = log(qi)
             lq0[i] = log1p(-qi)
+
+
+cdef inline double log_ratio(double a, double b) noexcept nogil:
+    """a - b for log-probabilities, 0 when both are -inf (the same impossible term)."""
+    if a == b:
+        return 0.0
+    return a - b
+
+
+cdef void ais_item(const Dag *g, const double *w, const double *h, const double *clamp,
+                   const double *q, Py_ssize_t M, Py_ssize_t T, double eps, uint64_t seed,
+                   bint noisy_or, double *work, double *est, double *se,
+                   double *ess) noexcept nogil:
+    """Annealed importance sampling (Neal 2001) of ln P(clamped units): M independent chains
+    from the factorised q (clipped means) to the posterior through f_b = q^(1 - b) P(., v)^b,
+    b = (t / T)^2 for t = 0..T, one Gibbs sweep over the needed free units at each
+    intermediate b.  Each needed unit's current term ln P(s_c | parents) is cached, so a
+    unit's Gibbs update costs one log-probability per child."""
+    cdef Py_ssize_t n = g.n, i, k, e, t, ch, e0
+    cdef double *z = work
+    cdef double *lq1 = work + n
+    cdef double *lq0 = work + 2 * n
+    cdef double *term = work + 3 * n      # ln P(s_c | parents) of every needed unit, current
+    cdef double *alt = work + 4 * n       # the children's terms with unit i flipped
+    cdef double *lw = work + 5 * n
+    cdef uint8_t *needed = <uint8_t *> (work + 5 * n + M)
+    cdef uint8_t *s = needed + n
+    cdef double c, lp, lq, b, b_prev, dq, dp, wv, delta, own1, own0, a_
+    cdef bint on, alive
+    cdef uint64_t state = mix64(seed)
+    prepare(g, clamp, q, eps, needed, lq1, lq0)
+    for k in range(M):
+        for i in range(n):
+            z[i] = h[i]
+        lp = 0.0
+        lq = 0.0
+        for i in range(n):
+            c = clamp[i]
+            if c == c:
+                on = c > 0.5
+            elif not needed[i]:
+                s[i] = 0
+                continue
+            else:
+                on = uniform(&state) < exp(lq1[i])
+                lq = lq + (lq1[i] if on else lq0[i])
+            term[i] = log_f(z[i], on, noisy_or)
+            lp = lp + term[i]
+            s[i] = on
+            if on:
+                for e in range(g.ch_ptr[i], g.ch_ptr[i + 1]):
+                    z[g.ch_idx[e]] += w[g.ch_w[e]]
+        lw[k] = 0.0
+        alive = lp > -INFINITY
+        b_prev = 0.0
+        for t in range(1, T + 1):
+            if not alive:
+                break
+            b = (<double> t / T) * (<double> t / T)
+            lw[k] = lw[k] + (b - b_prev) * (lp - lq)
+            b_prev = b
+            if t == T:
+                break
+            for i in range(n):
+                c = clamp[i]
+                if c == c or not needed[i]:
+                    continue
+                # dp: ln P(., v) with unit i on minus with it off, the others as they are
+                own1 = log_f(z[i], True, noisy_or)
+                own0 = log_f(z[i], False, noisy_or)
+                dp = log_ratio(own1, own0)
+                e0 = g.ch_ptr[i]
+                for e in range(e0, g.ch_ptr[i + 1]):
+                    ch = g.ch_idx[e]
+                    wv = w[g.ch_w[e]]
+                    if wv == 0.0 or not needed[ch]:
+                        continue
+                    if s[i]:
+                        a_ = log_f(z[ch] - wv, s[ch], noisy_or)
+                        dp = dp + log_ratio(term[ch], a_)
+                    else:
+                        a_ = log_f(z[ch] + wv, s[ch], noisy_or)
+                        dp = dp + log_ratio(a_, term[ch])
+                    alt[e - e0] = a_
+                dq = lq1[i] - lq0[i]
+                delta = (1.0 - b) * dq + b * dp
+                on = uniform(&state) < mf_sigmoid(delta)
+                if on != s[i]:
+                    if on:
+                        lp = lp + dp
+                        lq = lq + dq
+                        term[i] = own1
+                    else:
+                        lp = lp - dp
+                        lq = lq - dq
+                        term[i] = own0
+                    s[i] = on
+                    for e in range(e0, g.ch_ptr[i + 1]):
+                        ch = g.ch_idx[e]
+                        wv = w[g.ch_w[e]]
+                        z[ch] += wv if on else -wv
+                        if wv != 0.0 and needed[ch]:
+                            term[ch] = alt[e - e0]
+        if not alive:
+            lw[k] = -INFINITY
+    summarise(lw, M, est, se, ess)
+
+
+cdef void estimate_item(const Dag *g, const double *w, const double *h, const double *clamp,
+                        const double *q, Py_ssize_t K, double mix, double eps, uint64_t seed,
+                        bint noisy_or, double *work, double *est, double *se,
+                        double *ess) noexcept nogil:
+    cdef Py_ssize_t n = g.n, i, k, e, j
+    cdef double *z = work
+    cdef double *lq1 = work + n          # ln q_i and ln(1 - q_i) of the clipped means
+    cdef double *lq0 = work + 2 * n
+    cdef double *lw = work + 3 * n
+    cdef double c, qi, lp, lprior, lmf, l, u, pon
+    cdef double la = log(mix) if mix > 0.0 else -INFINITY
+    cdef double l1a = log1p(-mix) if mix < 1.0 else -INFINITY
+    cdef bint prior, on
+    cdef uint64_t state = mix64(seed)
+    cdef uint8_t *needed = <uint8_t *> (work + 3 * n + K)
+    prepare(g, clamp, q, eps, needed, lq1, lq0)
     for k in range(K):
         prior = uniform(&state) < mix
         for i in range(n):
@@ -128,6 +243,14 @@ cdef void estimate_item(const Dag *g, const double *w, const double *h, const do
                 for e in range(g.ch_ptr[i], g.ch_ptr[i + 1]):
                     z[g.ch_idx[e]] += w[g.ch_w[e]]
         lw[k] = lp - mf_logaddexp(l1a + lmf, la + lprior)
+    summarise(lw, K, est, se, ess)
+
+
+cdef void summarise(const double *lw, Py_ssize_t K, double *est, double *se,
+                    double *ess) noexcept nogil:
+    """ln of the mean of e^{lw}, its delta-method standard error and the ESS."""
+    cdef Py_ssize_t k
+    cdef double m, s1, s2, mean, var, t
     m = -INFINITY
     for k in range(K):
         if lw[k] > m:
@@ -191,5 +314,43 @@ def estimate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
                           &clamp[p, 0], &q[p, 0], n_samples, mix, eps,
                           seed ^ mix64(item_offset + <uint64_t> p + 1), noisy_or, work,
                           &est[p], &se[p], &ess[p])
+        free(work)
+    return MF_OK
+
+
+def ais(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1] ch_ptr,
+        const intp_t[::1] ch_idx, const intp_t[::1] ch_w, const double[:, ::1] w,
+        const double[:, ::1] h, const intp_t[::1] net_of, const double[:, ::1] clamp,
+        const double[:, ::1] q, Py_ssize_t n_chains, Py_ssize_t n_steps, double eps,
+        uint64_t seed, uint64_t item_offset, double[::1] est, double[::1] se, double[::1] ess,
+        int8_t[::1] status, bint noisy_or=False, int n_threads=1):
+    """Annealed importance sampling of ln P(clamped units) of every item (see ``ais_item``):
+    ``n_chains`` chains of ``n_steps`` temperatures each.  Arguments as ``estimate``; returns
+    MF_OK or MF_EBADARG (nothing written)."""
+    cdef Dag g
+    if check_dag(par_ptr, par_idx, ch_ptr, ch_idx, ch_w, &g) != MF_OK:
+        return MF_EBADARG
+    if check_items(&g, w, h, net_of, clamp) != MF_OK:
+        return MF_EBADARG
+    cdef Py_ssize_t n_items = clamp.shape[0], p, n = g.n, nnz = par_idx.shape[0]
+    if (q.shape[0] != n_items or q.shape[1] != n or est.shape[0] != n_items
+            or se.shape[0] != n_items or ess.shape[0] != n_items
+            or status.shape[0] != n_items or n_threads < 1 or n_chains < 2
+            or n_chains > (1 << 40) or n_steps < 1 or not (0.0 < eps <= 0.5)):
+        return MF_EBADARG
+    cdef size_t nbytes = (5 * <size_t> n + <size_t> n_chains) * sizeof(double) + 2 * <size_t> n + 16
+    cdef double *work = NULL
+    cdef double dummy_w = 0.0
+    with nogil, parallel(num_threads=n_threads):
+        work = <double *> malloc(nbytes)
+        for p in prange(n_items, schedule="dynamic", chunksize=1):
+            if work == NULL:
+                status[p] = MF_ENOMEM
+                continue
+            status[p] = MF_OK
+            ais_item(&g, &w[net_of[p], 0] if nnz else &dummy_w, &h[net_of[p], 0],
+                     &clamp[p, 0], &q[p, 0], n_chains, n_steps, eps,
+                     seed ^ mix64(item_offset + <uint64_t> p + 1), noisy_or, work,
+                     &est[p], &se[p], &ess[p])
         free(work)
     return MF_OK

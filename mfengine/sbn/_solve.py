@@ -219,7 +219,7 @@ def report(result, what, stacklevel=4):
 
 # ---------------------------------------------------------------------------- sampled ln P(v)
 #: The methods of ``log_likelihood`` (and of ``score_samples(method=...)`` beyond the bounds).
-SAMPLED_METHODS = ("importance",)
+SAMPLED_METHODS = ("importance", "ais")
 #: The prior's share of the importance proposal (defensive mixture): every weight P(s, v) / r(s)
 #: is at most 1 / IMPORTANCE_MIX, so the weights' variance is finite whatever the mean field.
 IMPORTANCE_MIX = 0.2
@@ -229,9 +229,13 @@ IMPORTANCE_EPS = 0.01
 MAX_SAMPLES = 2**27
 
 
-def check_sampling_args(method, n_samples, random_state):
-    """``method`` (one of SAMPLED_METHODS), ``n_samples`` (int >= 2) and the 64-bit seed of
-    the per-pattern streams drawn from ``random_state``."""
+#: Default number of temperatures of method="ais".
+AIS_STEPS = 100
+
+
+def check_sampling_args(method, n_samples, random_state, n_steps=AIS_STEPS):
+    """``method`` (one of SAMPLED_METHODS), ``n_samples`` (int >= 2), ``n_steps`` (int >= 1;
+    "ais") and the 64-bit seed of the per-pattern streams drawn from ``random_state``."""
     from mfengine._validation import check_random_state
     from mfengine.sbn._hyper import check_int
 
@@ -239,17 +243,20 @@ def check_sampling_args(method, n_samples, random_state):
         raise ValueError(f"method must be one of {SAMPLED_METHODS} for log_likelihood, got "
                          f"{method!r}")
     n_samples = check_int(n_samples, "n_samples", 2, MAX_SAMPLES)
+    n_steps = check_int(n_steps, "n_steps", 1, 2**31 - 1)
     rng = check_random_state(random_state)
     seed = int(rng.integers(0, 2**63, dtype=np.int64))
-    return method, n_samples, seed
+    return method, n_samples, n_steps, seed
 
 
-def importance_items(model, V, missing, mu, bound, n_samples, seed, n_threads, progress):
-    """Importance-sampled ln P(x) on a checked BeliefNet or BeliefNetBatch ``model``.
+def importance_items(model, V, missing, mu, bound, n_samples, seed, n_threads, progress,
+                     method="importance", n_steps=AIS_STEPS):
+    """Importance-sampled (or AIS) ln P(x) on a checked BeliefNet or BeliefNetBatch ``model``.
 
     ``mu`` holds the mean-field means of every unit, shaped ``shape + (n_units,)`` as
     ``run_dag`` returns them, and ``bound`` the objective of that solve; the proposal is the
-    defensive mixture of the kernel's docstring (mfengine/sbn/_importance.pyx).  Returns a
+    defensive mixture of the kernel's docstring (mfengine/sbn/_importance.pyx), or for "ais"
+    the start of ``n_samples`` annealing chains of ``n_steps`` temperatures.  Returns a
     ``LogLikelihoodEstimate`` shaped like ``bound``."""
     from mfengine._base import LogLikelihoodEstimate
     from mfengine.sbn import _importance
@@ -263,22 +270,31 @@ def importance_items(model, V, missing, mu, bound, n_samples, seed, n_threads, p
                          "no NaN)")
     est, se, ess = np.empty(n), np.empty(n), np.empty(n)
     status = np.zeros(n, dtype=np.int8)
-    nt = max(1, min(effective_n_threads(n_threads), n))
     noisy = batch.activation == "noisy_or"
     from mfengine._progress import progress_bar
 
+    # unit-draws per pattern; at least 2**18 per thread (waking threads for less costs more
+    # than it saves; the answer does not depend on it)
+    work = n_samples * (s.n_units + s.nnz + 1) * (n_steps if method == "ais" else 1)
+    nt = max(1, min(effective_n_threads(n_threads), n, n * work // 2**18))
     # with a bar: chunks of about 2**26 unit-draws, so that it moves
-    step = n if not progress else max(nt, 2**26 // (n_samples * (s.n_units + s.nnz + 1)))
+    step = n if not progress else max(nt, 2**26 // work)
     slices = [slice(a, a + step) for a in range(0, n, step)]
     bar = (progress_bar(total=n, desc="log_likelihood", unit="pattern")
            if progress and len(slices) > 1 else None)
     try:
         for sl in slices:
             a, b = sl.start, min(sl.stop, n)
-            rc = _importance.estimate(s.par_ptr, s.par_idx, s.ch_ptr, s.ch_idx, s.ch_w, w,
-                                      batch.h_, net_of[a:b], clamp[a:b], q[a:b], n_samples,
-                                      IMPORTANCE_MIX, IMPORTANCE_EPS, seed, a, est[a:b],
-                                      se[a:b], ess[a:b], status[a:b], noisy, nt)
+            if method == "ais":
+                rc = _importance.ais(s.par_ptr, s.par_idx, s.ch_ptr, s.ch_idx, s.ch_w, w,
+                                     batch.h_, net_of[a:b], clamp[a:b], q[a:b], n_samples,
+                                     n_steps, IMPORTANCE_EPS, seed, a, est[a:b], se[a:b],
+                                     ess[a:b], status[a:b], noisy, nt)
+            else:
+                rc = _importance.estimate(s.par_ptr, s.par_idx, s.ch_ptr, s.ch_idx, s.ch_w, w,
+                                          batch.h_, net_of[a:b], clamp[a:b], q[a:b], n_samples,
+                                          IMPORTANCE_MIX, IMPORTANCE_EPS, seed, a, est[a:b],
+                                          se[a:b], ess[a:b], status[a:b], noisy, nt)
             if rc != 0:
                 raise ValueError("the importance sampler refused its arguments (an internal "
                                  "size or index is inconsistent)")
@@ -299,4 +315,4 @@ def importance_items(model, V, missing, mu, bound, n_samples, seed, n_threads, p
             stacklevel=3)
     return LogLikelihoodEstimate(estimate=est.reshape(shape), stderr=se.reshape(shape),
                                  bound=np.asarray(bound, dtype=np.float64).reshape(shape),
-                                 n_samples=n_samples, ess=ess.reshape(shape), method="importance")
+                                 n_samples=n_samples, ess=ess.reshape(shape), method=method)
