@@ -1798,7 +1798,8 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
     cdef const double *wrow
     cdef const double *irow
     cdef int st, order = net.order, act = net.act
-    cdef Py_ssize_t p, b, q, e, n_blocks = 0, ng = -1, bbytes = 0, np_, nq
+    cdef Py_ssize_t p, b, q, e, n_blocks = 0, ng = -1, bbytes = 0, np_, nq, kn = 0
+    cdef Py_ssize_t bsize = BLOCK
     cdef Group *groups = NULL
     cdef double wmax
     cdef int use_blocks = 0
@@ -1819,6 +1820,13 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
                 find_groups(net, groups)
                 use_blocks = 1
                 bbytes = BLOCK_BYTES(n, nnz)
+                # blocks small enough that OpenBLAS runs each product on the calling thread
+                # (it threads above m n k = 262144), so as not to oversubscribe the cores
+                for b in range(ng):
+                    if (groups[b].i1 - groups[b].i0) * groups[b].K > kn:
+                        kn = (groups[b].i1 - groups[b].i0) * groups[b].K
+                bsize = 262144 // kn if kn > 0 else BLOCK
+                bsize = BLOCK_MIN if bsize < BLOCK_MIN else (BLOCK if bsize > BLOCK else bsize)
     # blocks: runs of consecutive items of one net, cut at BLOCK items (the items alone decide)
     bstart = <intp_t *> malloc((n_items + 1) * sizeof(intp_t))
     if bstart == NULL:
@@ -1829,7 +1837,7 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
         bstart[n_blocks] = p
         n_blocks += 1
         q = p + 1
-        while q < n_items and q - p < BLOCK and (net_of == NULL or net_of[q] == net_of[p]):
+        while q < n_items and q - p < bsize and (net_of == NULL or net_of[q] == net_of[p]):
             q += 1
         p = q
     bstart[n_blocks] = n_items
