@@ -26,7 +26,8 @@ except ImportError as exc:  # pragma: no cover - exercised only on an unbuilt so
         "importing it from an unbuilt source tree."
     ) from exc
 
-from mfengine._base import ConvergenceWarning, InferenceResult, LogLikelihoodEstimate, load
+from mfengine._base import (ConvergenceWarning, InferenceResult, LogLikelihoodEstimate,
+                            fit_chunked, load, map_chunked, score_chunked)
 from mfengine._config import get_config, get_include, show_config
 from mfengine.inference import gradient, infer
 from mfengine.sbn import BeliefNet, BeliefNetBatch, BeliefNetResult, SigmoidBeliefNet
@@ -58,6 +59,9 @@ __all__ = [
     "infer",
     "gradient",
     "load",
+    "map_chunked",
+    "score_chunked",
+    "fit_chunked",
     "datasets",
     "show_config",
     "get_config",
