@@ -6,6 +6,7 @@ import pytest
 
 import mfengine as mf
 from mfengine.sbn import _plefka, _sjj, plefka, sjj
+from mfengine.sbn._solve import inner_tol_for
 from mfengine.sbn.dag import DagStructure
 
 
@@ -227,3 +228,126 @@ def test_the_compiled_entry_points_check_their_sizes(case):
                           np.zeros((2, 4)), 12, 0, False, G, np.zeros((1, 1)), np.zeros((1, 1)),
                           np.zeros((1, 1)), np.zeros(n_items, np.int8), 1)
     assert rc == _plefka.STATUS_EBADARG and np.all(G == 7.0)
+
+
+def test_a_structure_with_a_repeated_parent_is_refused():
+    """Two edges from one parent to one unit make the factorised average a product over
+    edges that is not the average (the bound would not be one): refused by name."""
+    s = DagStructure(np.tril(np.ones((3, 3), dtype=bool), -1))
+    s.par_idx = np.array([0, 0, 0], dtype=np.intp)        # unit 2's parents: 0, 0
+    s.ch_ptr = np.array([0, 3, 3, 3], dtype=np.intp)
+    s.ch_idx = np.array([1, 2, 2], dtype=np.intp)
+    s.ch_w = np.array([0, 1, 2], dtype=np.intp)
+    with pytest.raises(ValueError, match="structure.par_idx"):
+        sjj.solve(s, np.ones((1, 3)), np.zeros((1, 3)), [0], [[np.nan, np.nan, 1.0]])
+
+
+# ---------------------------------------------------------------------------- the C API
+def _capi_case(rng, activation, n_items=7):
+    n = 9
+    mask = np.tril(rng.random((n, n)) < 0.6, -1)
+    s = DagStructure(mask)
+    W = np.where(mask, rng.uniform(-2, 2, (n, n)), 0.0)
+    h = rng.uniform(-1, 1, n)
+    if activation == "noisy_or":
+        W, h = np.abs(W), np.abs(h) + 0.05
+    clamp = np.full((n_items, n), np.nan)
+    clamp[:, 5:] = rng.integers(0, 2, (n_items, 4))
+    clamp[1, 6] = np.nan                              # a missing visible unit
+    return s, s.pack(W), h, clamp
+
+
+def _capi_call(s, w, h, clamp, activation, init_mu=None, init_xi=None, tol=1e-9, inner_tol=0.0,
+               max_sweeps=200, n_threads=1, n_items=None, n_units=None, nnz=None, **over):
+    n_items = clamp.shape[0] if n_items is None else n_items
+    n = s.n_units if n_units is None else n_units
+    nnz_ = s.nnz if nnz is None else nnz
+    n_xi = s.nnz if activation == "noisy_or" else s.n_units
+    out = dict(bound=np.full(clamp.shape[0], 7.0), mu=np.full(clamp.size, 7.0),
+               xi=np.full(clamp.shape[0] * n_xi, 7.0),
+               n_sweeps=np.zeros(clamp.shape[0], np.intp),
+               converged=np.zeros(clamp.shape[0], np.int8))
+    args = dict(par_ptr=s.par_ptr, par_idx=s.par_idx, weights=w, biases=h,
+                clamp_buf=clamp.ravel())
+    args.update(over)
+    rc = _sjj._capi_solve(n, nnz_, args["par_ptr"], args["par_idx"], args["weights"],
+                          args["biases"], 1 if activation == "noisy_or" else 0, n_items,
+                          args["clamp_buf"], init_mu, init_xi, tol, inner_tol, max_sweeps,
+                          n_threads, out["bound"], out["mu"], out["xi"], out["n_sweeps"],
+                          out["converged"])
+    return rc, out
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "noisy_or"])
+def test_c_api_gives_the_numbers_of_the_python_api(activation):
+    rng = np.random.default_rng(20)
+    s, w, h, clamp = _capi_case(rng, activation)
+    k = clamp.shape[0]
+    for init in (False, True):
+        kw, ckw = {}, {}
+        if init:
+            init_mu = np.where(np.isnan(clamp), rng.random(clamp.shape), 0.3)
+            n_xi = s.nnz if activation == "noisy_or" else s.n_units
+            init_xi = rng.random((k, n_xi))
+            kw = dict(init_mu=init_mu, init_xi=init_xi)
+            ckw = dict(init_mu=init_mu.ravel(), init_xi=init_xi.ravel())
+        ref = sjj.solve(s, w[None], h[None], np.zeros(k, np.intp), clamp, tol=1e-9,
+                        inner_tol=inner_tol_for(1e-9), activation=activation, **kw)
+        for n_threads in (1, 2):
+            rc, out = _capi_call(s, w, h, clamp, activation, n_threads=n_threads, **ckw)
+            assert rc in (_sjj.STATUS_OK, _sjj.STATUS_NOT_CONVERGED)
+            assert (rc == _sjj.STATUS_OK) == bool(np.all(ref[4]))
+            np.testing.assert_array_equal(out["bound"], ref[0])
+            np.testing.assert_array_equal(out["mu"].reshape(k, -1), ref[1])
+            np.testing.assert_array_equal(out["xi"].reshape(k, -1), ref[2])
+            np.testing.assert_array_equal(out["n_sweeps"], ref[3])
+            np.testing.assert_array_equal(out["converged"].astype(bool), ref[4])
+
+
+def test_c_api_refuses_bad_arguments_and_writes_nothing():
+    rng = np.random.default_rng(21)
+    s, w, h, clamp = _capi_case(rng, "sigmoid")
+    rc, _ = _capi_call(s, w, h, clamp, "sigmoid")
+    assert rc == _sjj.STATUS_OK
+    pp_dec = s.par_ptr.copy()
+    pp_dec[3], pp_dec[4] = pp_dec[4], pp_dec[3] - 1 if pp_dec[3] > 0 else pp_dec[4] + 1
+    pi_self = s.par_idx.copy()
+    pi_self[-1] = s.n_units - 1                        # a parent that is not below its child
+    pi_neg = s.par_idx.copy()
+    pi_neg[0] = -1
+    clamp_half = clamp.copy()
+    clamp_half[0, 8] = 0.5
+    bad = [
+        dict(n_units=-1), dict(nnz=-1), dict(n_items=-1), dict(nnz=s.nnz + 1),
+        dict(par_ptr=np.zeros(0, np.intp)), dict(par_idx=np.zeros(0, np.intp)),
+        dict(weights=np.zeros(0)), dict(biases=np.zeros(0)), dict(clamp_buf=np.zeros(0)),
+        dict(par_ptr=pp_dec), dict(par_idx=pi_self), dict(par_idx=pi_neg),
+        dict(weights=np.where(np.arange(s.nnz) == 2, np.nan, w)),
+        dict(weights=np.where(np.arange(s.nnz) == 2, np.inf, w)),
+        dict(weights=np.full(s.nnz, 1e307)), dict(biases=np.full(s.n_units, np.nan)),
+        dict(clamp_buf=clamp_half.ravel()), dict(tol=-1.0), dict(tol=np.nan),
+        dict(inner_tol=np.inf), dict(max_sweeps=-1),
+        dict(init_mu=np.full(clamp.size, 1.5)), dict(init_xi=np.full(clamp.size, -0.1)),
+    ]
+    for over in bad:
+        rc, out = _capi_call(s, w, h, clamp, "sigmoid", **over)
+        assert rc == _sjj.STATUS_EBADARG, over
+        assert np.all(out["bound"] == 7.0) and np.all(out["mu"] == 7.0), over
+    # noisy-OR: negative weights, a bias that is not positive
+    sn, wn, hn, cn = _capi_case(rng, "noisy_or")
+    for over in (dict(weights=-wn), dict(biases=np.where(np.arange(9) == 0, 0.0, hn))):
+        rc, out = _capi_call(sn, wn, hn, cn, "noisy_or", **over)
+        assert rc == _sjj.STATUS_EBADARG and np.all(out["bound"] == 7.0)
+    # sizes whose products overflow
+    rc, _ = _capi_call(s, w, h, clamp, "sigmoid", n_items=2**61)
+    assert rc == _sjj.STATUS_EOVERFLOW
+    # no item: nothing to do
+    rc, out = _capi_call(s, w, h, clamp, "sigmoid", n_items=0)
+    assert rc == _sjj.STATUS_OK and np.all(out["bound"] == 7.0)
+
+
+def test_c_api_reports_items_left_unconverged():
+    rng = np.random.default_rng(22)
+    s, w, h, clamp = _capi_case(rng, "sigmoid")
+    rc, out = _capi_call(s, w, h, clamp, "sigmoid", max_sweeps=1, tol=0.0)
+    assert rc == _sjj.STATUS_NOT_CONVERGED and np.all(np.isfinite(out["bound"]))

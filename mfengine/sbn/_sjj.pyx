@@ -69,11 +69,12 @@ centred per-edge terms of At and Bt) per edge.  One sweep:
 """
 import numpy as np
 
-from cython.parallel cimport prange, parallel
-from libc.math cimport fabs, log, log1p, exp, expm1
+from cython.parallel cimport prange, parallel, threadid
+from libc.math cimport fabs, log, log1p, exp, expm1, sqrt
 from libc.stdlib cimport malloc, free
 from mfengine._typedefs cimport intp_t, uint8_t, int8_t
-from mfengine.sbn._dag cimport (Dag, check_dag, check_items, MF_OK, MF_EBADARG, MF_ENOMEM)
+from mfengine.sbn._dag cimport (Dag, check_dag, check_items, MF_OK, MF_NOT_CONVERGED,
+                                MF_EBADARG, MF_ENOMEM, MF_EOVERFLOW)
 
 cdef extern from "mf_numerics.h" nogil:
     double mf_log1pexp(double x)
@@ -1166,6 +1167,101 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
 include "_sjj_nor.pxi"
 
 
+# ---------------------------------------------------------------------------- the items
+cdef int prepare_sig(const Dag *g, bint noisy_or, intp_t **pos_out, Py_ssize_t *maxin,
+                     Py_ssize_t *maxout) noexcept nogil:
+    """For sigmoid units: check that ch_w is a permutation of the edges (MF_EBADARG) and
+    allocate, in *pos_out, each unit's first parent and first child when those are runs of
+    consecutive units (-1 otherwise: the fast path then indexes them directly), and the
+    largest fan-in and fan-out.  Nothing for noisy-OR units (*pos_out NULL)."""
+    cdef Py_ssize_t n = g.n, nnz = g.nnz, i, q
+    cdef intp_t *pos
+    pos_out[0] = NULL
+    maxin[0] = 0
+    maxout[0] = 0
+    if noisy_or:
+        return MF_OK
+    pos = <intp_t *> malloc((nnz + 2 * n + 1) * sizeof(intp_t))
+    if pos == NULL:
+        return MF_ENOMEM
+    for q in range(nnz):
+        pos[q] = -1
+    for q in range(nnz):
+        if pos[g.ch_w[q]] != -1:
+            free(pos)
+            return MF_EBADARG
+        pos[g.ch_w[q]] = q
+    for i in range(n):
+        pos[nnz + i] = g.par_idx[g.par_ptr[i]] if g.par_ptr[i + 1] > g.par_ptr[i] else -1
+        for q in range(g.par_ptr[i], g.par_ptr[i + 1]):
+            if g.par_idx[q] != pos[nnz + i] + (q - g.par_ptr[i]):
+                pos[nnz + i] = -1
+                break
+        pos[nnz + n + i] = g.ch_idx[g.ch_ptr[i]] if g.ch_ptr[i + 1] > g.ch_ptr[i] else -1
+        for q in range(g.ch_ptr[i], g.ch_ptr[i + 1]):
+            if g.ch_idx[q] != pos[nnz + n + i] + (q - g.ch_ptr[i]):
+                pos[nnz + n + i] = -1
+                break
+        if g.par_ptr[i + 1] - g.par_ptr[i] > maxin[0]:
+            maxin[0] = g.par_ptr[i + 1] - g.par_ptr[i]
+        if g.ch_ptr[i + 1] - g.ch_ptr[i] > maxout[0]:
+            maxout[0] = g.ch_ptr[i + 1] - g.ch_ptr[i]
+    pos_out[0] = pos
+    return MF_OK
+
+
+cdef int run_items(const Dag *g, const intp_t *pos, Py_ssize_t maxin, Py_ssize_t maxout,
+                   const double *w, const double *h, Py_ssize_t n_items, const intp_t *net_of,
+                   const double *clamp, double *mu, double *xi, double *history,
+                   double *bound, intp_t *n_sweeps, uint8_t *converged, double tol,
+                   double gtol, Py_ssize_t max_sweeps, int n_threads, bint noisy_or,
+                   bint fast) noexcept nogil:
+    """Solve every item (arguments checked by the caller; net_of NULL: every item on net 0;
+    history NULL or (n_items, max_sweeps + 1)).  The scratch of every thread is allocated at
+    once before anything is written: MF_ENOMEM (nothing written) or MF_OK."""
+    cdef Py_ssize_t n = g.n, nnz = g.nnz, p, net
+    cdef Py_ssize_t n_xi = nnz if noisy_or else n
+    # scratch per thread: 14 n + 3 nnz doubles and 2 n bytes (sigmoid, careful path; the
+    # noisy-OR kernel needs less) and the fast path's extra (fast_extra)
+    cdef Py_ssize_t stride = 14 * n + 3 * nnz + fast_extra(n, nnz, maxin, maxout)
+    cdef double *scratch
+    cdef double *work = NULL
+    cdef intp_t *key = NULL
+    cdef double dummy_w = 0.0
+    if n_items == 0:
+        return MF_OK
+    if n_threads > n_items:
+        n_threads = <int> n_items
+    if n_threads < 1:
+        n_threads = 1
+    scratch = <double *> malloc(<size_t> stride * <size_t> n_threads * sizeof(double))
+    if scratch == NULL:
+        return MF_ENOMEM
+    with parallel(num_threads=n_threads):
+        work = scratch + threadid() * stride
+        key = <intp_t *> (work + stride - 2)
+        key[0] = -1 if fast else -2       # -2: no net is ever cached, no fast path
+        for p in prange(n_items, schedule="dynamic", chunksize=8):
+            net = net_of[p] if net_of != NULL else 0
+            if noisy_or:
+                converged[p] = solve_item_nor(g, w + net * nnz if nnz else &dummy_w,
+                                              h + net * n, clamp + p * n, mu + p * n,
+                                              xi + p * n_xi if nnz else &dummy_w,
+                                              history + p * (max_sweeps + 1)
+                                              if history != NULL else NULL, tol,
+                                              max_sweeps, work, bound + p, n_sweeps + p)
+            else:
+                converged[p] = solve_item_sig(g, pos, net, w + net * nnz if nnz else &dummy_w,
+                                              h + net * n, clamp + p * n, mu + p * n,
+                                              xi + p * n,
+                                              history + p * (max_sweeps + 1)
+                                              if history != NULL else NULL, tol, gtol,
+                                              max_sweeps, work, maxin, maxout, bound + p,
+                                              n_sweeps + p)
+    free(scratch)
+    return MF_OK
+
+
 # ---------------------------------------------------------------------------- entry points
 def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1] ch_ptr,
           const intp_t[::1] ch_idx, const intp_t[::1] ch_w, const double[:, ::1] w,
@@ -1197,73 +1293,30 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
     cdef bint record = history.shape[0] > 0
     if record and (history.shape[0] != n_items or history.shape[1] != max_sweeps + 1):
         return MF_EBADARG
-    # the fast sigmoid path reads per-edge data through pos, the inverse of ch_w: check that
-    # ch_w is a permutation (nothing read uninitialised)
     cdef intp_t *pos = NULL
-    cdef Py_ssize_t i, q, maxin = 0, maxout = 0
-    if not noisy_or:
-        # pos (nnz), then each unit's first parent and first child when those are runs of
-        # consecutive units (-1 otherwise): the fast path then indexes them directly
-        pos = <intp_t *> malloc((nnz + 2 * n + 1) * sizeof(intp_t))
-        if pos == NULL:
-            for p in range(n_items):
-                status[p] = MF_ENOMEM
-            return MF_OK
-        for q in range(nnz):
-            pos[q] = -1
-        for q in range(nnz):
-            if pos[g.ch_w[q]] != -1:
-                free(pos)
-                return MF_EBADARG
-            pos[g.ch_w[q]] = q
-        for i in range(n):
-            pos[nnz + i] = g.par_idx[g.par_ptr[i]] if g.par_ptr[i + 1] > g.par_ptr[i] else -1
-            for q in range(g.par_ptr[i], g.par_ptr[i + 1]):
-                if g.par_idx[q] != pos[nnz + i] + (q - g.par_ptr[i]):
-                    pos[nnz + i] = -1
-                    break
-            pos[nnz + n + i] = g.ch_idx[g.ch_ptr[i]] if g.ch_ptr[i + 1] > g.ch_ptr[i] else -1
-            for q in range(g.ch_ptr[i], g.ch_ptr[i + 1]):
-                if g.ch_idx[q] != pos[nnz + n + i] + (q - g.ch_ptr[i]):
-                    pos[nnz + n + i] = -1
-                    break
-            if g.par_ptr[i + 1] - g.par_ptr[i] > maxin:
-                maxin = g.par_ptr[i + 1] - g.par_ptr[i]
-            if g.ch_ptr[i + 1] - g.ch_ptr[i] > maxout:
-                maxout = g.ch_ptr[i + 1] - g.ch_ptr[i]
-    # scratch per thread: 14 n + 3 nnz doubles and 2 n bytes (sigmoid, careful path; the
-    # noisy-OR kernel needs less) and the fast path's extra (fast_extra)
-    cdef size_t nbytes = ((14 * <size_t> n + 3 * <size_t> nnz
-                           + <size_t> fast_extra(n, nnz, maxin, maxout)) * sizeof(double) + 16)
-    cdef double *work = NULL
-    cdef const double *wrow
-    cdef double dummy_w = 0.0
-    cdef intp_t *key = NULL
-    with nogil, parallel(num_threads=n_threads):
-        work = <double *> malloc(nbytes)
-        if work != NULL:
-            key = <intp_t *> (work + 14 * n + 3 * nnz + fast_extra(n, nnz, maxin, maxout) - 2)
-            key[0] = -1 if fast else -2       # -2: no net is ever cached, no fast path
-        for p in prange(n_items, schedule="dynamic", chunksize=8):
-            if work == NULL:
-                status[p] = MF_ENOMEM
-                continue
+    cdef Py_ssize_t maxin = 0, maxout = 0
+    cdef int rc
+    with nogil:
+        rc = prepare_sig(&g, noisy_or, &pos, &maxin, &maxout)
+        if rc == MF_OK:
+            rc = run_items(&g, pos, maxin, maxout, &w[0, 0] if w.shape[0] and nnz else NULL,
+                           &h[0, 0] if h.shape[0] and n else NULL, n_items,
+                           &net_of[0] if n_items else NULL, &clamp[0, 0] if n_items and n else NULL,
+                           &mu[0, 0] if n_items and n else NULL,
+                           &xi[0, 0] if n_items and n_xi else NULL,
+                           &history[0, 0] if record else NULL, &bound[0] if n_items else NULL,
+                           &n_sweeps[0] if n_items else NULL,
+                           &converged[0] if n_items else NULL, tol, gtol, max_sweeps,
+                           n_threads, noisy_or, fast)
+        free(pos)
+    if rc == MF_ENOMEM:
+        for p in range(n_items):
+            status[p] = MF_ENOMEM
+        return MF_OK
+    if rc == MF_OK:
+        for p in range(n_items):
             status[p] = MF_OK
-            wrow = &w[net_of[p], 0] if nnz else &dummy_w
-            if noisy_or:
-                converged[p] = solve_item_nor(&g, wrow, &h[net_of[p], 0], &clamp[p, 0],
-                                              &mu[p, 0], &xi[p, 0] if nnz else &dummy_w,
-                                              &history[p, 0] if record else NULL, tol,
-                                              max_sweeps, work, &bound[p], &n_sweeps[p])
-            else:
-                converged[p] = solve_item_sig(&g, pos, net_of[p], wrow, &h[net_of[p], 0],
-                                              &clamp[p, 0], &mu[p, 0], &xi[p, 0],
-                                              &history[p, 0] if record else NULL, tol, gtol,
-                                              max_sweeps, work, maxin, maxout, &bound[p],
-                                              &n_sweeps[p])
-        free(work)
-    free(pos)
-    return MF_OK
+    return rc
 
 
 def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1] ch_ptr,
@@ -1326,7 +1379,224 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
     return MF_OK
 
 
+# ---------------------------------------------------------------------------- the C API
+# Declared in mfengine/sbn/_sjj.pxd; the contract is /work/notes/capi_sjj.md (and the
+# docstring of mf_sjj_solve below).
+DEF CAPI_MAX_THREADS = 256
+DEF CAPI_MAX_SCALE = 1.1235582092889474e+307      # 2^1020: sjj.MAX_NET_SCALE
+DEF CAPI_DEFAULT = 0.0                            # inner_tol: the default rule of mf.infer
+
+
+cdef int capi_check_net(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *par_ptr,
+                        const Py_ssize_t *par_idx, const double *weights, const double *biases,
+                        int activation) noexcept nogil:
+    """The structure (parents before their children, strictly increasing per unit), finite
+    weights and biases, their scale (sjj.MAX_NET_SCALE), noisy-OR signs (w >= 0, h > 0)."""
+    cdef Py_ssize_t i, e
+    cdef double scale = 0.0, x
+    if n_units < 0 or nnz < 0 or par_ptr == NULL:
+        return MF_EBADARG
+    if (nnz > 0 and (par_idx == NULL or weights == NULL)) or (n_units > 0 and biases == NULL):
+        return MF_EBADARG
+    if not (activation == 0 or activation == 1):
+        return MF_EBADARG
+    if par_ptr[0] != 0 or par_ptr[n_units] != nnz:
+        return MF_EBADARG
+    for i in range(n_units):
+        if par_ptr[i + 1] < par_ptr[i] or par_ptr[i + 1] > nnz:
+            return MF_EBADARG
+        for e in range(par_ptr[i], par_ptr[i + 1]):
+            if not (0 <= par_idx[e] < i):
+                return MF_EBADARG
+            if e > par_ptr[i] and par_idx[e] <= par_idx[e - 1]:
+                return MF_EBADARG
+        x = biases[i]
+        if not (fabs(x) <= 1.7976931348623157e308) or (activation == 1 and not (x > 0.0)):
+            return MF_EBADARG
+        scale += fabs(x)
+    for e in range(nnz):
+        x = weights[e]
+        if not (fabs(x) <= 1.7976931348623157e308) or (activation == 1 and not (x >= 0.0)):
+            return MF_EBADARG
+        scale += fabs(x)
+    if not (scale <= CAPI_MAX_SCALE):
+        return MF_EBADARG
+    return MF_OK
+
+
+cdef int capi_children(Py_ssize_t n, Py_ssize_t nnz, const Py_ssize_t *par_ptr,
+                       const Py_ssize_t *par_idx, intp_t **out) noexcept nogil:
+    """The child lists (ch_ptr (n + 1), ch_idx (nnz), ch_w (nnz)), children in increasing
+    order, in one allocation."""
+    cdef intp_t *buf = <intp_t *> malloc((n + 2 + 2 * nnz) * sizeof(intp_t))
+    cdef intp_t *ch_ptr
+    cdef intp_t *ch_idx
+    cdef intp_t *ch_w
+    cdef Py_ssize_t i, e, k
+    if buf == NULL:
+        return MF_ENOMEM
+    ch_ptr = buf
+    ch_idx = buf + n + 1
+    ch_w = ch_idx + nnz
+    for i in range(n + 1):
+        ch_ptr[i] = 0
+    for e in range(nnz):
+        ch_ptr[par_idx[e] + 1] += 1
+    for i in range(n):
+        ch_ptr[i + 1] += ch_ptr[i]
+    for i in range(n):
+        for e in range(par_ptr[i], par_ptr[i + 1]):
+            k = par_idx[e]
+            ch_idx[ch_ptr[k]] = i
+            ch_w[ch_ptr[k]] = e
+            ch_ptr[k] += 1
+    for i in range(n, 0, -1):
+        ch_ptr[i] = ch_ptr[i - 1]
+    ch_ptr[0] = 0
+    out[0] = buf
+    return MF_OK
+
+
+cdef int mf_sjj_solve(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *par_ptr,
+                      const Py_ssize_t *par_idx, const double *weights, const double *biases,
+                      int activation, Py_ssize_t n_items, const double *clamp,
+                      const double *init_mu, const double *init_xi, double tol,
+                      double inner_tol, Py_ssize_t max_sweeps, int n_threads, double *bound,
+                      double *mu, double *xi, Py_ssize_t *n_sweeps,
+                      signed char *converged) noexcept nogil:
+    """The strict SJJ bound maximised for every item (mfengine.sbn.sjj.solve) over one net in
+    CSR form; see /work/notes/capi_sjj.md."""
+    cdef Dag g
+    cdef intp_t *ch = NULL
+    cdef intp_t *pos = NULL
+    cdef Py_ssize_t p, i, n = n_units, n_xi = nnz if activation == 1 else n_units, maxin, maxout
+    cdef Py_ssize_t big = <Py_ssize_t> 0x7fffffffffffffff
+    cdef double x, gtol
+    cdef int rc
+    if capi_check_net(n_units, nnz, par_ptr, par_idx, weights, biases, activation) != MF_OK:
+        return MF_EBADARG
+    if (n_items < 0 or not (tol >= 0.0 and tol <= 1.7976931348623157e308)
+            or not (inner_tol >= 0.0 and inner_tol <= 1.7976931348623157e308)
+            or max_sweeps < 0 or max_sweeps >= big):
+        return MF_EBADARG
+    if n_items > 0 and (bound == NULL or n_sweeps == NULL or converged == NULL
+                        or (n_units > 0 and (mu == NULL or clamp == NULL))
+                        or (n_xi > 0 and xi == NULL)):
+        return MF_EBADARG
+    # n_items * n_units and n_items * nnz doubles, and the scratch below, must be addressable
+    if ((n_units > 0 and n_items > big // 8 // n_units)
+            or (nnz > 0 and n_items > big // 8 // nnz) or n_units > big // 64
+            or nnz > big // 64):
+        return MF_EOVERFLOW
+    for p in range(n_items * n_units):
+        x = clamp[p]
+        if x == x:
+            if not (x == 0.0 or x == 1.0):
+                return MF_EBADARG
+        elif init_mu != NULL and not (0.0 <= init_mu[p] <= 1.0):
+            return MF_EBADARG
+    if init_xi != NULL:
+        for p in range(n_items * n_xi):
+            x = init_xi[p]
+            if activation == 0 and not (0.0 <= x <= 1.0):
+                return MF_EBADARG
+            if activation == 1 and not (0.0 <= x <= 1.7976931348623157e308):
+                return MF_EBADARG
+    if n_items == 0:
+        return MF_OK
+    n_threads = 1 if n_threads < 1 else (CAPI_MAX_THREADS if n_threads > CAPI_MAX_THREADS
+                                         else n_threads)
+    if inner_tol == CAPI_DEFAULT:      # mfengine.sbn._solve.inner_tol_for
+        gtol = 0.1 * sqrt(tol)
+        gtol = 1e-13 if gtol < 1e-13 else (1e-3 if gtol > 1e-3 else gtol)
+    else:
+        gtol = inner_tol
+    if capi_children(n, nnz, par_ptr, par_idx, &ch) != MF_OK:
+        return MF_ENOMEM
+    g.n = n
+    g.nnz = nnz
+    g.par_ptr = par_ptr
+    g.par_idx = par_idx
+    g.ch_ptr = ch
+    g.ch_idx = ch + n + 1
+    g.ch_w = ch + n + 1 + nnz
+    rc = prepare_sig(&g, activation == 1, &pos, &maxin, &maxout)
+    if rc != MF_OK:
+        free(ch)
+        return rc
+    # the starting point: as sjj.solve (means 0.5, xi 0.5, noisy-OR q uniform); the clamped
+    # units' values are set by the kernel
+    for p in range(n_items * n_units):
+        mu[p] = init_mu[p] if init_mu != NULL and clamp[p] != clamp[p] else 0.5
+    for p in range(n_items * n_xi):
+        xi[p] = init_xi[p] if init_xi != NULL else (-1.0 if activation == 1 else 0.5)
+    rc = run_items(&g, pos, maxin, maxout, weights, biases, n_items, NULL, clamp, mu, xi, NULL,
+                   bound, n_sweeps, <uint8_t *> converged, tol, gtol, max_sweeps, n_threads,
+                   activation == 1, 1)
+    free(pos)
+    free(ch)
+    if rc != MF_OK:
+        return rc
+    for p in range(n_items):
+        if not converged[p]:
+            return MF_NOT_CONVERGED
+    return MF_OK
+
+
+# Exported C symbol for C callers (csrc/mfengine_solver.h); the same function as above.
+cdef public int mfengine_sjj_solve(
+        Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *par_ptr, const Py_ssize_t *par_idx,
+        const double *weights, const double *biases, int activation, Py_ssize_t n_items,
+        const double *clamp, const double *init_mu, const double *init_xi, double tol,
+        double inner_tol, Py_ssize_t max_sweeps, int n_threads, double *bound, double *mu,
+        double *xi, Py_ssize_t *n_sweeps, signed char *converged) noexcept nogil:
+    return mf_sjj_solve(n_units, nnz, par_ptr, par_idx, weights, biases, activation, n_items,
+                        clamp, init_mu, init_xi, tol, inner_tol, max_sweeps, n_threads, bound,
+                        mu, xi, n_sweeps, converged)
+
+
+def _capi_solve(Py_ssize_t n_units, Py_ssize_t nnz, par_ptr, par_idx, weights, biases,
+                int activation, Py_ssize_t n_items, clamp, init_mu, init_xi, double tol,
+                double inner_tol, Py_ssize_t max_sweeps, int n_threads, bound, mu, xi,
+                n_sweeps, converged):
+    """Test hook: mf_sjj_solve on buffers (None passes NULL, as does an empty buffer);
+    returns its status.  The sizes are the caller's, unchecked against the buffers: tests
+    only."""
+    cdef const Py_ssize_t[::1] pp = par_ptr
+    cdef const Py_ssize_t[::1] pi = par_idx
+    cdef const double[::1] wv = weights
+    cdef const double[::1] hv = biases
+    cdef const double[::1] cv = clamp
+    cdef const double[::1] imv
+    cdef const double[::1] ixv
+    cdef double[::1] bv = bound
+    cdef double[::1] mv = mu
+    cdef double[::1] xv = xi
+    cdef Py_ssize_t[::1] sv = n_sweeps
+    cdef signed char[::1] ccv = converged
+    cdef const double *imp = NULL
+    cdef const double *ixp = NULL
+    cdef int rc
+    if init_mu is not None:
+        imv = init_mu
+        imp = &imv[0] if imv.shape[0] else NULL
+    if init_xi is not None:
+        ixv = init_xi
+        ixp = &ixv[0] if ixv.shape[0] else NULL
+    with nogil:
+        rc = mf_sjj_solve(n_units, nnz, &pp[0] if pp.shape[0] else NULL,
+                          &pi[0] if pi.shape[0] else NULL, &wv[0] if wv.shape[0] else NULL,
+                          &hv[0] if hv.shape[0] else NULL, activation, n_items,
+                          &cv[0] if cv.shape[0] else NULL, imp, ixp, tol, inner_tol,
+                          max_sweeps, n_threads, &bv[0] if bv.shape[0] else NULL,
+                          &mv[0] if mv.shape[0] else NULL, &xv[0] if xv.shape[0] else NULL,
+                          &sv[0] if sv.shape[0] else NULL, &ccv[0] if ccv.shape[0] else NULL)
+    return rc
+
+
 #: Status codes of ``mf_status.h``, for the Python wrapper.
 STATUS_OK = MF_OK
 STATUS_EBADARG = MF_EBADARG
 STATUS_ENOMEM = MF_ENOMEM
+STATUS_NOT_CONVERGED = MF_NOT_CONVERGED
+STATUS_EOVERFLOW = MF_EOVERFLOW

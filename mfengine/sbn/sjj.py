@@ -100,7 +100,9 @@ def check_structure(structure):
     """Check the five index arrays of a ``DagStructure`` and return them as ``intp``.
 
     The arrays must describe one DAG in topological order: ``par_ptr`` and ``ch_ptr`` run
-    from 0 to nnz without decreasing, every parent index is below its child's, and the child
+    from 0 to nnz without decreasing, every parent index is below its child's, each unit's
+    parents are listed in increasing order and once each (a repeated edge would make the
+    factorised averages wrong), and the child
     lists (``ch_ptr``, ``ch_idx``, ``ch_w``) list exactly the edges of the parent lists.  The
     cost is linear in the number of edges.
 
@@ -159,6 +161,11 @@ def check_structure(structure):
     if np.any(par_idx >= child):
         raise ValueError("structure.par_idx must list parents j < i for each unit i "
                          "(units in topological order)")
+    first = np.zeros(nnz, dtype=bool)
+    first[par_ptr[:-1][np.diff(par_ptr) > 0]] = True
+    if nnz and np.any(np.diff(par_idx)[~first[1:]] <= 0):
+        raise ValueError("structure.par_idx must list each unit's parents in increasing order, "
+                         "each once")
     if np.any(ch_w >= nnz) or np.any(np.bincount(ch_w, minlength=nnz) != 1):
         raise ValueError("structure.ch_w must be a permutation of the nnz edges")
     parent = np.repeat(np.arange(n, dtype=np.intp), np.diff(ch_ptr))
@@ -320,7 +327,8 @@ def _raise_status(rc, status, what, nbytes):
     if rc == _sjj.STATUS_EBADARG:   # pragma: no cover - the checks above make this unreachable
         raise ValueError(f"{what}: the kernel refused its arguments (inconsistent sizes)")
     if np.any(status == _sjj.STATUS_ENOMEM):
-        raise MemoryError(f"{what}: could not allocate {nbytes} bytes of scratch space per thread")
+        raise MemoryError(f"{what}: could not allocate up to {nbytes} bytes of scratch space "
+                          "per thread")
 
 
 # ---------------------------------------------------------------------------- entry points
@@ -439,7 +447,7 @@ def solve(structure, w, h, net_of, clamp, tol=1e-6, inner_tol=1e-9, max_sweeps=2
     _sjj = _kernel()
     rc = _sjj.solve(*arrays, w, h, net_of, clamp, mu, xi, bound, n_sweeps, conv, status, hist,
                     tol, inner_tol, max_sweeps, threads, noisy)
-    _raise_status(rc, status, "sjj.solve", (14 * n + 3 * nnz) * 8 + 2 * n + 16)
+    _raise_status(rc, status, "sjj.solve", (15 * n + 12 * nnz) * 8 + 64)
     out = (bound, mu, xi, n_sweeps, conv.astype(bool))
     return out + (hist,) if record else out
 
