@@ -331,8 +331,12 @@ static void lr_layout(arena_t *a, xchain_t *x)
     x->wL = x->offLW + (x->aW + 1) * D;
     x->rowL = n * x->wL;
     (void)nD;
-    x->blk = 1;
-    while (x->blk * x->blk < T) x->blk++;
+    /* all T right rows when they take at most 16 MB, else blocks of about sqrt(T) rows */
+    if (x->rowR <= ((ptrdiff_t)1 << 21) / T) x->blk = T;
+    else {
+        x->blk = 1;
+        while (x->blk * x->blk < T) x->blk++;
+    }
     x->nck = (T - 1) / x->blk + 2;
     /* rows are O(lag n D); refuse the path (not the problem) when its blocks would be large */
     if (x->rowR > ((ptrdiff_t)1 << 40) / (x->blk + x->nck + 2)) return;
@@ -350,6 +354,10 @@ static void lr_setup(xchain_t *x)
     const ptrdiff_t T = x->T, D = m->D, nD = x->n * D;
     ptrdiff_t t, d;
     if (!x->lr) return;
+    memset(x->ck, 0, (size_t)(x->nck * x->rowR) * sizeof(double));
+    memset(x->bk, 0, (size_t)(x->blk * x->rowR) * sizeof(double));
+    memset(x->rr, 0, (size_t)(2 * x->rowR) * sizeof(double));
+    memset(x->ll, 0, (size_t)(3 * x->rowL) * sizeof(double));
     for (t = 0; t < T; t++)
         for (d = 0; d < D; d++) x->mk[t * D + d] = seen(x->X, D, t, d) ? 1.0 : 0.0;
     /* the third left row: the tables themselves (a = 0), for the objective */
@@ -368,6 +376,7 @@ static void put_table(ptrdiff_t n, ptrdiff_t D, const double *tab, double *row, 
 
 /* row[i, off + D .. off + (len+1) D) = sum_k M[i, k] src[k, off .. off + len D): the products
  * at distances 1 .. len from those at 0 .. len - 1, for one segment (table). */
+MF_HMM_CLONES
 static void shift_mul(ptrdiff_t n, const double *restrict M, const double *restrict src,
                       double *restrict row, ptrdiff_t w, ptrdiff_t off, ptrdiff_t D, ptrdiff_t len)
 {
@@ -387,30 +396,32 @@ static void shift_mul(ptrdiff_t n, const double *restrict M, const double *restr
 }
 
 /* The right row of t from the row of t + 1 (next; unused at t = T - 1); leaves R_t in x->tmp
- * when t < T - 1. */
+ * when t < T - 1.  One product over the whole width of a state's segments (each distance b
+ * from b - 1, the slot after a segment's last distance landing on the next segment's distance
+ * 0, which put_table then writes); entries beyond the room left are never read. */
 static void lr_rstep(xchain_t *x, ptrdiff_t t, const double *next, double *row)
 {
     const mf_hmm_model *m = x->m;
     const ptrdiff_t n = x->n, D = m->D, room = x->T - 1 - t;
+    if (room >= 1) {
+        rmat(x, t, x->tmp);
+        shift_mul(n, x->tmp, next, row, x->wR, 0, D, x->wR / D - 1);
+    }
     if (x->bV >= 0) put_table(n, D, m->V, row, x->wR, x->offRV);
     if (x->bU >= 0) put_table(n, D, m->U, row, x->wR, x->offRU);
-    if (room < 1) return;
-    rmat(x, t, x->tmp);
-    shift_mul(n, x->tmp, next, row, x->wR, x->offRV, D, x->bV < room ? x->bV : room);
-    shift_mul(n, x->tmp, next, row, x->wR, x->offRU, D, x->bU < room ? x->bU : room);
 }
 
-/* The left row of t from the row of t - 1 (prev; unused at t = 0). */
+/* The left row of t from the row of t - 1 (prev; unused at t = 0), likewise. */
 static void lr_lstep(xchain_t *x, ptrdiff_t t, const double *prev, double *row)
 {
     const mf_hmm_model *m = x->m;
     const ptrdiff_t n = x->n, D = m->D;
+    if (t >= 1) {
+        lmat(x, t, x->tmp);
+        shift_mul(n, x->tmp, prev, row, x->wL, 0, D, x->wL / D - 1);
+    }
     if (x->aU >= 0) put_table(n, D, m->U, row, x->wL, x->offLU);
     if (x->aW >= 0) put_table(n, D, m->W, row, x->wL, x->offLW);
-    if (t < 1) return;
-    lmat(x, t, x->tmp);
-    shift_mul(n, x->tmp, prev, row, x->wL, x->offLU, D, x->aU < t ? x->aU : t);
-    shift_mul(n, x->tmp, prev, row, x->wL, x->offLW, D, x->aW < t ? x->aW : t);
 }
 
 static double dot3(const double *a, const double *b, const double *w, ptrdiff_t D)
@@ -465,12 +476,13 @@ static int lr_objective(xchain_t *x, const double *h, double *value)
     ptrdiff_t t, i;
     int status = xchain_pass(x, h, &logz);
     if (status) return status;
+    const int all = x->blk == T;   /* every right row kept: the sweep reads them directly */
     for (t = T - 1; t >= 0; t--) {
-        double *row = x->rr + (t & 1) * x->rowR;
-        const double *next = x->rr + ((t + 1) & 1) * x->rowR;
+        double *row = all ? x->bk + t * x->rowR : x->rr + (t & 1) * x->rowR;
+        const double *next = all ? x->bk + (t + 1) * x->rowR : x->rr + ((t + 1) & 1) * x->rowR;
         double *g = x->gam + t * n, *tl = x->tl + t * n, s = 0.0;
-        lr_rstep(x, t, next, row);
-        if (t % x->blk == 0)   /* the checkpoints of a sweep that follows */
+        lr_rstep(x, t, next, row);   /* (next unused at t = T - 1) */
+        if (!all && t % x->blk == 0)   /* the checkpoints of a sweep that follows */
             memcpy(x->ck + (t / x->blk) * x->rowR, row, (size_t)x->rowR * sizeof(double));
         for (i = 0; i < n; i++) {
             g[i] = x->alpha[t * n + i] * x->beta[t * n + i];
@@ -703,7 +715,7 @@ static int lr_sweep(xchain_t *x, double *h)
         double *L = x->ll + (t & 1) * x->rowL;
         const double *Lp = x->ll + ((t + 1) & 1) * x->rowL, *R;
         double s = 0.0;
-        if (t % x->blk == 0) lr_fill_block(x, t);
+        if (t % x->blk == 0 && x->blk < T) lr_fill_block(x, t);
         R = x->bk + (t % x->blk) * x->rowR;
         lr_lstep(x, t, Lp, L);     /* from alpha_{<t}: h_{<t} already updated */
         for (i = 0; i < n; i++) {

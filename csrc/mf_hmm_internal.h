@@ -33,6 +33,14 @@
 
 #define HALF_LOG_2PI 0.91893853320467274178
 
+/* Run-time dispatch of the hot loops (as csrc/mf_sbn.c): an AVX2+FMA body and the default
+ * x86-64 one, chosen by the loader; off for -march=native builds and other compilers. */
+#if defined(MF_TARGET_CLONES) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MF_HMM_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define MF_HMM_CLONES
+#endif
+
 /* Internal outcomes, never returned by an exported function: a sequence of probability zero,
  * a NaN or infinite value in the arithmetic.  The exported functions write -inf / NaN instead. */
 #define HMM_IMPOSSIBLE 100
