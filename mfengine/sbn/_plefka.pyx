@@ -36,6 +36,21 @@ accepted step lowers G, so the iteration cannot cycle.  Converged: max_i |sigmoi
 u_i| <= tol with no free unit pushed against the bound |t| = T_MAX.  A trial point where G is
 +inf or overflows is rejected like any point where G rises.
 
+For G11 and G12 a unit on the bound whose image lies beyond it counts as converged (its
+coordinate minimum is a mean a double cannot tell from 0 or 1), and items the iteration leaves
+unconverged are solved again by coordinate descent on G (``cd_item``: one unit at a time, the
+root of dG/du_j bracketed and found by regula falsi, each move kept only if it lowers G; O(its
+children) per evaluation), kept when it converges or ends lower.
+
+Layered sigmoid nets (every unit's parents one contiguous range shared by consecutive units)
+are solved, for orders 11 and 12, in blocks of up to 64 patterns of one net (``solve_block``):
+Mbar, V and the reverse pass by BLAS dgemm over the block, the per-unit terms lane-wise, each
+pattern running solve_item's steps as a resumable state machine (``ps_begin``/``ps_consume``).
+Blocks are cut from the items and the structure alone, never from the thread count.
+
+``mf_plefka_solve`` and ``mf_plefka_gradient`` (declared in ``_plefka.pxd``) are the C API: one
+net in CSR form, every argument checked (MF_EBADARG, nothing written).
+
 Noisy-OR: Mbar_i = 0 happens only when h_i = 0 and every parent with w_ij > 0 has u_j = 0.  A
 free unit for which that holds given the clamped units is surely off: the solver fixes it at
 0 (exact).  A unit with u_i > 0 and Mbar_i = 0 makes G = +inf (a result, reported with MF_OK,
