@@ -299,7 +299,8 @@ static void shift_max(double *v, ptrdiff_t n)
  * a test forces it, mf_hmm__lowrank_mode); the full-matrix path serves the other cases and
  * the pairwise marginals. */
 
-int mf_hmm__lowrank_mode = 0;   /* 0: by cost, 1: always, 2: never (tests only) */
+int mf_hmm__lowrank_mode = 0;   /* 0: by cost, 1: always, 2: never, 3: always, in blocks
+                                 * (tests only) */
 
 static void lr_layout(arena_t *a, xchain_t *x)
 {
@@ -332,7 +333,7 @@ static void lr_layout(arena_t *a, xchain_t *x)
     x->rowL = n * x->wL;
     (void)nD;
     /* all T right rows when they take at most 16 MB, else blocks of about sqrt(T) rows */
-    if (x->rowR <= ((ptrdiff_t)1 << 21) / T) x->blk = T;
+    if (x->rowR <= ((ptrdiff_t)1 << 21) / T && mf_hmm__lowrank_mode != 3) x->blk = T;
     else {
         x->blk = 1;
         while (x->blk * x->blk < T) x->blk++;

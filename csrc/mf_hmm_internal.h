@@ -258,7 +258,8 @@ typedef struct {
 } xchain_t;
 
 /* Which path the chain objective and sweep take: 0 by cost (the default), 1 the low-rank
- * path whenever it applies, 2 never.  Only tests change it (a process-wide switch). */
+ * path whenever it applies, 2 never, 3 the low-rank path with its right rows in blocks even
+ * when all would fit.  Only tests change it (a process-wide switch). */
 extern int mf_hmm__lowrank_mode;
 
 /* Sizes and the buffers of an xchain_t for the prepared model m (x->m .. x->nk set here). */

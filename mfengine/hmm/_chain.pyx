@@ -115,10 +115,11 @@ cdef extern from "mf_hmm_internal.h" nogil:
 
 def _set_lowrank_mode(int mode):
     """Tests only: 0 picks the chain's path by cost (the default), 1 takes the low-rank path
-    whenever it applies, 2 never (the full-matrix path).  Returns the previous mode."""
+    whenever it applies, 2 never (the full-matrix path), 3 the low-rank path with its right rows
+    recomputed in blocks.  Returns the previous mode."""
     global mf_hmm__lowrank_mode
-    if mode not in (0, 1, 2):
-        raise ValueError(f"mode must be 0, 1 or 2, got {mode}")
+    if mode not in (0, 1, 2, 3):
+        raise ValueError(f"mode must be 0, 1, 2 or 3, got {mode}")
     cdef int old = mf_hmm__lowrank_mode
     mf_hmm__lowrank_mode = mode
     return old
