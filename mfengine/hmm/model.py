@@ -9,7 +9,8 @@ derivation, written for this model's Gaussian outputs, is in ``docs/context_hmm.
 
 The estimator speaks hmmlearn's language (``fit(X, lengths)``, ``score``, ``score_samples``,
 ``predict``, ``predict_proba``, ``decode``, ``sample``, ``params`` / ``init_params``), with
-mfengine's ``infer`` beside it.
+mfengine's ``infer`` and ``sample_posterior`` beside it.  NaN entries of X are missing values,
+marginalised everywhere.
 """
 import warnings
 from dataclasses import dataclass, field
@@ -131,6 +132,10 @@ class ContextHMM(PersistMixin, BaseEstimator):
     Inference is mean field: ``"structured"`` (Q is the model's own chain with free per-site
     potentials, optimised exactly by coordinate ascent), ``"naive"`` (fully factorised), or
     ``"exact"`` (ln P(x) by forward recursion over the augmented state; small lags only).
+
+    NaN entries of X are missing values, marginalised by every verb and method: a row of NaN
+    is a missing frame (its whole emission drops out), a NaN coordinate drops only its own
+    terms (the covariance is the identity).  hmmlearn refuses NaN.
 
     Parameters
     ----------
