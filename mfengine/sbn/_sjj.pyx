@@ -639,6 +639,7 @@ typedef struct {
     const unsigned char *free_;
     double *mu, *nu, *t, *xi;
     double *Z, *pa, *pb, *lnS, *isacc, *gA, *gB, *hA2, *hB2, *gD;   /* per unit */
+    double *al, *be;              /* per unit: e^{-xi h}, e^{(1 - xi) h} at its xi */
     double *ap, *bp;              /* per edge, parent order: e^{-xi_c w}, e^{(1 - xi_c) w} */
     double *ta, *tb;              /* one unit's trial factors (max fan-in) */
     double *Ph, *Rh, *iA, *iB, *Iv;   /* one unit's per-child terms (max fan-out) */
@@ -662,6 +663,17 @@ SJJF_INLINE void sjjf_set_mean(double t, double *m, double *nu)
     else { *m = num * r; *nu = den * r; }
 }
 
+/* The binary entropy of sigmoid(t) is ln u + |t| sigmoid(-|t|) with u = 1 + e^{-|t|}: returns
+ * |t| sigmoid(-|t|) and u as *un / *ud (no logarithm). */
+SJJF_INLINE double sjjf_entropy_t(double t, double *un, double *ud)
+{
+    double num, den, a = fabs(t);
+    mf_exp_parts(-a, &num, &den);
+    *un = den + num;
+    *ud = den;
+    return a * (num / (den + num));
+}
+
 SJJF_INLINE double sjjf_entropy(double m, double nu)
 {
     double s = 0.0;
@@ -679,7 +691,7 @@ SJJF_INLINE double sjjf_entropy(double m, double nu)
  * = h + sum w mu. */
 SJJF_INLINE double sjjf_eval_impl(const sjjf_state *s, Py_ssize_t i, double x, int fresh,
                                   double *o_pa, double *o_pb, double *sums, double *o_z,
-                                  const int contig)
+                                  double *o_al, double *o_be, const int contig)
 {
     const Py_ssize_t p0 = s->par_ptr[i], k = s->par_ptr[i + 1] - p0;
     const double *restrict w = s->w + p0;
@@ -721,7 +733,10 @@ SJJF_INLINE double sjjf_eval_impl(const sjjf_state *s, Py_ssize_t i, double x, i
         z += we * m;
     }
     const double hi = s->h[i];
-    double hA = exp(-x * hi) * PA, hB = exp((1.0 - x) * hi) * PB, S = hA + hB;
+    double al = fresh ? exp(-x * hi) : s->al[i], be = fresh ? exp((1.0 - x) * hi) : s->be[i];
+    double hA = al * PA, hB = be * PB, S = hA + hB;
+    *o_al = al;
+    *o_be = be;
     *o_pa = hA / S;
     *o_pb = hB / S;
     sums[0] = gA; sums[1] = gB; sums[2] = hA2; sums[3] = hB2; sums[4] = gD;
@@ -730,17 +745,20 @@ SJJF_INLINE double sjjf_eval_impl(const sjjf_state *s, Py_ssize_t i, double x, i
 }
 
 SJJF_INLINE double sjjf_eval(const sjjf_state *s, Py_ssize_t i, double x, int fresh,
-                             double *o_pa, double *o_pb, double *sums, double *o_z)
+                             double *o_pa, double *o_pb, double *sums, double *o_z, double *ab)
 {
     if (s->pfirst[i] >= 0)
-        return sjjf_eval_impl(s, i, x, fresh, o_pa, o_pb, sums, o_z, 1);
-    return sjjf_eval_impl(s, i, x, fresh, o_pa, o_pb, sums, o_z, 0);
+        return sjjf_eval_impl(s, i, x, fresh, o_pa, o_pb, sums, o_z, ab, ab + 1, 1);
+    return sjjf_eval_impl(s, i, x, fresh, o_pa, o_pb, sums, o_z, ab, ab + 1, 0);
 }
 
 /* Store unit i's evaluation as its state (and, if fresh, its factors into ap, bp). */
 SJJF_INLINE void sjjf_store(sjjf_state *s, Py_ssize_t i, double x, int fresh, double lnS,
-                            double pa, double pb, const double *sums, double z)
+                            double pa, double pb, const double *sums, double z,
+                            const double *ab)
 {
+    s->al[i] = ab[0];
+    s->be[i] = ab[1];
     if (fresh) {
         const Py_ssize_t p0 = s->par_ptr[i], k = s->par_ptr[i + 1] - p0;
         memcpy(s->ap + p0, s->ta, k * sizeof(double));
@@ -762,8 +780,8 @@ SJJF_INLINE void sjjf_store(sjjf_state *s, Py_ssize_t i, double x, int fresh, do
 SJJF_INLINE void sjjf_xi_step(sjjf_state *s, Py_ssize_t i, double gtol)
 {
     double x = s->xi[i], hi = s->h[i];
-    double sums[5], npa, npb, z, lnS, xn = x, lo, hi_, phi_old, pa, pb, Z;
-    double lnS0 = sjjf_eval(s, i, x, 0, &pa, &pb, sums, &Z);
+    double sums[5], npa, npb, z, lnS, xn = x, lo, hi_, phi_old, pa, pb, Z, ab[2], nab[2];
+    double lnS0 = sjjf_eval(s, i, x, 0, &pa, &pb, sums, &Z, ab);
     double d1 = pa * (-hi - sums[0]) + pb * (-hi - sums[1]) + Z;
     double d2 = pa * sums[2] + pb * sums[3] + pa * pb * sums[4] * sums[4];
     if (s->par_ptr[i + 1] > s->par_ptr[i] && fabs(d1) > gtol) {
@@ -774,14 +792,14 @@ SJJF_INLINE void sjjf_xi_step(sjjf_state *s, Py_ssize_t i, double gtol)
     }
     if (xn != x) {
         phi_old = lnS0 + x * Z;
-        lnS = sjjf_eval(s, i, xn, 1, &npa, &npb, sums, &z);
+        lnS = sjjf_eval(s, i, xn, 1, &npa, &npb, sums, &z, nab);
         if (lnS + xn * z <= phi_old) {
-            sjjf_store(s, i, xn, 1, lnS, npa, npb, sums, z);
+            sjjf_store(s, i, xn, 1, lnS, npa, npb, sums, z, nab);
             return;
         }
-        sjjf_eval(s, i, x, 0, &pa, &pb, sums, &Z);
+        sjjf_eval(s, i, x, 0, &pa, &pb, sums, &Z, ab);
     }
-    sjjf_store(s, i, x, 0, lnS0, pa, pb, sums, Z);
+    sjjf_store(s, i, x, 0, lnS0, pa, pb, sums, Z, ab);
 }
 
 /* Move mu_k to a local maximum of the bound uphill from where it is (as update_mu of the
@@ -886,7 +904,9 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
     }
     /* keep the move only if the exact 1-D objective rose (pd: the product at the old mean) */
     double dmu = (mk + mun > 1.0) ? (nk - nun) : (mun - mk);
-    double gain = sjjf_entropy(mun, nun) - sjjf_entropy(mk, nk) + dmu * c0 - log(pn / pd);
+    double un_n, ud_n, un_o, ud_o;
+    double lin = sjjf_entropy_t(tn, &un_n, &ud_n) - sjjf_entropy_t(t0, &un_o, &ud_o);
+    double gain = lin + dmu * c0 - log((pn * un_o * ud_n) / (pd * ud_o * un_n));
     if (!(gain > 0.0))
         return 0;
     s->mu[k] = mun;
@@ -916,13 +936,21 @@ SJJF_INLINE int sjjf_update_mu(sjjf_state *s, Py_ssize_t k, double gtol)
 /* The bound from the caches, O(n_units). */
 SJJF_INLINE double sjjf_bound(const sjjf_state *s)
 {
-    double total = 0.0;
+    /* the logarithms of the S-ratios and of the entropies' u as one product (its binary
+     * exponent kept apart) */
+    double total = 0.0, prod = 1.0, un, ud;
+    int ex = 0, e;
     for (Py_ssize_t i = 0; i < s->n; i++) {
-        total += (s->mu[i] - s->xi[i]) * s->Z[i] - (s->lnS[i] - log(s->isacc[i]));
-        if (s->free_[i])
-            total += sjjf_entropy(s->mu[i], s->nu[i]);
+        total += (s->mu[i] - s->xi[i]) * s->Z[i] - s->lnS[i];
+        prod *= s->isacc[i];
+        if (s->free_[i]) {
+            total += sjjf_entropy_t(s->t[i], &un, &ud);
+            prod *= un / ud;
+        }
+        prod = frexp(prod, &e);
+        ex += e;
     }
-    return total;
+    return total + (log(prod) + ex * 0.69314718055994530942);
 }
 
 /* Unit i's term (mu_i - xi_i) Z_i - ln(e^A + e^B) from scratch in product form, and in *o_M
@@ -994,11 +1022,11 @@ int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t 
                double rel_floor, Py_ssize_t *sweeps_out)
 {
     Py_ssize_t n = s->n, i, k, sweep = 0;
-    double sums[5], pa, pb, z, lnS, bnd, prev;
+    double sums[5], pa, pb, z, lnS, bnd, prev, ab[2];
     int converged = 0;
     for (i = 0; i < n; i++) {
-        lnS = sjjf_eval(s, i, s->xi[i], 1, &pa, &pb, sums, &z);
-        sjjf_store(s, i, s->xi[i], 1, lnS, pa, pb, sums, z);
+        lnS = sjjf_eval(s, i, s->xi[i], 1, &pa, &pb, sums, &z, ab);
+        sjjf_store(s, i, s->xi[i], 1, lnS, pa, pb, sums, z, ab);
     }
     prev = sjjf_bound(s);
     if (hist != NULL) hist[0] = prev;
@@ -1051,6 +1079,8 @@ int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t 
         double *hA2
         double *hB2
         double *gD
+        double *al
+        double *be
         double *ap
         double *bp
         double *ta
@@ -1176,6 +1206,8 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     s.hA2 = work + 9 * n
     s.hB2 = work + 10 * n
     s.gD = work + 11 * n
+    s.al = work + 12 * n
+    s.be = work + 13 * n
     s.ap = work + 14 * n
     s.bp = work + 14 * n + nnz
     s.ta = ta
