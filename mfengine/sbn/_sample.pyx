@@ -10,32 +10,51 @@ the sampled states 0.0 / 1.0 on return.  Units are visited in index order, which
 topological order (every parent j of unit i has j < i, checked); unit i is on when
 ``U[r, i] < P(S_i = 1 | parents)``, with ``z_i = h_i + sum_j W_ij S_j`` over the CSR parent
 list and ``P = sigmoid(z)`` or ``1 - exp(-z)`` (noisy-OR).  The uniform of unit i is read just
-before it is overwritten by the state, so one array serves as input and output.  Cost:
-O(nnz) per draw, no O(n_units**2) anywhere; rows are split over ``n_threads`` threads.
+before it is overwritten by the state, so one array serves as input and output.  Rows are
+drawn in blocks of up to 16 (fewer for nets of over a million units) whose states are kept
+unit-major in a scratch array of at most about 16 MB per thread, so that the weights and the
+parent lists are read once per block; each row's sum is taken in the same order whatever the
+block, so the draw does not depend on it.  Cost: O(nnz) per draw, no O(n_units**2) anywhere;
+blocks are split over ``n_threads`` threads.  Returns MF_ENOMEM if a thread cannot allocate
+its scratch array.
 """
-from cython.parallel cimport prange
+from cython.parallel cimport prange, parallel
 from libc.math cimport expm1
+from libc.stdlib cimport malloc, free
 from mfengine._typedefs cimport intp_t
-from mfengine.sbn._dag cimport MF_OK, MF_EBADARG
+from mfengine.sbn._dag cimport MF_OK, MF_EBADARG, MF_ENOMEM
 
 cdef extern from "mf_numerics.h" nogil:
     double mf_sigmoid(double x)
 
 
-cdef inline void draw_row(Py_ssize_t n, const intp_t *par_ptr, const intp_t *par_idx,
-                          const double *w, const double *h, double *row,
-                          bint noisy_or) noexcept nogil:
-    cdef Py_ssize_t i, k
-    cdef double z, p
+cdef void draw_rows(Py_ssize_t n, const intp_t *par_ptr, const intp_t *par_idx,
+                    const double *w, const double *h, double *U, Py_ssize_t ldu, Py_ssize_t B,
+                    double *T, double *z, bint noisy_or) noexcept nogil:
+    """Draw the B rows U[0], U[ldu], ... of one net together: T (n x B, unit-major) holds the
+    states of the block, so each edge's weight and parent index are read once per block and
+    the B parent states it needs are contiguous.  Each row's z_i is summed in the same order
+    as one row at a time would (h_i, then the parents in CSR order): the same draw for any
+    block size or thread count."""
+    cdef Py_ssize_t i, k, b
+    cdef double wk, p, u
+    cdef const double *tj
     for i in range(n):
-        z = h[i]
+        for b in range(B):
+            z[b] = h[i]
         for k in range(par_ptr[i], par_ptr[i + 1]):
-            z += w[k] * row[par_idx[k]]
-        if noisy_or:
-            p = -expm1(-z) if z > 0.0 else 0.0
-        else:
-            p = mf_sigmoid(z)
-        row[i] = 1.0 if row[i] < p else 0.0
+            wk = w[k]
+            tj = T + par_idx[k] * B
+            for b in range(B):
+                z[b] += wk * tj[b]
+        for b in range(B):
+            if noisy_or:
+                p = -expm1(-z[b]) if z[b] > 0.0 else 0.0
+            else:
+                p = mf_sigmoid(z[b])
+            u = U[b * ldu + i]
+            T[i * B + b] = 1.0 if u < p else 0.0
+            U[b * ldu + i] = T[i * B + b]
 
 
 cdef int check_rows(Py_ssize_t n, const intp_t *par_ptr, const intp_t *par_idx,
@@ -74,15 +93,41 @@ def sample(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const double[:,
         return MF_EBADARG
     if n_rows == 0 or n == 0:
         return MF_OK
+    # rows are drawn in blocks of up to B (of one net each); the block's states take
+    # n * B doubles per thread, at most about 16 MB
+    cdef Py_ssize_t B = 16
+    while B > 1 and <double> n * B * 8.0 > 16e6:
+        B //= 2
+    cdef Py_ssize_t n_blocks = (n_rows + B - 1) // B, blk, r0, r1, rr
     cdef const intp_t *pp = &par_ptr[0]
     cdef const intp_t *pi = &par_idx[0] if nnz else NULL
     cdef double dummy = 0.0
-    for r in prange(n_rows, nogil=True, schedule="static", num_threads=n_threads):
-        draw_row(n, pp, pi, &w[net_of[r], 0] if nnz else &dummy, &h[net_of[r], 0], &U[r, 0],
-                 noisy_or)
+    cdef double *T = NULL
+    cdef double *z = NULL
+    cdef int failed = 0
+    with nogil, parallel(num_threads=n_threads):
+        T = <double *> malloc((<size_t> n * B + B) * sizeof(double))
+        z = T + n * B if T != NULL else NULL
+        for blk in prange(n_blocks, schedule="static"):
+            if T == NULL:
+                failed = 1
+                continue
+            r0 = blk * B
+            r1 = r0 + B if r0 + B < n_rows else n_rows
+            while r0 < r1:          # a run of rows of one net
+                rr = r0 + 1
+                while rr < r1 and net_of[rr] == net_of[r0]:
+                    rr = rr + 1
+                draw_rows(n, pp, pi, &w[net_of[r0], 0] if nnz else &dummy, &h[net_of[r0], 0],
+                          &U[r0, 0], n, rr - r0, T, z, noisy_or)
+                r0 = rr
+        free(T)
+    if failed:
+        return MF_ENOMEM
     return MF_OK
 
 
 #: Status codes of ``mf_status.h``, for the Python wrapper.
 STATUS_OK = MF_OK
 STATUS_EBADARG = MF_EBADARG
+STATUS_ENOMEM = MF_ENOMEM
