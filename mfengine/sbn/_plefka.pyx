@@ -884,8 +884,9 @@ cdef int solve_item(const Net *net, const double *w, const double *h, const doub
 # through its entropy, its own term (linear in u_j) and its children's terms (through their
 # Mbar_i and V_i), so each one-dimensional problem costs O(children).  Its derivative
 # g(t) = dG/du_j = t + c(u_j) goes to -inf as t -> -inf and +inf as t -> +inf (the entropy),
-# so a root exists; it is bracketed from the current point in the descent direction and found
-# by safeguarded regula falsi (Illinois), and the move is kept only if it lowers G.  So G
+# so a root exists; it is bracketed from the current point in the descent direction (steps
+# doubled while G falls and the slope keeps its sign, quartered when G rises past a bump) and
+# found by safeguarded regula falsi (Illinois), and the move is kept only if it lowers G.  So G
 # never rises and the sweeps cannot cycle.  A unit whose minimum lies beyond |t| = T_MAX sits on
 # the bound: no stationary point inside (0, 1), reported as not converged.
 DEF CD_ROOT_ITERS = 60
@@ -959,7 +960,7 @@ cdef int cd_item(const Net *net, const double *w, const double *h, const double 
     """Coordinate descent on G (orders 11 and 12) for one item; outputs as solve_item's."""
     cdef Py_ssize_t n = net.n, i, e, k, j, sweep = 0, r
     cdef double x, tmax = net.t_max, own, g0, phi0, a, b, ga, gb, xm, gx, step, phin, gn
-    cdef double res, sweep_res, noise, G
+    cdef double res, sweep_res, noise, G, phia, phib
     cdef int surely_off, side, status = MF_OK, clipped, bound
     conv[0] = 0
     n_iter[0] = 0
@@ -1049,6 +1050,7 @@ cdef int cd_item(const Net *net, const double *w, const double *h, const double 
             # bracket the root of g from a, in the descent direction (-sign g0)
             side = 1 if g0 < 0.0 else -1
             ga = g0
+            phia = phi0
             step = x - a
             b = a
             gb = g0
@@ -1056,17 +1058,21 @@ cdef int cd_item(const Net *net, const double *w, const double *h, const double 
             for r in range(CD_ROOT_ITERS):
                 b = a + step
                 b = -tmax if b < -tmax else (tmax if b > tmax else b)
-                cd_phi(net, w, W, j, b, own, &gb)
+                phib = cd_phi(net, w, W, j, b, own, &gb)
                 if not (gb == gb):
-                    step = 0.5 * step
+                    step = 0.25 * step
                     continue
                 if (gb >= 0.0) if side > 0 else (gb <= 0.0):
-                    break
+                    break           # the slope changed sign in (a, b]: a root
+                if not (phib <= phia + NOISE * (1.0 + fabs(phia))):
+                    step = 0.25 * step      # G rose past a bump: a minimum lies nearer a
+                    continue
                 if b == tmax or b == -tmax:
                     bound = 1
                     break
                 a = b
                 ga = gb
+                phia = phib
                 step = 2.0 * step
             else:
                 bound = 2
