@@ -121,6 +121,45 @@ int mf_nlgbn_estep_block(const mf_nlgbn_net *net, ptrdiff_t n, const double *X, 
                          double *bound, ptrdiff_t *n_sweeps, unsigned char *converged,
                          double *stats, double *scratch);
 
+/* mf_nlgbn_estep_block with missing visible entries: miss is NULL (none missing) or
+ * (n x n_visible) bytes, nonzero = missing.  A missing entry's value in X is not read; it is
+ * marginalised exactly (its term leaves the bound, and its parents' problems lose its
+ * contribution).  With stats, a missing entry contributes its expectations under
+ * q(h) p(x_c | h): mean n_c, E[x_c^2] = n_c^2 + sum_b w_cb^2 V_b + psi_c^2 (the part beyond
+ * n_c^2 in the sigma^2 slot), E[x_c f_b] = n_c M_b + w_cb V_b.  Same statuses. */
+int mf_nlgbn_estep_block_miss(const mf_nlgbn_net *net, ptrdiff_t n, const double *X,
+                              const unsigned char *miss, double *mu, double *logvar, double tol,
+                              double unit_tol, ptrdiff_t max_sweeps, double *bound,
+                              ptrdiff_t *n_sweeps, unsigned char *converged, double *stats,
+                              double *scratch);
+
+/* ------------------------------------------------------------------------------------------
+ * Importance-sampled ln p(x) of one pattern (mf_nlgbn_is.c).
+ *
+ * The proposal is the defensive mixture
+ *     r(h) = a_q N(h; mu, sigma^2) + a_w N(h; mu, (MF_NLGBN_IS_WIDE sigma)^2) + a_p p(h)
+ * over the hidden pre-activations (mu, sigma^2 = e^logvar: the mean-field posterior, n_hidden
+ * each; p(h) the prior, drawn ancestrally), with a_q, a_w, a_p the constants below.  Every
+ * weight p(h, x_obs) / r(h) is at most p(x_obs | h) / a_p, bounded, so its variance is finite.
+ * Missing visible entries (miss NULL or n_visible bytes, nonzero = missing) are left out of
+ * p(x_obs | h), i.e. marginalised exactly.  The K = n_samples draws come from the generator
+ * seeded by (seed, index) alone (xoshiro256** seeded through splitmix64), so a pattern's answer
+ * does not depend on which thread computes it or in what order.
+ * Writes *estimate = log of the mean weight, *stderr = its delta-method standard error
+ * sd(w) / (sqrt(K) mean(w)), *ess = (sum w)^2 / sum w^2.  scratch holds
+ * mf_nlgbn_is_scratch(net) doubles.  Returns MF_OK, or MF_EBADARG (nothing written): net not
+ * checked, a NULL pointer, n_samples < 2, a non-finite mu or logvar; a pattern whose weights are
+ * not finite numbers gets NaN estimates (status MF_EOVERFLOW). */
+#define MF_NLGBN_IS_AQ 0.7
+#define MF_NLGBN_IS_AW 0.2
+#define MF_NLGBN_IS_AP 0.1
+#define MF_NLGBN_IS_WIDE 2.0
+ptrdiff_t mf_nlgbn_is_scratch(const mf_nlgbn_net *net);
+int mf_nlgbn_is_pattern(const mf_nlgbn_net *net, const double *x, const unsigned char *miss,
+                        const double *mu, const double *logvar, ptrdiff_t n_samples,
+                        unsigned long long seed, unsigned long long index, double *estimate,
+                        double *stderr_out, double *ess, double *scratch);
+
 #ifdef __cplusplus
 }
 #endif

@@ -74,7 +74,7 @@ int mf_nlgbn_net_check(mf_nlgbn_net *net, ptrdiff_t len_sizes, ptrdiff_t len_off
     }
     if (len_WT != nw || (stat_size != 0 && stat_size != base))
         return MF_EBADARG;
-    ptrdiff_t scratch = mul_sz(2, add_sz(U, H));
+    ptrdiff_t scratch = mul_sz(3, add_sz(U, H));
     if (scratch < 0 || add_sz(scratch, 1) < 0)
         return MF_EOVERFLOW;
     /* values */
@@ -117,16 +117,19 @@ static void net_inputs(const mf_nlgbn_net *net, const double *M, double *nn)
 
 /* F of eq. 11 from the cached net inputs and output variances (mu includes the data). */
 static double pattern_bound(const mf_nlgbn_net *net, const double *mu, const double *s,
-                            const double *nn, const double *V)
+                            const double *nn, const double *V, const double *acoef,
+                            const unsigned char *miss)
 {
     const double two_pi = 6.28318530717958647692;
     double total = 0.0;
     for (ptrdiff_t i = 0; i < net->n_units; i++) {
+        if (miss != NULL && i >= net->n_hidden && miss[i - net->n_hidden])
+            continue;               /* a missing visible unit: marginalised, no term */
         double p = net->prec[i], d = mu[i] - nn[i];
         total += -0.5 * p * d * d + 0.5 * log(p / two_pi);
     }
     for (ptrdiff_t i = 0; i < net->n_hidden; i++)
-        total += -net->acoef[i] * V[i]
+        total += -acoef[i] * V[i]
                  + 0.5 * (1.0 + log(two_pi) + s[i] - net->prec[i] * exp(s[i]));
     return total;
 }
@@ -134,16 +137,43 @@ static double pattern_bound(const mf_nlgbn_net *net, const double *mu, const dou
 /* Coordinate ascent on one pattern's bound.  mu (n_units) holds the hidden means and receives
  * the data in its visible part; s (n_hidden).  Returns F at the end, NaN if a unit's problem was
  * not finite. */
-static double solve_pattern(const mf_nlgbn_net *net, const double *x, double *mu, double *s,
-                            double *nn, double *M, double *V, double tol, double utol,
+static double solve_pattern(const mf_nlgbn_net *net, const double *x, const unsigned char *miss,
+                            double *mu, double *s, double *nn, double *M, double *V,
+                            double *precp, double *acp, double tol, double utol,
                             ptrdiff_t max_sweeps, ptrdiff_t *sweeps, unsigned char *converged)
 {
     ptrdiff_t H = net->n_hidden, L = net->n_layers, nv = net->n_visible, sw = 0;
     mf_nlgbn_moments mo;
     int failed = 0;
+    const double *prec = net->prec, *acoef = net->acoef;
     *converged = 0;
     for (ptrdiff_t i = 0; i < nv; i++)
-        mu[H + i] = x[i];
+        mu[H + i] = (miss != NULL && miss[i]) ? 0.0 : x[i];
+    if (miss != NULL) {
+        /* A missing visible unit leaves the bound: its precision counts as 0 in its parents'
+         * problems (no B term) and its part of their A coefficients is removed. */
+        int any = 0;
+        for (ptrdiff_t i = 0; i < nv; i++)
+            any |= miss[i] != 0;
+        if (any) {
+            ptrdiff_t U = net->n_units, poff = net->offset[L - 2], P = net->sizes[L - 2];
+            const double *WTl = net->WT + net->woff[L - 2];
+            for (ptrdiff_t i = 0; i < U; i++)
+                precp[i] = (i >= H && miss[i - H]) ? 0.0 : net->prec[i];
+            for (ptrdiff_t i = 0; i < H; i++)
+                acp[i] = net->acoef[i];
+            for (ptrdiff_t j = 0; j < P; j++) {
+                double a = 0.0;
+                for (ptrdiff_t c = 0; c < nv; c++)
+                    a += precp[H + c] * WTl[j * nv + c] * WTl[j * nv + c];
+                acp[poff + j] = 0.5 * a;    /* recomputed from the observed children only */
+            }
+            prec = precp;
+            acoef = acp;
+        } else {
+            miss = NULL;
+        }
+    }
     for (ptrdiff_t i = 0; i < H; i++) {
         mf_nlgbn_moments_eval(net->types[i], mu[i], s[i], 0, &mo);
         M[i] = mo.M;
@@ -159,8 +189,8 @@ static double solve_pattern(const mf_nlgbn_net *net, const double *x, double *mu
                 const double *row = net->WT + net->woff[l] + (j - net->offset[l]) * nc;
                 double Mold = M[j], B = 0.0, g;
                 for (ptrdiff_t c = 0; c < nc; c++)
-                    B += row[c] * net->prec[coff + c] * (mu[coff + c] - nn[coff + c] + row[c] * Mold);
-                if (mf_nlgbn_unit_solve(net->types[j], nn[j], net->prec[j], net->acoef[j], B,
+                    B += row[c] * prec[coff + c] * (mu[coff + c] - nn[coff + c] + row[c] * Mold);
+                if (mf_nlgbn_unit_solve(net->types[j], nn[j], prec[j], acoef[j], B,
                                         utol, UNIT_MAX_IT, &mu[j], &s[j], &mo, &g) != MF_OK) {
                     failed = 1;
                     break;
@@ -184,13 +214,13 @@ static double solve_pattern(const mf_nlgbn_net *net, const double *x, double *mu
     if (failed)
         return NAN;
     net_inputs(net, M, nn);          /* exact, free of the drift of the incremental updates */
-    double F = pattern_bound(net, mu, s, nn, V);
+    double F = pattern_bound(net, mu, s, nn, V, acoef, miss);
     return isfinite(F) ? F : NAN;
 }
 
 /* Add one pattern to the statistics block st (layout in mf_nlgbn.h). */
 static void accumulate(const mf_nlgbn_net *net, const double *mu, const double *s,
-                       const double *M, const double *V, double *st)
+                       const double *M, const double *V, const unsigned char *miss, double *st)
 {
     ptrdiff_t U = net->n_units, H = net->n_hidden;
     for (ptrdiff_t i = 0; i < U; i++) {
@@ -222,12 +252,42 @@ static void accumulate(const mf_nlgbn_net *net, const double *mu, const double *
                 cc[c * (P + 1) + 1 + b] += mc * M[poff + b];
         }
     }
+    if (miss != NULL) {
+        /* A missing visible unit c has q(x_c | h) = p(x_c | h): mu_c holds its mean net input
+         * n_c, and E[x_c^2] = n_c^2 + sum_b w_cb^2 V_b + psi_c^2 (the last two in the
+         * sigma^2 slot), E[x_c f_b] = n_c M_b + w_cb V_b. */
+        ptrdiff_t L = net->n_layers, P = net->sizes[L - 2], C = net->n_visible;
+        ptrdiff_t poff = net->offset[L - 2];
+        const double *WTl = net->WT + net->woff[L - 2];
+        double *cc = st + net->soff[L - 2] + (P + 1) * (P + 1);
+        for (ptrdiff_t c = 0; c < C; c++) {
+            if (!miss[c])
+                continue;
+            double extra = 1.0 / net->prec[H + c];
+            for (ptrdiff_t b = 0; b < P; b++) {
+                double w = WTl[b * C + c];
+                extra += w * w * V[poff + b];
+                cc[c * (P + 1) + 1 + b] += w * V[poff + b];
+            }
+            st[2 * U + H + c] += extra;
+        }
+    }
 }
 
 int mf_nlgbn_estep_block(const mf_nlgbn_net *net, ptrdiff_t n, const double *X, double *mu,
                          double *logvar, double tol, double unit_tol, ptrdiff_t max_sweeps,
                          double *bound, ptrdiff_t *n_sweeps, unsigned char *converged,
                          double *stats, double *scratch)
+{
+    return mf_nlgbn_estep_block_miss(net, n, X, NULL, mu, logvar, tol, unit_tol, max_sweeps,
+                                     bound, n_sweeps, converged, stats, scratch);
+}
+
+int mf_nlgbn_estep_block_miss(const mf_nlgbn_net *net, ptrdiff_t n, const double *X,
+                              const unsigned char *miss, double *mu, double *logvar, double tol,
+                              double unit_tol, ptrdiff_t max_sweeps, double *bound,
+                              ptrdiff_t *n_sweeps, unsigned char *converged, double *stats,
+                              double *scratch)
 {
     if (net == NULL || net->checked != NET_CHECKED || n < 0 || max_sweeps < 0
         || !(tol >= 0.0) || !isfinite(tol) || !(unit_tol >= 0.0) || !isfinite(unit_tol))
@@ -239,19 +299,25 @@ int mf_nlgbn_estep_block(const mf_nlgbn_net *net, ptrdiff_t n, const double *X, 
         return MF_EBADARG;
     ptrdiff_t U = net->n_units, H = net->n_hidden, nv = net->n_visible;
     double *mfull = scratch, *nn = scratch + U, *Mb = scratch + 2 * U, *Vb = Mb + H;
+    double *precp = Vb + H, *acp = precp + U;
     int status = MF_OK;
     for (ptrdiff_t p = 0; p < n; p++) {
         double *mup = mu + p * H, *lvp = logvar + p * H;
+        const unsigned char *mrow = miss != NULL ? miss + p * nv : NULL;
         for (ptrdiff_t i = 0; i < H; i++)
             mfull[i] = mup[i];
-        bound[p] = solve_pattern(net, X + p * nv, mfull, lvp, nn, Mb, Vb, tol, unit_tol,
-                                 max_sweeps, &n_sweeps[p], &converged[p]);
+        bound[p] = solve_pattern(net, X + p * nv, mrow, mfull, lvp, nn, Mb, Vb, precp, acp, tol,
+                                 unit_tol, max_sweeps, &n_sweeps[p], &converged[p]);
         for (ptrdiff_t i = 0; i < H; i++)
             mup[i] = mfull[i];
         if (max_sweeps > 0 && !converged[p])
             status = MF_NOT_CONVERGED;
+        if (mrow != NULL)
+            for (ptrdiff_t i = 0; i < nv; i++)
+                if (mrow[i])
+                    mfull[H + i] = nn[H + i];   /* the predictive mean of a missing entry */
         if (stats != NULL)
-            accumulate(net, mfull, lvp, Mb, Vb, stats);
+            accumulate(net, mfull, lvp, Mb, Vb, mrow, stats);
     }
     return status;
 }

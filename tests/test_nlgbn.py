@@ -352,11 +352,19 @@ def test_bad_input_raises_clear_errors():
     with pytest.raises(ValueError, match="X.*2D"):
         net.score_samples(X[0])
     bad = X.copy()
-    bad[1, 2] = np.nan
-    with pytest.raises(ValueError, match="X contains NaN"):
+    bad[1, 2] = np.nan                                   # NaN marks a missing entry
+    miss = np.zeros(X.shape, dtype=bool)
+    miss[1, 2] = True
+    np.testing.assert_array_equal(net.infer(bad).bound, net.infer(X, miss).bound)
+    bad[1, 2] = np.inf
+    with pytest.raises(ValueError, match="X contains infinity"):
         net.infer(bad)
-    with pytest.raises(ValueError, match="X contains NaN"):
+    with pytest.raises(ValueError, match="X contains infinity"):
         net.fit(bad)
+    with pytest.raises(ValueError, match="missing must have shape"):
+        net.infer(X, miss[:, :2])
+    with pytest.raises(TypeError, match="missing must be a boolean mask"):
+        net.infer(X, miss * 0.5)
     np.testing.assert_array_equal(net.score_samples(X.astype(object)), net.score_samples(X))
     with pytest.raises(TypeError, match="X"):
         net.score_samples(np.array([["a"] * 4]))
@@ -550,7 +558,7 @@ def test_pickle_does_not_grow_with_the_training_set():
 PUBLIC = ["mfengine.nlgbn.model", "mfengine.nlgbn.NLGBN", "mfengine.nlgbn.NLGBNInference"] + [
     f"mfengine.nlgbn.NLGBN.{name}" for name in (
         "fit", "infer", "score_samples", "score", "sample", "bound_at", "from_params",
-        "weights", "biases", "variances")
+        "weights", "biases", "variances", "impute", "log_likelihood", "partial_fit")
 ]
 
 

@@ -180,8 +180,8 @@ def group_data():
     Xi = X.copy()
     Xi[0, 0] = np.inf
     cases = {
-        "X NaN": (lambda: g.infer(Xn), (bad, ["X"])),
-        "X NaN fit": (lambda: g.fit(Xn), (bad, ["X"])),
+        "X NaN (missing)": (lambda: g.infer(Xn), FINITE),      # NaN marks a missing entry
+        "X NaN fit (missing)": (lambda: g.fit(Xn), FINITE),
         "X inf": (lambda: g.score_samples(Xi), (bad, ["X"])),
         "X wrong columns": (lambda: g.infer(X[:, :5]), (bad, ["X must have 12 columns"])),
         "X 1-D": (lambda: g.score_samples(X[0]), (bad, ["X"])),

@@ -54,6 +54,16 @@ cdef extern from "mf_nlgbn.h" nogil:
                              double *logvar, double tol, double unit_tol, Py_ssize_t max_sweeps,
                              double *bound, Py_ssize_t *n_sweeps, unsigned char *converged,
                              double *stats, double *scratch)
+    int mf_nlgbn_estep_block_miss(const mf_nlgbn_net *net, Py_ssize_t n, const double *X,
+                                  const unsigned char *miss, double *mu, double *logvar,
+                                  double tol, double unit_tol, Py_ssize_t max_sweeps,
+                                  double *bound, Py_ssize_t *n_sweeps, unsigned char *converged,
+                                  double *stats, double *scratch)
+    Py_ssize_t mf_nlgbn_is_scratch(const mf_nlgbn_net *net)
+    int mf_nlgbn_is_pattern(const mf_nlgbn_net *net, const double *x, const unsigned char *miss,
+                            const double *mu, const double *logvar, Py_ssize_t n_samples,
+                            unsigned long long seed, unsigned long long index, double *estimate,
+                            double *stderr_out, double *ess, double *scratch)
 
 BLOCK = 64          # patterns per block of sufficient statistics
 DEF C_BLOCK = 64
@@ -77,9 +87,10 @@ def estep(const double[:, ::1] X, double[:, ::1] mu, double[:, ::1] logvar,
           const double[::1] prec, const double[::1] acoef, const intp_t[::1] soff,
           double tol, double unit_tol, Py_ssize_t max_sweeps,
           double[::1] bound, intp_t[::1] n_sweeps, uint8_t[::1] converged,
-          double[:, ::1] stats, int n_threads):
+          double[:, ::1] stats, int n_threads, const uint8_t[:, ::1] miss=None):
     """Run the E-step on every pattern of X (n, n_visible), in place on mu and logvar
-    (n, n_hidden), which hold the starting point.
+    (n, n_hidden), which hold the starting point.  ``miss`` (None, or (n, n_visible) uint8,
+    nonzero = missing) marks visible entries to marginalise (their X values are not read).
 
     Writes the bound (n,) (NaN for a pattern whose solve met a number that is not finite), the
     sweep counts (n,) and the convergence flags (n,); with stats of shape
@@ -123,6 +134,11 @@ def estep(const double[:, ::1] X, double[:, ::1] mu, double[:, ::1] logvar,
     _need(max_sweeps >= 0, f"max_sweeps must be >= 0, got {max_sweeps}")
     _need(tol >= 0 and tol < float("inf"), f"tol must be finite and >= 0, got {tol}")
     _need(unit_tol >= 0 and unit_tol < float("inf"), f"unit_tol must be finite and >= 0")
+    cdef const unsigned char *mp = NULL
+    if miss is not None:
+        _need(miss.shape[0] == n and miss.shape[1] == nv, f"miss must have shape ({n}, {nv})")
+        if n > 0:
+            mp = <const unsigned char *> &miss[0, 0]
     if n == 0:
         return STATUS_OK
     if H == 0:  # pragma: no cover - L >= 2 and every layer has a unit
@@ -146,8 +162,9 @@ def estep(const double[:, ::1] X, double[:, ::1] mu, double[:, ::1] logvar,
                 if stop > n:
                     stop = n
                 st = &stats[blk, 0] if want_stats else NULL
-                status[blk] = mf_nlgbn_estep_block(
-                    &net, stop - start, &X[start, 0], &mu[start, 0], &logvar[start, 0], tol,
+                status[blk] = mf_nlgbn_estep_block_miss(
+                    &net, stop - start, &X[start, 0], mp + start * nv if mp != NULL else NULL,
+                    &mu[start, 0], &logvar[start, 0], tol,
                     unit_tol, max_sweeps, &bound[start], &n_sweeps[start],
                     <unsigned char *> &converged[start], st, buf)
             free(buf)
@@ -193,3 +210,82 @@ def moments(int unit_type, const double[::1] mu, const double[::1] logvar, int o
                 out[i, 13] = mo.S_mus
                 out[i, 14] = mo.S_ss
     return {k: out_a[:, i].copy() for i, k in enumerate(keys)}
+
+
+cdef int _make_net(mf_nlgbn_net *net, const intp_t[::1] sizes, const intp_t[::1] offset,
+                   const intp_t[::1] woff, const int8_t[::1] types, const double[::1] WT,
+                   const double[::1] bias, const double[::1] prec, const double[::1] acoef,
+                   const intp_t[::1] soff) except -9:
+    cdef Py_ssize_t L = sizes.shape[0]
+    _need(L >= 2, "the network must have at least two layers (MF_EBADARG)")
+    _need(offset.shape[0] == L + 1, "offset must have one entry per layer plus one")
+    net.n_layers = L
+    net.sizes = &sizes[0]
+    net.offset = &offset[0]
+    net.woff = &woff[0] if woff.shape[0] > 0 else NULL
+    net.soff = &soff[0] if soff.shape[0] > 0 else NULL
+    net.types = <const signed char *> &types[0] if types.shape[0] > 0 else NULL
+    net.WT = &WT[0] if WT.shape[0] > 0 else NULL
+    net.bias = &bias[0] if bias.shape[0] > 0 else NULL
+    net.prec = &prec[0] if prec.shape[0] > 0 else NULL
+    net.acoef = &acoef[0] if acoef.shape[0] > 0 else NULL
+    cdef int rc = mf_nlgbn_net_check(net, sizes.shape[0], offset.shape[0], woff.shape[0],
+                                     soff.shape[0], types.shape[0], WT.shape[0], bias.shape[0],
+                                     prec.shape[0], acoef.shape[0], 0)
+    if rc == MF_EOVERFLOW:
+        raise OverflowError("the network's sizes overflow the kernel's index type")
+    _need(rc == MF_OK, "the network's arrays are not consistent or not finite (MF_EBADARG)")
+    return 0
+
+
+def importance(const double[:, ::1] X, const uint8_t[:, ::1] miss, const double[:, ::1] mu,
+               const double[:, ::1] logvar, const intp_t[::1] sizes, const intp_t[::1] offset,
+               const intp_t[::1] woff, const int8_t[::1] types, const double[::1] WT,
+               const double[::1] bias, const double[::1] prec, const double[::1] acoef,
+               const intp_t[::1] soff, Py_ssize_t n_samples, unsigned long long seed,
+               double[::1] estimate, double[::1] stderr, double[::1] ess, int n_threads):
+    """Importance-sampled ln p(x) of every pattern of X (see mf_nlgbn_is_pattern in
+    csrc/mf_nlgbn.h): the proposal's Gaussian part from (mu, logvar) (n, n_hidden), ``miss``
+    None or (n, n_visible) uint8.  Pattern p draws from the stream of (seed, p), so the answer
+    does not depend on n_threads.  Writes estimate, stderr, ess (n,); NaN where a pattern's
+    weights were not finite.  Returns the number of such patterns."""
+    cdef mf_nlgbn_net net
+    _make_net(&net, sizes, offset, woff, types, WT, bias, prec, acoef, soff)
+    cdef Py_ssize_t n = X.shape[0], H = net.n_hidden, nv = net.n_visible, p
+    _need(X.shape[1] == nv, f"X must have {nv} columns, got {X.shape[1]}")
+    _need(mu.shape[0] == n and mu.shape[1] == H, f"mu must have shape ({n}, {H})")
+    _need(logvar.shape[0] == n and logvar.shape[1] == H, f"logvar must have shape ({n}, {H})")
+    _need(estimate.shape[0] == n and stderr.shape[0] == n and ess.shape[0] == n,
+          f"estimate, stderr and ess must have {n} entries")
+    _need(n_samples >= 2, f"n_samples must be at least 2, got {n_samples}")
+    _need(n_threads >= 1, f"n_threads must be at least 1, got {n_threads}")
+    cdef const unsigned char *mp = NULL
+    if miss is not None:
+        _need(miss.shape[0] == n and miss.shape[1] == nv, f"miss must have shape ({n}, {nv})")
+        if n > 0:
+            mp = <const unsigned char *> &miss[0, 0]
+    if n == 0:
+        return 0
+    status_a = np.zeros(n, dtype=np.intc)
+    cdef int[::1] status = status_a
+    nomem_a = np.zeros(1, dtype=np.intc)
+    cdef int[::1] nomem = nomem_a
+    cdef double *buf = NULL
+    cdef Py_ssize_t scratch = mf_nlgbn_is_scratch(&net)
+    with nogil, parallel(num_threads=n_threads):
+        buf = <double *> malloc(scratch * sizeof(double))
+        if buf == NULL:
+            nomem[0] = 1
+        else:
+            for p in prange(n, schedule="dynamic"):
+                status[p] = mf_nlgbn_is_pattern(
+                    &net, &X[p, 0], mp + p * nv if mp != NULL else NULL, &mu[p, 0],
+                    &logvar[p, 0], n_samples, seed, <unsigned long long> p, &estimate[p],
+                    &stderr[p], &ess[p], buf)
+            free(buf)
+    if nomem_a[0]:
+        raise MemoryError(f"could not allocate the sampler's scratch memory ({scratch * 8} bytes)")
+    if np.any(status_a == MF_EBADARG):
+        raise ValueError("the sampler refused its arguments (MF_EBADARG): the posterior's mu or "
+                         "log-variances are not finite")
+    return int(np.sum(status_a == MF_EOVERFLOW))
