@@ -45,8 +45,7 @@ def test_returns_the_protocol_object_and_is_reproducible():
         assert a.shape == (50,) and np.all(np.isfinite(a))
     assert np.all(est.stderr > 0) and np.all((est.ess >= 1) & (est.ess <= 300))
     np.testing.assert_array_equal(est.bound, net.score_samples(X))
-    # the same numbers for any thread count and for any subset of rows ... (pattern p's stream
-    # depends on the seed and p only)
+    # the same numbers for any thread count (pattern p's stream depends on the seed and p only)
     two = net.log_likelihood(X, n_samples=300, random_state=3, n_threads=2)
     np.testing.assert_array_equal(est.estimate, two.estimate)
     np.testing.assert_array_equal(est.stderr, two.stderr)
