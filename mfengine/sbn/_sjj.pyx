@@ -685,7 +685,8 @@ SJJF_INLINE double sjjf_entropy(double m, double nu)
 /* Unit i at xi = x with the current means: every factor FA = nu + m e^{-x w},
  * FB = nu + m e^{(1 - x) w} of its parents, S = e^A + e^B = e^{-x h} prod FA + e^{(1-x) h}
  * prod FB, and the derivative sums of A and B in x.  With fresh, the factors e^{-x w} are
- * taken anew (into ta, tb); otherwise they are the cached ones of the unit's current xi.
+ * taken anew (into ta, tb) and the derivative sums are left 0; otherwise the factors are
+ * the cached ones of the unit's current xi.
  * Returns ln S; *o_pa, *o_pb are e^A / S and e^B / S, sums[0..4] the derivative sums
  * (sum w ra, sum w rb, sum w^2 ra (1 - ra), sum w^2 rb (1 - rb), sum w (rb - ra)) and *o_z
  * = h + sum w mu. */
@@ -703,34 +704,41 @@ SJJF_INLINE double sjjf_eval_impl(const sjjf_state *s, Py_ssize_t i, double x, i
     double *restrict ta = s->ta;
     double *restrict tb = s->tb;
     Py_ssize_t e;
+    double PA = 1.0, PB = 1.0, gA = 0.0, gB = 0.0, hA2 = 0.0, hB2 = 0.0, gD = 0.0, z = 0.0;
     if (fresh) {
-#pragma omp simd
+        /* new factors: the products only (the derivative sums are not read before the next
+         * evaluation at the same xi, which takes them anew) */
+#pragma omp simd reduction(*:PA, PB) reduction(+:z)
         for (e = 0; e < k; e++) {
-            double a = sjjf_exp(-x * w[e]);
+            const Py_ssize_t j = contig ? e : pj[e];
+            double m = mu[j], nu = nuv[j], we = w[e];
+            double a = sjjf_exp(-x * we), b = a * ew[e];
             ta[e] = a;
-            tb[e] = a * ew[e];
+            tb[e] = b;
+            PA *= nu + m * a;
+            PB *= nu + m * b;
+            z += we * m;
         }
     } else {
         ta = s->ap + p0;
         tb = s->bp + p0;
-    }
-    double PA = 1.0, PB = 1.0, gA = 0.0, gB = 0.0, hA2 = 0.0, hB2 = 0.0, gD = 0.0, z = 0.0;
 #pragma omp simd reduction(*:PA, PB) reduction(+:gA, gB, hA2, hB2, gD, z)
-    for (e = 0; e < k; e++) {
-        const Py_ssize_t j = contig ? e : pj[e];
-        double m = mu[j], nu = nuv[j], a = ta[e], b = tb[e], we = w[e];
-        double FA = nu + m * a, FB = nu + m * b;
-        double inv = 1.0 / (FA * FB);
-        double ra = m * a * FB * inv, rb = m * b * FA * inv;
-        double ca = nu * FB * inv, cb = nu * FA * inv;      /* 1 - ra, 1 - rb */
-        PA *= FA;
-        PB *= FB;
-        gA += we * ra;
-        gB += we * rb;
-        hA2 += (we * we) * (ra * ca);
-        hB2 += (we * we) * (rb * cb);
-        gD += we * (rb - ra);
-        z += we * m;
+        for (e = 0; e < k; e++) {
+            const Py_ssize_t j = contig ? e : pj[e];
+            double m = mu[j], nu = nuv[j], a = ta[e], b = tb[e], we = w[e];
+            double FA = nu + m * a, FB = nu + m * b;
+            double inv = 1.0 / (FA * FB);
+            double ra = m * a * FB * inv, rb = m * b * FA * inv;
+            double ca = nu * FB * inv, cb = nu * FA * inv;      /* 1 - ra, 1 - rb */
+            PA *= FA;
+            PB *= FB;
+            gA += we * ra;
+            gB += we * rb;
+            hA2 += (we * we) * (ra * ca);
+            hB2 += (we * we) * (rb * cb);
+            gD += we * (rb - ra);
+            z += we * m;
+        }
     }
     const double hi = s->h[i];
     double al = fresh ? exp(-x * hi) : s->al[i], be = fresh ? exp((1.0 - x) * hi) : s->be[i];
