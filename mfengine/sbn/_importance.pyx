@@ -1,8 +1,8 @@
 """Kernel: importance-sampled ln P(clamped units) for DAG belief nets (sigmoid or noisy-OR).
 
-Called only from ``mfengine.sbn._sampling_ll`` (through ``log_likelihood`` of the models),
-which validates every input; the entry point still checks every size and index it reads and
-returns ``MF_EBADARG`` (``mf_status.h``) instead of trusting its caller.
+Called only from ``mfengine.sbn._solve.importance_items`` (through ``log_likelihood`` of the
+models), which validates every input; the entry points still check every size and index they
+read and return ``MF_EBADARG`` (``mf_status.h``) instead of trusting their caller.
 
 For item p (a net ``net_of[p]`` and a row ``clamp[p]`` holding the clamped units' values and
 NaN at the free ones) the proposal is the defensive mixture
@@ -20,6 +20,14 @@ Per item, with log-weights l_k (k < K): the estimate is ln((1/K) sum_k e^{l_k}),
 error by the delta method sd(w) / (sqrt(K) mean(w)), and the effective sample size
 (sum w)^2 / sum w^2.  Where every weight is 0 (a noisy-OR pattern of probability 0) the
 estimate is -inf, the standard error +inf and the ESS 0.
+
+``ais`` runs annealed importance sampling instead (Neal 2001): chains start from the
+factorised q (clipped means; no defensive component, since every chain's weight is a product
+of T ratios of neighbouring distributions f_b = q^(1 - b) P(., v)^b, b = (t / T)^2) and take
+one Gibbs sweep over the needed free units at each intermediate temperature.  Each needed
+unit's term ln P(s_c | parents) is cached, so a unit's update costs one log-probability per
+child.  The estimate, its standard error and the ESS are computed from the chains' final
+log-weights as above.
 
 Random numbers: each item has its own stream, a splitmix64 sequence started from a hash of
 (seed, item_offset + p), so the answer does not depend on the number of threads nor on how
