@@ -686,3 +686,17 @@ def test_coordinate_descent_g12_all_cases_converge(seed):
     G, u, n_iter, conv = plefka.solve(S, w, h, net_of, clamp, 12, "noisy_or", tol=1e-6,
                                       max_iter=200)
     assert c0.mean() < 0.5 and conv.all() and np.all(np.isfinite(G))
+
+
+def test_c_api_restarts_overflowing_items_like_the_python_api():
+    """Weights of 1e200: G12 overflows at u = 0.5; both APIs restart from the G11 solution."""
+    from mfengine.sbn import _plefka
+
+    rng = np.random.default_rng(430)
+    S, w, h, _, clamp, _ = random_batch(rng, "sigmoid", n=6, n_nets=1, n_items=10)
+    w = w * 1e200
+    G, u, n_iter, conv = plefka.solve(S, w, h, np.zeros(10, np.intp), clamp, 12, "sigmoid")
+    rc, G2, u2, it2, c2 = _capi_solve(S, w[0], h[0], "sigmoid", 12, clamp)
+    assert rc in (_plefka.STATUS_OK, 1) and np.all(np.isfinite(G2))
+    np.testing.assert_allclose(G2, G, rtol=1e-12)
+    np.testing.assert_allclose(u2, u, atol=1e-12)
