@@ -138,6 +138,9 @@ def test_errors_name_the_argument_at_fault():
     h.n_features = np.int64(2**62)
     with pytest.raises(ValueError, match="n_features=.*disagrees with means_, which has 2 col"):
         h.decode(X, [10, 10])
+    import mfengine as mf
+    with pytest.raises(ValueError, match="X has 2 columns but n_features="):
+        mf.ContextHMM(2, n_features=np.int64(2**62), progress=False).fit(X)
     h.n_features = 2
     means = h.means_
     h.means_ = means * -1e300

@@ -250,7 +250,7 @@ def test_n_features_comes_from_the_data_or_the_means():
     assert np.isfinite(m.score(X))
     with pytest.raises(ValueError, match="X must have 3 columns"):
         m.score(X[:, :2])
-    with pytest.raises(ValueError, match="X must have 2 columns"):
+    with pytest.raises(ValueError, match="X has 3 columns but n_features=2"):
         mf.ContextHMM(2, 2, progress=False).fit(X)
 
 

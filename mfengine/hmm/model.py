@@ -885,6 +885,12 @@ class ContextHMM(PersistMixin, BaseEstimator):
         else:   # hmmlearn's rule: the data say how many features
             first = X[0] if isinstance(X, (list, tuple)) and X and np.ndim(X[0]) == 2 else X
             D = int(np.shape(first)[1]) if np.ndim(first) == 2 else None
+        if self.n_features is not None and D is not None:
+            first = X[0] if isinstance(X, (list, tuple)) and X and np.ndim(X[0]) == 2 else X
+            if np.ndim(first) == 2 and np.shape(first)[1] != D:
+                raise ValueError(f"X has {np.shape(first)[1]} columns but n_features="
+                                 f"{self.n_features!r} (n_features must be None or the number "
+                                 "of columns of X)")
         Xc, offsets = self._check_X(X, lengths, n_features=D)
         D = Xc.shape[1]
         N = Xc.shape[0]
