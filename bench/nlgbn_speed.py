@@ -1,7 +1,16 @@
-"""E-step speed of mf.NLGBN on the bars network (Frey & Hinton, section 3.1), beside NumPy.
+"""E-step speed of mf.NLGBN on the bars network (Frey & Hinton, section 3.1), beside NumPy and
+PyTorch.
 
     python bench/nlgbn_speed.py                  # 2000 noisy bar patterns, 1 and 2 threads
     python bench/nlgbn_speed.py --n 500 --train-iter 10
+    python bench/nlgbn_speed.py --no-numpy       # only mfengine and the PyTorch peer
+
+The PyTorch peer (issue 11) is the one a user would write: the same bound F (eq. 11) as a
+batched float64 function of every pattern's means and log-variances (torch, one thread), summed
+over the patterns and maximised with torch.optim.LBFGS (strong Wolfe line search) from the same
+starting point (the prior means), until its mean bound is within 1e-5 nats of the kernel's
+(``--peer-gap``), or ``--peer-max-iter`` L-BFGS iterations.  Its time to that point is compared
+with the kernel's full E-step in the same run.
 
 The network (1 binary, 16 rectified, 36 linear units) is first trained for ``--train-iter`` EM
 iterations on noisy continuous bars, so that the posteriors are those of a fitted model.  Then a
@@ -144,6 +153,111 @@ def numpy_estep(net, X, tol=1e-6, max_sweeps=1000, max_newton=50):
     return net.bound_at(X, np.hstack(mu[:-1]), np.exp(0.5 * lv))
 
 
+def torch_estep(net, X, target=None, gap=1e-5, max_iter=3000, optimizer="lbfgs",
+                max_seconds=90.0, checkpoints=None):
+    """The PyTorch peer: maximise the summed bound over (mu, log sigma^2) of every pattern.
+    Returns (mean bound per pattern, L-BFGS iterations, per-pattern bound); ``checkpoints``
+    (a dict gap -> None) receives the seconds at which the mean bound first came within each
+    gap of ``target``."""
+    import torch
+
+    torch.set_num_threads(1)
+    dt = torch.float64
+    sizes = [b.shape[0] for b in net.biases_]
+    L = len(sizes)
+    offs = np.concatenate([[0], np.cumsum(sizes)])
+    W = [torch.tensor(w, dtype=dt) for w in net.weights_]
+    W2 = [w * w for w in W]
+    b = [torch.tensor(v, dtype=dt) for v in net.biases_]
+    psi2 = [torch.tensor(v, dtype=dt) for v in net.variances_]
+    Xt = torch.tensor(X, dtype=dt)
+    n = X.shape[0]
+    mu0, lv0 = net._initial_state(n)
+    mu = torch.tensor(mu0, dtype=dt, requires_grad=True)
+    lv = torch.tensor(lv0, dtype=dt, requires_grad=True)
+    groups = []
+    for l in range(L - 1):
+        kinds = np.array(net.units_[l])
+        groups.append([(k, torch.tensor(np.flatnonzero(kinds == k))) for k in sorted(set(kinds))])
+    const = -0.5 * sum(float(np.log(2 * np.pi * v).sum()) for v in net.variances_) \
+        + 0.5 * (1.0 + np.log(2 * np.pi)) * offs[L - 1]
+    sq2pi = float(np.sqrt(2 * np.pi))
+
+    def moments(kind, m, s):
+        var = torch.exp(s)
+        if kind == "linear":
+            return m, var
+        sig = torch.exp(0.5 * s)
+        if kind == "sigmoidal":
+            tau = m / torch.sqrt(1.0 + var)
+            P = torch.special.ndtr(tau)
+            return P, P * (1.0 - P) * var / (var + np.pi / 2)
+        t = m / sig
+        P = torch.special.ndtr(t)
+        if kind == "binary":
+            return P, P * torch.special.ndtr(-t)
+        p = torch.exp(-0.5 * t * t) / sq2pi
+        M = m * P + sig * p
+        S = (m * m + var) * P + m * sig * p
+        return M, torch.clamp(S - M * M, min=0.0)
+
+    def bound():
+        F = torch.full((n,), const, dtype=dt)
+        Mp = Vp = None
+        for l in range(L):
+            if l < L - 1:
+                x, s = mu[:, offs[l]:offs[l + 1]], lv[:, offs[l]:offs[l + 1]]
+            else:
+                x, s = Xt, None
+            if l == 0:
+                resid2 = (x - b[0]) ** 2
+            else:
+                resid2 = (x - b[l] - Mp @ W[l - 1].T) ** 2 + Vp @ W2[l - 1].T
+            F = F - (resid2 / (2 * psi2[l])).sum(dim=1)
+            if s is not None:
+                F = F + 0.5 * (s - torch.exp(s) / psi2[l]).sum(dim=1)
+                M = torch.empty_like(x)
+                V = torch.empty_like(x)
+                cols_M, cols_V = [], []
+                parts = [(idx, moments(k, x[:, idx], s[:, idx])) for k, idx in groups[l]]
+                M = torch.cat([pm for _, (pm, _) in parts], dim=1)
+                V = torch.cat([pv for _, (_, pv) in parts], dim=1)
+                order = torch.argsort(torch.cat([idx for idx, _ in parts]))
+                Mp, Vp = M[:, order], V[:, order]
+        return F
+
+    if optimizer == "adam":
+        opt = torch.optim.Adam([mu, lv], lr=0.05)
+    else:
+        opt = torch.optim.LBFGS([mu, lv], lr=1.0, max_iter=1, history_size=20,
+                                line_search_fn="strong_wolfe", tolerance_grad=1e-14,
+                                tolerance_change=1e-16)
+
+    def closure():
+        opt.zero_grad()
+        loss = -bound().sum()
+        loss.backward()
+        return loss
+
+    its = 0
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        F = bound()
+    while its < max_iter and time.perf_counter() - t0 < max_seconds:
+        opt.step(closure)
+        its += 1
+        with torch.no_grad():
+            F = bound()
+        if target is not None:
+            now = time.perf_counter() - t0
+            for g in checkpoints or {}:
+                if checkpoints[g] is None and float(F.mean()) >= target - g:
+                    checkpoints[g] = (now, its)
+            if float(F.mean()) >= target - gap:
+                break
+    return float(F.mean()), its, F.detach().numpy()
+
+
 def best_time(fn, repeats):
     best, out = np.inf, None
     for _ in range(repeats):
@@ -159,8 +273,15 @@ def main():
     ap.add_argument("--train-iter", type=int, default=30)
     ap.add_argument("--tol", type=float, default=1e-6)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--peer-gap", type=float, default=1e-5)
+    ap.add_argument("--peer-max-iter", type=int, default=100000)
+    ap.add_argument("--peer-seconds", type=float, default=90.0)
+    ap.add_argument("--no-numpy", action="store_true")
+    ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args()
     print(f"load average before: {os.getloadavg()}")
+    if not args.no_torch:
+        import torch  # noqa: F401 - imported before any timing
     Xtr = mf.datasets.make_continuous_bars(1000, noisy=True, random_state=0)
     net = mf.NLGBN([1, 16, 36], units=["binary", "rectified", "linear"], max_iter=args.train_iter,
                    random_state=7, progress=False).fit(Xtr)
@@ -169,16 +290,44 @@ def main():
     for threads in (1, 2):
         t, r = best_time(lambda: net.infer(X, tol=args.tol, n_threads=threads), args.repeats)
         rows.append((f"mfengine, {threads} thread{'s' if threads > 1 else ''}", t, r.bound.mean(),
-                     r.n_iter.mean()))
-    t, F = best_time(lambda: numpy_estep(net, X, tol=args.tol), 1)
-    rows.append(("NumPy (same algorithm)", t, F.mean(), float("nan")))
+                     r.n_iter.mean(), r.bound))
+    t, r = best_time(lambda: net.infer(X, tol=args.tol * 1e-3, max_iter=100000, n_threads=1),
+                     args.repeats)
+    rows.append((f"mfengine, 1 thread, tol {args.tol * 1e-3:g}", t, r.bound.mean(),
+                 r.n_iter.mean(), r.bound))
+    if not args.no_numpy:
+        t, F = best_time(lambda: numpy_estep(net, X, tol=args.tol), 1)
+        rows.append(("NumPy (same algorithm)", t, F.mean(), float("nan")))
+    if not args.no_torch:
+        target = rows[0][2]
+        cps = {1e-2: None, 1e-3: None, 1e-4: None, args.peer_gap: None}
+        t, (Fm, its, Fp) = best_time(
+            lambda: torch_estep(net, X, target, args.peer_gap, args.peer_max_iter,
+                                max_seconds=args.peer_seconds, checkpoints=cps), 1)
+        hit = cps[args.peer_gap]
+        # the peer's time: from its first L-BFGS step to the kernel's bound (its setup and
+        # torch's first-call costs excluded), or its whole budget when it never got there
+        rows.append((f"PyTorch L-BFGS ({its} it)", hit[0] if hit else t, Fm, float("nan")))
+        for g, hit in sorted(cps.items(), reverse=True):
+            if hit is None:
+                print(f"PyTorch peer: never within {g:g} nats of the kernel's mean bound "
+                      f"(stopped after {t:.1f} s)")
+            else:
+                print(f"PyTorch peer: within {g:g} nats after {hit[0]:.2f} s ({hit[1]} L-BFGS "
+                      f"iterations): mfengine (1 thread) {hit[0] / rows[0][1]:.0f}x faster")
+        reached = Fm >= target - args.peer_gap
+        print(f"PyTorch peer: mean bound {Fm:.7f} vs mfengine {target:.7f} "
+              f"({'reached' if reached else 'NOT reached'} within {args.peer_gap:g} nats); "
+              f"per-pattern |difference| median {np.median(np.abs(Fp - rows[0][4])):.2e}")
     print(f"bars network 1-16-36 (binary-rectified-linear), {args.n} noisy bar patterns, "
           f"full E-step to tol {args.tol:g} nats per sweep")
     print(f"{'method':28s} {'seconds':>9s} {'patterns/s':>11s} {'mean bound':>11s} {'sweeps':>7s}")
-    for name, t, b, sw in rows:
+    for name, t, b, sw, *_ in rows:
         print(f"{name:28s} {t:9.4f} {args.n / t:11.0f} {b:11.5f} {sw:7.1f}")
-    print(f"ratios: mf(1 thread)/NumPy speed = {rows[2][1] / rows[0][1]:.1f}x, "
-          f"2 threads/1 thread = {rows[0][1] / rows[1][1]:.2f}x")
+    ratios = [f"2 threads/1 thread = {rows[0][1] / rows[1][1]:.2f}x"]
+    for name, t, *_ in rows[3:]:
+        ratios.append(f"mf(1 thread) vs {name.split(' (')[0]} = {t / rows[0][1]:.1f}x")
+    print("ratios: " + ", ".join(ratios))
     print(f"load average after: {os.getloadavg()}")
 
 
