@@ -278,7 +278,7 @@ def importance_items(model, V, missing, mu, bound, n_samples, seed, n_threads, p
     work = n_samples * (s.n_units + s.nnz + 1) * (n_steps if method == "ais" else 1)
     nt = max(1, min(effective_n_threads(n_threads), n, n * work // 2**18))
     # with a bar: chunks of about 2**26 unit-draws, so that it moves
-    step = n if not progress else max(nt, 2**26 // work)
+    step = max(1, n) if not progress else max(nt, 2**26 // work)
     slices = [slice(a, a + step) for a in range(0, n, step)]
     bar = (progress_bar(total=n, desc="log_likelihood", unit="pattern")
            if progress and len(slices) > 1 else None)
@@ -306,6 +306,8 @@ def importance_items(model, V, missing, mu, bound, n_samples, seed, n_threads, p
     finally:
         if bar is not None:
             bar.close()
+    # ln P(x) <= 0 for binary data; a mean weight above 1 (chance, near ln P = 0) reads 0
+    np.minimum(est, 0.0, out=est)
     zero = ~np.isfinite(est)
     if np.any(zero):
         warnings.warn(

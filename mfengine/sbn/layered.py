@@ -527,9 +527,9 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         approximated solution by default), clipped away from 0 and 1 and mixed with the
         prior (80% / 20%, drawn by ancestral sampling with the data clamped), so that every
         importance weight is at most 5 and their variance is finite.  The estimate is the
-        log of the mean weight: consistent, and biased low by about ``stderr**2 / 2``.
-        Compiled and parallel over patterns; each pattern draws from its own stream, so the
-        answer does not depend on ``n_threads``.
+        log of the mean weight, capped at 0 as ln P(x) is: consistent, and biased low by
+        about ``stderr**2 / 2``.  Compiled and parallel over patterns; each pattern draws
+        from its own stream, so the answer does not depend on ``n_threads``.
 
         Parameters
         ----------
