@@ -631,7 +631,7 @@ cdef extern from *:
 
 typedef struct {
     Py_ssize_t n;
-    const Py_ssize_t *par_ptr, *par_idx, *ch_ptr, *ch_idx, *ch_w;
+    const Py_ssize_t *par_ptr, *par_idx, *ch_ptr, *ch_idx, *ch_w, *pos;
     const Py_ssize_t *pfirst, *cfirst;  /* per unit: first parent / child if they are a run
                                            of consecutive units, else -1 */
     const double *w, *h;          /* this item's net: weights (parent order), biases */
@@ -641,6 +641,7 @@ typedef struct {
     double *Z, *pa, *pb, *lnS, *isacc, *gA, *gB, *hA2, *hB2, *gD;   /* per unit */
     double *al, *be;              /* per unit: e^{-xi h}, e^{(1 - xi) h} at its xi */
     double *ap, *bp;              /* per edge, parent order: e^{-xi_c w}, e^{(1 - xi_c) w} */
+    double *aq, *bq;              /* the same in child order (pos[e]: edge e's place there) */
     double *ta, *tb;              /* one unit's trial factors (max fan-in) */
     double *Ph, *Rh, *iA, *iB, *Iv;   /* one unit's per-child terms (max fan-out) */
 } sjjf_state;
@@ -771,6 +772,11 @@ SJJF_INLINE void sjjf_store(sjjf_state *s, Py_ssize_t i, double x, int fresh, do
         const Py_ssize_t p0 = s->par_ptr[i], k = s->par_ptr[i + 1] - p0;
         memcpy(s->ap + p0, s->ta, k * sizeof(double));
         memcpy(s->bp + p0, s->tb, k * sizeof(double));
+        const Py_ssize_t *restrict pos = s->pos + p0;
+        for (Py_ssize_t e = 0; e < k; e++) {
+            s->aq[pos[e]] = s->ta[e];
+            s->bq[pos[e]] = s->tb[e];
+        }
     }
     s->xi[i] = x;
     s->lnS[i] = lnS;
@@ -816,9 +822,8 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
 {
     const Py_ssize_t q0 = s->ch_ptr[k], nc = s->ch_ptr[k + 1] - q0;
     const Py_ssize_t *restrict cc = s->ch_idx + q0;
-    const Py_ssize_t *restrict chw = s->ch_w + q0;
-    const double *restrict ap = s->ap;
-    const double *restrict bp = s->bp;
+    const double *restrict aq = s->aq + q0;
+    const double *restrict bq = s->bq + q0;
     const double *restrict wq = s->wq + q0;
     const Py_ssize_t c0i = contig ? s->cfirst[k] : 0;
     double *restrict pa = s->pa + c0i;
@@ -836,7 +841,7 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
 #pragma omp simd reduction(+:c0, G) reduction(*:pd)
     for (q = 0; q < nc; q++) {
         const Py_ssize_t c = contig ? q : cc[q];
-        double a = ap[chw[q]], b = bp[chw[q]];
+        double a = aq[q], b = bq[q];
         double FA = nk + mk * a, FB = nk + mk * b;
         double inv = 1.0 / (FA * FB), ia = FB * inv, ib = FA * inv;
         double P = pa[c] * ia + pb[c] * ib;
@@ -926,8 +931,8 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
     for (q = 0; q < nc; q++) {
         const Py_ssize_t c = contig ? q : cc[q];
         double ir = (nk * Ph[q] + mk * Rh[q]) * Iv[q];
-        pa[c] *= (nun + mun * ap[chw[q]]) * iA[q] * ir;
-        pb[c] *= (nun + mun * bp[chw[q]]) * iB[q] * ir;
+        pa[c] *= (nun + mun * aq[q]) * iA[q] * ir;
+        pb[c] *= (nun + mun * bq[q]) * iB[q] * ir;
         isacc[c] *= ir;
         Z[c] += wq[q] * dmu;
     }
@@ -1066,6 +1071,7 @@ int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t 
         const intp_t *ch_ptr
         const intp_t *ch_idx
         const intp_t *ch_w
+        const intp_t *pos
         const intp_t *pfirst
         const intp_t *cfirst
         const double *w
@@ -1091,6 +1097,8 @@ int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t 
         double *be
         double *ap
         double *bp
+        double *aq
+        double *bq
         double *ta
         double *tb
         double *Ph
@@ -1108,7 +1116,7 @@ cdef inline Py_ssize_t fast_extra(Py_ssize_t n, Py_ssize_t nnz, Py_ssize_t maxin
     """Doubles of thread scratch beyond the careful path's 14 n + 3 nnz doubles and 2 n bytes:
     the careful path's bytes (rounded up), the fast path's per-unit trial and per-child
     scratch, the net cache (weights in child order, e^w) and its key."""
-    return (2 * n + 15) // 8 + 1 + 2 * maxin + 5 * maxout + 2 * nnz + 2
+    return (2 * n + 15) // 8 + 1 + 2 * maxin + 5 * maxout + 3 * nnz + 2
 
 
 cdef int net_is_fast(const Dag *g, const double *w, const double *h) noexcept nogil:
@@ -1170,7 +1178,7 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     cdef double *Iv = iB + maxout
     cdef double *wq = Iv + maxout
     cdef double *ew = wq + nnz
-    cdef intp_t *key = <intp_t *> (ew + nnz)        # [net cached, its fast flag]
+    cdef intp_t *key = <intp_t *> (ew + 2 * nnz)    # [net cached, its fast flag]
     cdef uint8_t *free_ = <uint8_t *> (work + 14 * n + 3 * nnz)
     cdef sjjf_state s
     cdef int converged
@@ -1193,6 +1201,7 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     s.ch_ptr = g.ch_ptr
     s.ch_idx = g.ch_idx
     s.ch_w = g.ch_w
+    s.pos = pos
     s.pfirst = pos + nnz
     s.cfirst = pos + nnz + n
     s.w = w
@@ -1218,6 +1227,8 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     s.be = work + 13 * n
     s.ap = work + 14 * n
     s.bp = work + 14 * n + nnz
+    s.aq = work + 14 * n + 2 * nnz
+    s.bq = extra + 2 * maxin + 5 * maxout + 2 * nnz
     s.ta = ta
     s.tb = tb
     s.Ph = Ph

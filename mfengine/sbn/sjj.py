@@ -245,7 +245,9 @@ def check_nets(structure, w, h, net_of, clamp, activation):
     clamp = as_matrix(clamp, "clamp", n_cols=n, allow_nan=True)
     if clamp.shape[0] != net_of.shape[0]:
         raise ValueError(f"clamp has {clamp.shape[0]} rows but net_of has {net_of.shape[0]} items")
-    check_binary(clamp, "clamp", ignore=np.isnan(clamp))
+    free = np.isnan(clamp)
+    if not np.all((clamp == 0.0) | (clamp == 1.0) | free):   # the fast test, then the message
+        check_binary(clamp, "clamp", ignore=free)
     with np.errstate(over="ignore"):
         scale = np.abs(w).sum(axis=1) + np.abs(h).sum(axis=1)
     if scale.size and not np.all(scale <= MAX_NET_SCALE):
