@@ -1,8 +1,28 @@
-/* mfengine's mean-field solvers for C callers.  The contract (layouts, units, status codes) is
- * written in mfengine/solver.pxd and mfengine.solver's docstring; these are the same functions.
+/* mfengine's mean-field solvers for C callers.  The contract (layouts, units, status codes,
+ * every MF_EBADARG condition) is written in mfengine/solver.pxd and mfengine.solver's
+ * docstring; these are the same functions.
  *
- * The symbols live in the compiled module mfengine/sbn/_gaussian*.so: link against that file
- * (and against libpython, which the module needs to load; Python itself need not be running). */
+ * Linkable symbols: mfengine_sbn_gaussian_* live in the compiled module
+ * mfengine/sbn/_gaussian*.so, mfengine_sjj_solve in mfengine/sbn/_sjj*.so.  Link against that
+ * file and against libpython, which the module needs to load.  The Gaussian functions need no
+ * running interpreter; mfengine_sjj_solve needs Python initialised in the process (its OpenMP
+ * block checks the GIL state: without an interpreter the process aborts), and may be called
+ * with or without the GIL.
+ *
+ * The Plefka and context-HMM functions have no linkable symbol.  A C program reaches them
+ * through their extension module's Cython capsules once Python runs in the process: include
+ * Python.h before this header, start the interpreter (the one mfengine is installed in), and
+ *     mfengine_plefka_solve_fn solve =
+ *         (mfengine_plefka_solve_fn) mfengine_capi_import("mfengine.sbn._plefka",
+ *                                                         "mf_plefka_solve");
+ * (NULL with a Python exception set when absent).  The pointer stays valid while the
+ * interpreter runs; the functions themselves need no GIL.
+ *     module                 names
+ *     mfengine.sbn._plefka   mf_plefka_solve, mf_plefka_gradient
+ *     mfengine.hmm._chain    mf_hmm_fb_infer, mf_hmm_structured_infer, mf_hmm_naive_infer
+ *     mfengine.sbn._sjj      mf_sjj_solve          (also linkable, as mfengine_sjj_solve)
+ *     mfengine.sbn._gaussian mf_sbn_gaussian_infer, mf_sbn_gaussian_gradient (likewise)
+ */
 #ifndef MFENGINE_SOLVER_H
 #define MFENGINE_SOLVER_H
 
@@ -12,6 +32,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- linkable symbols ---- */
 
 int mfengine_sbn_gaussian_infer(
     ptrdiff_t n_layers, const ptrdiff_t *sizes, const double *weights, const double *biases,
@@ -23,6 +45,68 @@ int mfengine_sbn_gaussian_gradient(
     ptrdiff_t n_layers, const ptrdiff_t *sizes, const double *weights, const double *biases,
     ptrdiff_t n_patterns, const double *V, const unsigned char *missing,
     const double *mu, const double *xi, double *grad_weights, double *grad_biases);
+
+int mfengine_sjj_solve(
+    ptrdiff_t n_units, ptrdiff_t nnz, const ptrdiff_t *par_ptr, const ptrdiff_t *par_idx,
+    const double *weights, const double *biases, int activation, ptrdiff_t n_items,
+    const double *clamp, const double *init_mu, const double *init_xi, double tol,
+    double inner_tol, ptrdiff_t max_sweeps, int n_threads, double *bound, double *mu,
+    double *xi, ptrdiff_t *n_sweeps, signed char *converged);
+
+/* ---- reachable through the capsules: the functions' types ---- */
+
+typedef int (*mfengine_plefka_solve_fn)(
+    ptrdiff_t n_units, ptrdiff_t nnz, const ptrdiff_t *par_ptr, const ptrdiff_t *par_idx,
+    const double *weights, const double *biases, int activation, int order, ptrdiff_t n_items,
+    const double *clamp, const double *init, double tol, ptrdiff_t max_iter, int n_threads,
+    double *G, double *u, ptrdiff_t *n_iter, signed char *converged);
+
+typedef int (*mfengine_plefka_gradient_fn)(
+    ptrdiff_t n_units, ptrdiff_t nnz, const ptrdiff_t *par_ptr, const ptrdiff_t *par_idx,
+    const double *weights, const double *biases, int activation, int order, ptrdiff_t n_items,
+    const double *clamp, const double *u, double *G, double *grad_weights,
+    double *grad_biases);
+
+typedef int (*mfengine_hmm_fb_infer_fn)(
+    ptrdiff_t T, ptrdiff_t n, const double *startprob, const double *transmat,
+    const double *logpot, double *gamma, double *xi_sum, double *logz);
+
+typedef int (*mfengine_hmm_structured_infer_fn)(
+    ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, int context, const double *startprob,
+    const double *transmat, const double *U, const double *V, const double *W,
+    ptrdiff_t n_seq, const ptrdiff_t *lengths, const double *X, ptrdiff_t max_sweeps,
+    double tol, int n_threads, double *gamma, double *logpot, double *bound,
+    ptrdiff_t *n_sweeps, signed char *converged);
+
+typedef int (*mfengine_hmm_naive_infer_fn)(
+    ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, int context, const double *startprob,
+    const double *transmat, const double *U, const double *V, const double *W,
+    ptrdiff_t n_seq, const ptrdiff_t *lengths, const double *X, ptrdiff_t max_sweeps,
+    double tol, int n_threads, double *gamma, double *bound, ptrdiff_t *n_sweeps,
+    signed char *converged);
+
+#ifdef Py_PYTHON_H
+/* The C function `name` exported by the extension module `module` (imported if need be),
+ * from its Cython capsule; NULL with a Python exception set if there is none.  Call with the
+ * GIL held. */
+static inline void *mfengine_capi_import(const char *module, const char *name) {
+    void *fn = NULL;
+    PyObject *mod = PyImport_ImportModule(module), *table, *capsule;
+    if (mod == NULL)
+        return NULL;
+    table = PyObject_GetAttrString(mod, "__pyx_capi__");
+    Py_DECREF(mod);
+    if (table == NULL)
+        return NULL;
+    capsule = PyDict_Check(table) ? PyDict_GetItemString(table, name) : NULL;
+    if (capsule == NULL)
+        PyErr_Format(PyExc_AttributeError, "%s exports no C function %s", module, name);
+    else
+        fn = PyCapsule_GetPointer(capsule, PyCapsule_GetName(capsule));
+    Py_DECREF(table);
+    return fn;
+}
+#endif
 
 #ifdef __cplusplus
 }

@@ -15,8 +15,12 @@ import numpy as np
 import pytest
 
 import mfengine
+import mfengine as mf
 import mfengine.solver
-from mfengine.sbn import _gaussian
+from mfengine.hmm import _chain
+from mfengine.sbn import _gaussian, _sjj, plefka, sjj
+from mfengine.sbn._solve import inner_tol_for
+from mfengine.sbn.dag import DagStructure
 
 try:
     from . import reference as ref
@@ -66,10 +70,13 @@ OUTSIDE_PYX = textwrap.dedent(
     """
     # cython: language_level=3
     import numpy as np
-    from mfengine.solver cimport (mf_sbn_gaussian_infer, mf_sbn_gaussian_gradient, MF_OK,
-                                  MF_NOT_CONVERGED, MF_EBADARG)
+    from libc.math cimport NAN
+    from mfengine.solver cimport (
+        MF_OK, MF_NOT_CONVERGED, MF_EBADARG, mf_sbn_gaussian_infer, mf_sbn_gaussian_gradient,
+        mf_sjj_solve, mf_plefka_solve, mf_plefka_gradient, mf_hmm_fb_infer,
+        mf_hmm_structured_infer, mf_hmm_naive_infer)
 
-    def infer(sizes, weights, biases, V, missing, double tol):
+    def gaussian_infer(sizes, weights, biases, V, missing, double tol):
         cdef Py_ssize_t[::1] sz = np.ascontiguousarray(sizes, dtype=np.intp)
         cdef const double[::1] w = np.ascontiguousarray(weights, dtype=np.float64)
         cdef const double[::1] b = np.ascontiguousarray(biases, dtype=np.float64)
@@ -88,7 +95,7 @@ OUTSIDE_PYX = textwrap.dedent(
                                            &bound[0], &sweeps[0], &conv[0])
         return status, np.asarray(bound), np.asarray(mu), np.asarray(xi)
 
-    def gradient(sizes, weights, biases, V, missing, mu, xi):
+    def gaussian_gradient(sizes, weights, biases, V, missing, mu, xi):
         cdef Py_ssize_t[::1] sz = np.ascontiguousarray(sizes, dtype=np.intp)
         cdef const double[::1] w = np.ascontiguousarray(weights, dtype=np.float64)
         cdef const double[::1] b = np.ascontiguousarray(biases, dtype=np.float64)
@@ -105,13 +112,159 @@ OUTSIDE_PYX = textwrap.dedent(
                                               &gw[0], &gb[0])
         return status, np.asarray(gw), np.asarray(gb)
 
-    def bad_call():
-        cdef Py_ssize_t sz[2]
-        cdef double w[1]
-        sz[0] = 1
-        sz[1] = 0          # an empty layer: refused
-        return mf_sbn_gaussian_infer(2, sz, w, w, 0, NULL, NULL, 1e-6, 0.0, 10, 1, NULL, NULL,
-                                     NULL, NULL, NULL) == MF_EBADARG
+    def sjj(const Py_ssize_t[::1] pp, const Py_ssize_t[::1] pi, const double[::1] w,
+            const double[::1] h, int act, const double[:, ::1] clamp,
+            const double[:, ::1] init_mu, const double[:, ::1] init_xi, double tol,
+            int n_threads):
+        cdef Py_ssize_t n = h.shape[0], nnz = w.shape[0], k = clamp.shape[0]
+        cdef double[::1] bound = np.empty(k)
+        cdef double[:, ::1] mu = np.empty((k, n))
+        cdef double[:, ::1] xi = np.empty((k, nnz if act == 1 else n))
+        cdef Py_ssize_t[::1] ns = np.empty(k, dtype=np.intp)
+        cdef signed char[::1] conv = np.empty(k, dtype=np.int8)
+        cdef const double *im = NULL if init_mu is None else &init_mu[0, 0]
+        cdef const double *ix = NULL if init_xi is None else &init_xi[0, 0]
+        cdef int status
+        with nogil:
+            status = mf_sjj_solve(n, nnz, &pp[0], &pi[0], &w[0], &h[0], act, k, &clamp[0, 0],
+                                  im, ix, tol, 0.0, 200, n_threads, &bound[0], &mu[0, 0],
+                                  &xi[0, 0], &ns[0], &conv[0])
+        return (status, np.asarray(bound), np.asarray(mu), np.asarray(xi), np.asarray(ns),
+                np.asarray(conv))
+
+    def plefka(const Py_ssize_t[::1] pp, const Py_ssize_t[::1] pi, const double[::1] w,
+               const double[::1] h, int act, int order, const double[:, ::1] clamp,
+               int n_threads):
+        cdef Py_ssize_t n = h.shape[0], nnz = w.shape[0], k = clamp.shape[0]
+        cdef double[::1] G = np.empty(k)
+        cdef double[:, ::1] u = np.empty((k, n))
+        cdef Py_ssize_t[::1] it = np.empty(k, dtype=np.intp)
+        cdef signed char[::1] conv = np.empty(k, dtype=np.int8)
+        cdef double[::1] G2 = np.empty(k)
+        cdef double[::1] gw = np.empty(nnz)
+        cdef double[::1] gh = np.empty(n)
+        cdef int status, status2
+        with nogil:
+            status = mf_plefka_solve(n, nnz, &pp[0], &pi[0], &w[0], &h[0], act, order, k,
+                                     &clamp[0, 0], NULL, 1e-10, 500, n_threads, &G[0],
+                                     &u[0, 0], &it[0], &conv[0])
+            status2 = mf_plefka_gradient(n, nnz, &pp[0], &pi[0], &w[0], &h[0], act, order, k,
+                                         &clamp[0, 0], &u[0, 0], &G2[0], &gw[0], &gh[0])
+        return (status, np.asarray(G), np.asarray(u), np.asarray(it), np.asarray(conv),
+                status2, np.asarray(G2), np.asarray(gw), np.asarray(gh))
+
+    def hmm_fb(const double[::1] sp, const double[:, ::1] A, const double[:, ::1] logpot):
+        cdef Py_ssize_t T = logpot.shape[0], n = logpot.shape[1]
+        cdef double[:, ::1] gamma = np.empty((T, n))
+        cdef double[:, ::1] xi = np.empty((n, n))
+        cdef double logz = 0.0
+        cdef int status
+        with nogil:
+            status = mf_hmm_fb_infer(T, n, &sp[0], &A[0, 0], &logpot[0, 0], &gamma[0, 0],
+                                     &xi[0, 0], &logz)
+        return status, np.asarray(gamma), np.asarray(xi), logz
+
+    def hmm(str method, const double[::1] sp, const double[:, ::1] A, const double[:, ::1] U,
+            const double[:, ::1] V, const double[:, ::1] W, Py_ssize_t lag, int context,
+            const double[:, ::1] X, const Py_ssize_t[::1] lengths, Py_ssize_t max_sweeps,
+            double tol, int n_threads):
+        cdef Py_ssize_t n = U.shape[0], D = U.shape[1], N = X.shape[0], k = lengths.shape[0]
+        cdef double[::1] bound = np.empty(k)
+        cdef double[:, ::1] gamma = np.empty((N, n))
+        cdef double[:, ::1] logpot = np.empty((N, n))
+        cdef Py_ssize_t[::1] ns = np.empty(k, dtype=np.intp)
+        cdef signed char[::1] conv = np.empty(k, dtype=np.int8)
+        cdef bint structured = method == "structured"
+        cdef int status
+        with nogil:
+            if structured:
+                status = mf_hmm_structured_infer(n, D, lag, context, &sp[0], &A[0, 0], &U[0, 0],
+                                                 &V[0, 0], &W[0, 0], k, &lengths[0], &X[0, 0],
+                                                 max_sweeps, tol, n_threads, &gamma[0, 0],
+                                                 &logpot[0, 0], &bound[0], &ns[0], &conv[0])
+            else:
+                status = mf_hmm_naive_infer(n, D, lag, context, &sp[0], &A[0, 0], &U[0, 0],
+                                            &V[0, 0], &W[0, 0], k, &lengths[0], &X[0, 0],
+                                            max_sweeps, tol, n_threads, &gamma[0, 0],
+                                            &bound[0], &ns[0], &conv[0])
+        return (status, np.asarray(bound), np.asarray(gamma), np.asarray(logpot),
+                np.asarray(ns), np.asarray(conv))
+
+    # Spot checks of MF_EBADARG: a tiny valid call per function, then one argument made bad
+    # (a NULL pointer, a negative size, a NaN).  Returns (status, outputs untouched).
+    def bad(str fn, str case):
+        cdef Py_ssize_t pp[3]
+        cdef Py_ssize_t pi[1]
+        cdef Py_ssize_t sizes[2]
+        cdef Py_ssize_t lengths[1]
+        cdef double w[2]
+        cdef double h[3]
+        cdef double data[6]
+        cdef double sp[2]
+        cdef double A[4]
+        cdef double U[2]
+        cdef double VW[2]
+        cdef double mu[3]
+        cdef double[::1] out = np.full(16, -7.0)
+        cdef Py_ssize_t[::1] ns = np.full(1, -7, dtype=np.intp)
+        cdef signed char[::1] cv = np.full(1, -7, dtype=np.int8)
+        cdef Py_ssize_t n = 2, k = 1, nnz = 1
+        cdef double tol = 1e-9
+        cdef int status = 99
+        pp[0], pp[1], pp[2], pi[0] = 0, 0, 1, 0
+        sizes[0], sizes[1], lengths[0] = 1, 2, 3
+        w[0], w[1], h[0], h[1], h[2] = 0.5, -0.3, 0.1, -0.2, 0.3
+        data[0], data[1], data[2], data[3], data[4], data[5] = NAN, 1.0, 0.5, -0.2, 1.0, 0.0
+        sp[0], sp[1], A[0], A[1], A[2], A[3] = 0.5, 0.5, 0.9, 0.1, 0.2, 0.8
+        U[0], U[1], VW[0], VW[1] = -1.0, 1.0, 0.1, -0.1
+        mu[0], mu[1], mu[2] = 0.5, 0.5, 0.5
+        cdef Py_ssize_t *ppp = pp
+        cdef Py_ssize_t *szp = sizes
+        cdef double *spp = sp
+        cdef double *X = data
+        cdef double *up = &data[2]
+        cdef double *gam = &out[0]
+        if case == "NULL":
+            ppp, szp, spp, X, up, gam = NULL, NULL, NULL, NULL, NULL, NULL
+        if case == "negative size":
+            n, k, nnz = -1, -1, -1
+        if case == "NaN":
+            w[0], data[2], data[3], h[0], tol, U[0] = NAN, NAN, NAN, NAN, NAN, NAN
+        if fn == "gaussian":    # a net 1 -> 2, one pattern
+            status = mf_sbn_gaussian_infer(2, szp, w, h, k,
+                                           &data[4], NULL, 1e-6, 0.0, 100, 1, mu, &out[0],
+                                           &out[3], &ns[0], &cv[0])
+        elif fn == "sjj":       # unit 0 -> unit 1, unit 0 free, unit 1 clamped on
+            status = mf_sjj_solve(n, nnz, ppp, pi, w, h, 0, k, data, NULL, NULL, tol, 0.0, 100,
+                                  1, &out[0], &out[1], &out[3], &ns[0], &cv[0])
+        elif fn == "plefka_solve":
+            status = mf_plefka_solve(n, nnz, ppp, pi, w, h, 0, 12, k, data, NULL,
+                                     1e-10 if tol == tol else tol, 100, 1, &out[0], &out[1],
+                                     &ns[0], &cv[0])
+        elif fn == "plefka_gradient":   # at u = (1.0, clamped): NaN makes a free mean NaN
+            status = mf_plefka_gradient(n, nnz, ppp, pi, w, h, 0, 12, k, data,
+                                        up, &out[0],
+                                        &out[1], &out[2])
+        elif fn == "hmm_fb":    # T = 3, n = 2, log-potentials data[:6] (NaN at [0] removed)
+            data[0] = 0.0
+            status = mf_hmm_fb_infer(3 if case != "negative size" else -1, 2, spp, A,
+                                     data, &out[0], &out[6], &out[10])
+        elif fn in ("hmm_structured", "hmm_naive"):  # n = 2, D = 1, lag 1, both contexts
+            if case == "negative size":
+                lengths[0] = -3
+            if fn == "hmm_structured":
+                status = mf_hmm_structured_infer(2, 1, 1, 3, sp, A, U, VW, VW, 1, lengths,
+                                                 X, 100,
+                                                 tol, 1, &out[0], &out[6], &out[12], &ns[0],
+                                                 &cv[0])
+            else:
+                status = mf_hmm_naive_infer(2, 1, 1, 3, sp, A, U, VW, VW, 1, lengths, &data[3],
+                                            100, tol, 1, gam,
+                                            &out[12], &ns[0], &cv[0])
+        untouched = bool(np.all(np.asarray(out) == -7.0)) and ns[0] == -7 and cv[0] == -7
+        if fn == "gaussian":
+            untouched = untouched and mu[0] == 0.5 and mu[1] == 0.5 and mu[2] == 0.5
+        return status, untouched
     """
 )
 
@@ -126,52 +279,210 @@ OUTSIDE_SETUP = textwrap.dedent(
     include = sys.argv.pop()
     setup(name="outside",
           ext_modules=cythonize([Extension("outside", ["outside.pyx"], include_dirs=[include])],
-                                include_path=[where]))
+                                include_path=[where], quiet=True))
     """
 )
 
+BAD_CASES = ["valid", "NULL", "negative size", "NaN"]
+FAMILIES = ["gaussian", "sjj", "plefka_solve", "plefka_gradient", "hmm_fb", "hmm_structured",
+            "hmm_naive"]
 
-def _run(cmd, cwd, env=None):
-    res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=600)
+
+def _run(cmd, cwd, env=None, **kw):
+    res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, timeout=600,
+                         **kw)
     assert res.returncode == 0, f"{' '.join(cmd)} failed:\n{res.stdout}\n{res.stderr}"
     return res.stdout
 
 
-def test_outside_cython_extension_cimports_the_solver(tmp_path):
+def _dag_case(activation, seed=5, n=12, k=20):
+    """A random DAG net in CSR form (sigmoid or noisy-OR) and k items, units 7.. clamped (one
+    clamped entry made missing)."""
+    rng = np.random.default_rng(seed)
+    mask = np.tril(rng.random((n, n)) < 0.5, -1)
+    mask[np.arange(1, n), np.arange(n - 1)] = True
+    S = DagStructure(mask)
+    W = np.where(mask, rng.uniform(-1.5, 1.5, (n, n)), 0.0)
+    h = rng.uniform(-1, 1, n)
+    if activation == "noisy_or":
+        W, h = np.abs(W), np.abs(h) + 0.05
+    clamp = np.full((k, n), np.nan)
+    clamp[:, 7:] = rng.integers(0, 2, (k, n - 7))
+    clamp[2, 9] = np.nan
+    init_mu = np.where(np.isnan(clamp), rng.random(clamp.shape), 0.0)
+    init_xi = rng.random((k, S.nnz if activation == "noisy_or" else n))
+    return dict(S=S, pp=np.ascontiguousarray(S.par_ptr, np.intp),
+                pi=np.ascontiguousarray(S.par_idx, np.intp), w=S.pack(W), h=h, clamp=clamp,
+                init_mu=init_mu, init_xi=init_xi, act=int(activation == "noisy_or"))
+
+
+def _hmm_case():
+    h = mf.ContextHMM(3, 2, lag=2, context="both", infer_tol=1e-13, infer_max_iter=400,
+                      progress=False)
+    rng = np.random.default_rng(7)
+    h.means_ = 1.5 * rng.normal(size=(3, 2)) + 40.0     # far from the origin: the shift matters
+    A = rng.random((3, 3)) + np.eye(3)
+    h.transmat_ = A / A.sum(1, keepdims=True)
+    sp = rng.random(3) + 0.2
+    h.startprob_ = sp / sp.sum()
+    h.right_means_ = 0.7 * rng.normal(size=(3, 2))
+    h.left_means_ = 0.7 * rng.normal(size=(3, 2))
+    X = np.concatenate([h.sample(T, random_state=T)[0] for T in (30, 7, 12)])
+    X[3, 0] = np.nan                                      # a missing value
+    lengths = np.array([30, 7, 12], dtype=np.intp)
+    shift = h.means_.mean(axis=0)                         # the shift the Python API applies
+    args = dict(sp=h.startprob_, A=h.transmat_, U=h.means_ - shift, V=h.right_means_,
+                W=h.left_means_, X=np.ascontiguousarray(X - shift), lengths=lengths,
+                logpot=rng.normal(size=(30, 3)))
+    return h, X, lengths, args
+
+
+@pytest.fixture(scope="module")
+def outside(tmp_path_factory):
+    """The outside extension, built once in its own folder (only the installed mfengine and
+    its .pxd files visible), run once in a child process on every family's inputs."""
     pytest.importorskip("Cython", reason="building an outside extension needs Cython")
-    (tmp_path / "outside.pyx").write_text(OUTSIDE_PYX)
-    (tmp_path / "setup.py").write_text(OUTSIDE_SETUP)
-    # built in its own folder: only the installed mfengine (its .pxd files) is visible
+    tmp = tmp_path_factory.mktemp("outside")
+    (tmp / "outside.pyx").write_text(OUTSIDE_PYX)
+    (tmp / "setup.py").write_text(OUTSIDE_SETUP)
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
-    _run([sys.executable, "setup.py", "build_ext", "--inplace", "-q", _get_include()], tmp_path, env)
+    _run([sys.executable, "setup.py", "build_ext", "--inplace", "-q", _get_include()], tmp, env)
     net, V, missing = _net_and_data()
-    sizes = np.array(net.sizes)
-    weights = np.concatenate([w.ravel() for w in net.weights])
-    biases = np.concatenate(net.biases)
+    inputs = dict(sizes=np.array(net.sizes), w=np.concatenate([w.ravel() for w in net.weights]),
+                  b=np.concatenate(net.biases), V=V, miss=missing)
+    for act in ("sigmoid", "noisy_or"):
+        inputs.update({f"{act}_{k}": v for k, v in _dag_case(act).items() if k != "S"})
+    inputs.update({"hmm_" + k: v for k, v in _hmm_case()[3].items()})
+    np.savez(tmp / "in.npz", **inputs)
     script = textwrap.dedent(
         f"""
-        import numpy as np, outside
-        d = np.load({str(tmp_path / 'in.npz')!r})
-        s, bound, mu, xi = outside.infer(d['sizes'], d['w'], d['b'], d['V'], d['miss'], 1e-6)
-        s2, gw, gb = outside.gradient(d['sizes'], d['w'], d['b'], d['V'], d['miss'], mu, xi)
-        np.savez({str(tmp_path / 'out.npz')!r}, status=s, bound=bound, mu=mu, xi=xi,
-                 status2=s2, gw=gw, gb=gb, bad=outside.bad_call())
+        import json, numpy as np, outside as o
+        d = np.load({str(tmp / 'in.npz')!r})
+        r = {{}}
+        s, r["g_bound"], r["g_mu"], r["g_xi"] = o.gaussian_infer(d['sizes'], d['w'], d['b'],
+                                                                 d['V'], d['miss'], 1e-6)
+        s2, r["g_gw"], r["g_gb"] = o.gaussian_gradient(d['sizes'], d['w'], d['b'], d['V'],
+                                                       d['miss'], r["g_mu"], r["g_xi"])
+        r["g_status"] = [s, s2]
+        for a in ("sigmoid", "noisy_or"):
+            g = lambda k: d[a + "_" + k]
+            for init in (0, 1):
+                res = o.sjj(g("pp"), g("pi"), g("w"), g("h"), int(g("act")), g("clamp"),
+                            g("init_mu") if init else None, g("init_xi") if init else None,
+                            1e-9, 2)
+                for k, v in zip(("status", "bound", "mu", "xi", "ns", "conv"), res):
+                    r[f"sjj_{{a}}_{{init}}_{{k}}"] = v
+            for order in (11, 12, 22):
+                res = o.plefka(g("pp"), g("pi"), g("w"), g("h"), int(g("act")), order,
+                               g("clamp"), 2)
+                for k, v in zip(("status", "G", "u", "it", "conv", "gstatus", "gG", "gw", "gh"),
+                                res):
+                    r[f"pl_{{a}}_{{order}}_{{k}}"] = v
+        h = lambda k: d["hmm_" + k]
+        res = o.hmm_fb(h("sp"), h("A"), h("logpot"))
+        for k, v in zip(("status", "gamma", "xi", "logz"), res):
+            r["fb_" + k] = v
+        for m in ("structured", "naive"):
+            res = o.hmm(m, h("sp"), h("A"), h("U"), h("V"), h("W"), 2, 3, h("X"), h("lengths"),
+                        400, 1e-13, 2)
+            for k, v in zip(("status", "bound", "gamma", "logpot", "ns", "conv"), res):
+                r[m + "_" + k] = v
+        np.savez({str(tmp / 'out.npz')!r}, **r)
+        bad = {{f"{{f}}: {{c}}": o.bad(f, c) for f in {FAMILIES!r} for c in {BAD_CASES!r}}}
+        print(json.dumps(bad))
         """
     )
-    np.savez(tmp_path / "in.npz", sizes=sizes, w=weights, b=biases, V=V, miss=missing)
-    (tmp_path / "run.py").write_text(script)
-    _run([sys.executable, "run.py"], tmp_path, env)
-    out = np.load(tmp_path / "out.npz")
+    (tmp / "run.py").write_text(script)
+    bad = json.loads(_run([sys.executable, "run.py"], tmp, env))
+    return dict(np.load(tmp / "out.npz")), bad
+
+
+def test_outside_extension_gaussian(outside):
+    out, _ = outside
+    net, V, missing = _net_and_data()
     r = _kernel(net, V, missing)
-    assert int(out["status"]) == 0
-    np.testing.assert_array_equal(out["bound"], r.bound)
-    np.testing.assert_array_equal(out["mu"], np.concatenate(r.mu, axis=1))
+    assert list(out["g_status"]) == [0, 0]
+    np.testing.assert_array_equal(out["g_bound"], r.bound)
+    np.testing.assert_array_equal(out["g_mu"], np.concatenate(r.mu, axis=1))
+    # the gradient: against the reference implementation (the Python API's gradient is
+    # computed by another path), to 1e-10
     gW, gb = _reference_gradient(net, V, missing, r)
-    assert int(out["status2"]) == 0
-    np.testing.assert_allclose(out["gw"], np.concatenate([g.ravel() for g in gW]), rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(out["gb"], np.concatenate(gb), rtol=1e-10, atol=1e-10)
-    assert bool(out["bad"])
+    np.testing.assert_allclose(out["g_gw"], np.concatenate([g.ravel() for g in gW]),
+                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(out["g_gb"], np.concatenate(gb), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "noisy_or"])
+def test_outside_extension_sjj_matches_the_python_api_bit_for_bit(outside, activation):
+    out, _ = outside
+    c = _dag_case(activation)
+    k = c["clamp"].shape[0]
+    for init in (0, 1):
+        kw = dict(init_mu=c["init_mu"], init_xi=c["init_xi"]) if init else {}
+        bound, mu, xi, ns, conv = sjj.solve(c["S"], c["w"][None], c["h"][None],
+                                            np.zeros(k, np.intp), c["clamp"], tol=1e-9,
+                                            inner_tol=inner_tol_for(1e-9), max_sweeps=200,
+                                            activation=activation, **kw)
+        o = {key: out[f"sjj_{activation}_{init}_{key}"] for key in
+             ("status", "bound", "mu", "xi", "ns", "conv")}
+        assert int(o["status"]) == (0 if conv.all() else 1)
+        np.testing.assert_array_equal(o["bound"], bound)
+        np.testing.assert_array_equal(o["mu"], mu)
+        np.testing.assert_array_equal(o["xi"], xi)
+        np.testing.assert_array_equal(o["ns"], ns)
+        np.testing.assert_array_equal(o["conv"].astype(bool), conv)
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "noisy_or"])
+@pytest.mark.parametrize("order", [11, 12, 22])
+def test_outside_extension_plefka_matches_the_python_api_bit_for_bit(outside, activation, order):
+    out, _ = outside
+    c = _dag_case(activation)
+    net_of = np.zeros(c["clamp"].shape[0], np.intp)
+    args = (c["S"], c["w"][None], c["h"][None], net_of, c["clamp"])
+    G, u, n_iter, conv = plefka.solve(*args, order, activation)
+    o = {key: out[f"pl_{activation}_{order}_{key}"] for key in
+         ("status", "G", "u", "it", "conv", "gstatus", "gG", "gw", "gh")}
+    assert int(o["status"]) == (0 if conv.all() else 1)
+    np.testing.assert_array_equal(o["G"], G)
+    np.testing.assert_array_equal(o["u"], u)
+    np.testing.assert_array_equal(o["it"], n_iter)
+    np.testing.assert_array_equal(o["conv"].astype(bool), conv)
+    # the gradient at that solution: summed over items in item order, as the kernel does
+    gw, gh = plefka.gradient(*args, u, order, activation)
+    assert int(o["gstatus"]) == 0
+    np.testing.assert_array_equal(o["gG"], plefka.objective(*args, u, order, activation))
+    np.testing.assert_array_equal(o["gw"], gw.sum(axis=0))
+    np.testing.assert_array_equal(o["gh"], gh.sum(axis=0))
+
+
+def test_outside_extension_hmm_matches_the_python_api_bit_for_bit(outside):
+    out, _ = outside
+    h, X, lengths, a = _hmm_case()
+    for method in ("structured", "naive"):
+        r = h.infer(X, lengths, method=method)
+        assert int(out[method + "_status"]) == 0
+        np.testing.assert_array_equal(out[method + "_bound"], r.bound)
+        np.testing.assert_array_equal(out[method + "_gamma"], r.posteriors)
+        np.testing.assert_array_equal(out[method + "_ns"], r.n_iter)
+        np.testing.assert_array_equal(out[method + "_conv"].astype(bool), r.converged)
+    np.testing.assert_array_equal(out["structured_logpot"], h.infer(X, lengths).potentials)
+    gamma, xi, logz = _chain.forward_backward(a["sp"], a["A"], a["logpot"])
+    assert int(out["fb_status"]) == 0
+    np.testing.assert_array_equal(out["fb_gamma"], gamma)
+    np.testing.assert_array_equal(out["fb_xi"], xi)
+    assert float(out["fb_logz"]) == logz
+
+
+def test_outside_extension_bad_arguments_are_refused_with_nothing_written(outside):
+    _, bad = outside
+    assert set(bad) == {f"{f}: {c}" for f in FAMILIES for c in BAD_CASES}
+    for name, (status, untouched) in bad.items():
+        if name.endswith("valid"):
+            assert status == mfengine.solver.MF_OK and not untouched, name
+        else:
+            assert status == mfengine.solver.MF_EBADARG and untouched, name
 
 
 C_PROGRAM = textwrap.dedent(
@@ -236,6 +547,191 @@ def test_c_program_calls_the_solver_through_the_header(tmp_path):
     assert int(lines[0]) == 0
     bound = np.array([float(x) for x in lines[1:]])
     np.testing.assert_array_equal(bound, _kernel(net, V).bound)
+
+
+# A C program embedding Python: mfengine_sjj_solve through its linkable symbol, then the
+# functions without one through mfengine_capi_import.
+# Reads raw arrays written by the test (name.bin), writes its outputs the same way.
+C_PROGRAM_ALL = textwrap.dedent(
+    r"""
+    #include <Python.h>          /* first: the header then defines mfengine_capi_import */
+    #include <math.h>
+    #include <stdio.h>
+    #include <stdlib.h>
+    #include "mfengine_solver.h"
+
+    static void *load(const char *name, size_t *count, size_t size) {
+        char path[256];
+        snprintf(path, sizeof path, "%s.bin", name);
+        FILE *f = fopen(path, "rb");
+        if (f == NULL) { fprintf(stderr, "no %s\n", path); exit(2); }
+        fseek(f, 0, SEEK_END);
+        long bytes = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        void *p = malloc(bytes ? bytes : 1);
+        if (fread(p, 1, bytes, f) != (size_t) bytes) exit(2);
+        fclose(f);
+        if (count) *count = bytes / size;
+        return p;
+    }
+
+    static void save(const char *name, const void *p, size_t bytes) {
+        char path[256];
+        snprintf(path, sizeof path, "out_%s.bin", name);
+        FILE *f = fopen(path, "wb");
+        fwrite(p, 1, bytes, f);
+        fclose(f);
+    }
+
+    #define GET(fn, type, module, name) \
+        type fn = (type) mfengine_capi_import(module, name); \
+        if (fn == NULL) { PyErr_Print(); return 3; }
+
+    int main(int argc, char **argv) {
+        size_t n1, nnz, nc, T, n, N, n_seq;
+        ptrdiff_t *pp = load("pp", &n1, sizeof(ptrdiff_t));
+        ptrdiff_t *pi = load("pi", &nnz, sizeof(ptrdiff_t));
+        double *w = load("w", NULL, 8), *h = load("h", NULL, 8), *clamp = load("clamp", &nc, 8);
+        ptrdiff_t nu = n1 - 1, k = nc / nu;
+        double *bound = malloc(k * 8), *mu = malloc(nc * 8), *xi = malloc(nc * 8);
+        double *G = malloc(k * 8), *gw = malloc(nnz * 8), *gh = malloc(nu * 8);
+        ptrdiff_t *it = malloc(k * sizeof(ptrdiff_t));
+        signed char *conv = malloc(k);
+        int s;
+
+        /* Python running in the process (the venv's, where mfengine is installed): the
+           capsules need it, and so does mfengine_sjj_solve (its OpenMP block checks the GIL) */
+        PyConfig config;
+        PyConfig_InitPythonConfig(&config);
+        PyConfig_SetBytesString(&config, &config.program_name, argv[1]);
+        if (PyStatus_Exception(Py_InitializeFromConfig(&config))) return 4;
+        PyConfig_Clear(&config);
+
+        /* sjj: a linkable symbol, called without the GIL */
+        Py_BEGIN_ALLOW_THREADS
+        s = mfengine_sjj_solve(nu, nnz, pp, pi, w, h, 0, k, clamp, NULL, NULL, 1e-9, 0.0, 200,
+                               2, bound, mu, xi, it, conv);
+        printf("sjj %d\n", s);
+        save("sjj_bound", bound, k * 8);
+        save("sjj_mu", mu, nc * 8);
+        save("sjj_xi", xi, nc * 8);
+        w[0] = NAN;
+        printf("sjj_nan %d\n", mfengine_sjj_solve(nu, nnz, pp, pi, w, h, 0, k, clamp, NULL,
+               NULL, 1e-9, 0.0, 200, 1, bound, mu, xi, it, conv));
+        printf("sjj_null %d\n", mfengine_sjj_solve(nu, nnz, NULL, pi, w, h, 0, k, clamp, NULL,
+               NULL, 1e-9, 0.0, 200, 1, bound, mu, xi, it, conv));
+        printf("sjj_negative %d\n", mfengine_sjj_solve(nu, nnz, pp, pi, w, h, 0, -k, clamp,
+               NULL, NULL, 1e-9, 0.0, 200, 1, bound, mu, xi, it, conv));
+        Py_END_ALLOW_THREADS
+        free(w);
+        w = load("w", NULL, 8);
+
+        /* the others: through the extension modules' capsules */
+        GET(solve, mfengine_plefka_solve_fn, "mfengine.sbn._plefka", "mf_plefka_solve")
+        GET(grad, mfengine_plefka_gradient_fn, "mfengine.sbn._plefka", "mf_plefka_gradient")
+        GET(fb, mfengine_hmm_fb_infer_fn, "mfengine.hmm._chain", "mf_hmm_fb_infer")
+        GET(st, mfengine_hmm_structured_infer_fn, "mfengine.hmm._chain", "mf_hmm_structured_infer")
+        GET(nv, mfengine_hmm_naive_infer_fn, "mfengine.hmm._chain", "mf_hmm_naive_infer")
+        Py_BEGIN_ALLOW_THREADS     /* the functions are nogil: run them without the GIL */
+        s = solve(nu, nnz, pp, pi, w, h, 0, 12, k, clamp, NULL, 1e-10, 500, 2, G, mu, it, conv);
+        printf("plefka %d\n", s);
+        save("pl_G", G, k * 8);
+        save("pl_u", mu, nc * 8);
+        s = grad(nu, nnz, pp, pi, w, h, 0, 12, k, clamp, mu, G, gw, gh);
+        printf("plefka_gradient %d\n", s);
+        save("pl_gw", gw, nnz * 8);
+        save("pl_gh", gh, nu * 8);
+        printf("plefka_null %d\n", solve(nu, nnz, pp, pi, w, h, 0, 12, k, NULL, NULL, 1e-10,
+               500, 1, G, mu, it, conv));
+        Py_END_ALLOW_THREADS
+
+        size_t nU;
+        double *sp = load("sp", &n, 8), *A = load("A", NULL, 8), *lp = load("logpot", &T, 8);
+        double *U = load("U", &nU, 8), *V = load("V", NULL, 8), *W = load("W", NULL, 8);
+        double *X = load("X", &N, 8);
+        ptrdiff_t *len = load("lengths", &n_seq, sizeof(ptrdiff_t));
+        ptrdiff_t D = nU / n, rows = N / D;
+        T /= n;
+        double *gamma = malloc(rows * n * 8), *pot = malloc(rows * n * 8);
+        double *xs = malloc(n * n * 8), *hb = malloc(n_seq * 8), logz;
+        ptrdiff_t *hns = malloc(n_seq * sizeof(ptrdiff_t));
+        signed char *hconv = malloc(n_seq);
+        Py_BEGIN_ALLOW_THREADS
+        printf("fb %d\n", fb(T, n, sp, A, lp, gamma, xs, &logz));
+        save("fb_gamma", gamma, T * n * 8);
+        save("fb_xi", xs, n * n * 8);
+        save("fb_logz", &logz, 8);
+        printf("fb_negative %d\n", fb(-1, n, sp, A, lp, gamma, xs, &logz));
+        s = st(n, D, 2, 3, sp, A, U, V, W, n_seq, len, X, 400, 1e-13, 2, gamma, pot, hb, hns,
+               hconv);
+        printf("structured %d\n", s);
+        save("st_gamma", gamma, rows * n * 8);
+        save("st_logpot", pot, rows * n * 8);
+        save("st_bound", hb, n_seq * 8);
+        s = nv(n, D, 2, 3, sp, A, U, V, W, n_seq, len, X, 400, 1e-13, 2, gamma, hb, hns, hconv);
+        printf("naive %d\n", s);
+        save("nv_gamma", gamma, rows * n * 8);
+        save("nv_bound", hb, n_seq * 8);
+        printf("naive_nan %d\n", nv(n, D, 2, 3, sp, A, U, V, W, n_seq, len, X, 400, NAN, 2,
+               gamma, hb, hns, hconv));
+        Py_END_ALLOW_THREADS
+        Py_FinalizeEx();
+        return 0;
+    }
+    """
+)
+
+
+def test_c_program_reaches_every_function_through_the_header(tmp_path):
+    """sjj through its linkable symbol, Plefka and the HMM kernels through mfengine_capi_import,
+    in a C program that embeds Python: the Python API's numbers, bit for bit."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()
+    (tmp_path / "prog_all.c").write_text(C_PROGRAM_ALL)
+    so = _sjj.__file__
+    cmd = cc + ["-O1", f"-I{_get_include()}", f"-I{sysconfig.get_paths()['include']}",
+                "prog_all.c", "-o", "prog_all", so, f"-Wl,-rpath,{os.path.dirname(so)}"]
+    _run(cmd + _python_link_flags(), tmp_path)
+    c = _dag_case("sigmoid")
+    hm, X, lengths, a = _hmm_case()
+    for name, arr in [("pp", c["pp"]), ("pi", c["pi"]), ("w", c["w"]), ("h", c["h"]),
+                      ("clamp", c["clamp"])] + [(k, a[k]) for k in a]:
+        np.ascontiguousarray(arr).tofile(tmp_path / f"{name}.bin")
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    lines = _run([str(tmp_path / "prog_all"), sys.executable], tmp_path, env).split("\n")
+    status = {line.split()[0]: int(line.split()[1]) for line in lines if line.strip()}
+    EB = mfengine.solver.MF_EBADARG
+    assert status == dict(sjj=0, sjj_nan=EB, sjj_null=EB, sjj_negative=EB, plefka=0,
+                          plefka_gradient=0, plefka_null=EB, fb=0, fb_negative=EB,
+                          structured=0, naive=0, naive_nan=EB)
+
+    def out(name):
+        return np.fromfile(tmp_path / f"out_{name}.bin")
+
+    k, n = c["clamp"].shape
+    net_of = np.zeros(k, np.intp)
+    args = (c["S"], c["w"][None], c["h"][None], net_of, c["clamp"])
+    bound, mu, xi, _, _ = sjj.solve(*args, tol=1e-9, inner_tol=inner_tol_for(1e-9))
+    np.testing.assert_array_equal(out("sjj_bound"), bound)
+    np.testing.assert_array_equal(out("sjj_mu"), mu.ravel())
+    np.testing.assert_array_equal(out("sjj_xi"), xi.ravel())
+    G, u, _, _ = plefka.solve(*args, 12, "sigmoid")
+    np.testing.assert_array_equal(out("pl_G"), G)
+    np.testing.assert_array_equal(out("pl_u"), u.ravel())
+    gw, gh = plefka.gradient(*args, u, 12, "sigmoid")
+    np.testing.assert_array_equal(out("pl_gw"), gw.sum(axis=0))
+    np.testing.assert_array_equal(out("pl_gh"), gh.sum(axis=0))
+    gamma, xs, logz = _chain.forward_backward(a["sp"], a["A"], a["logpot"])
+    np.testing.assert_array_equal(out("fb_gamma"), gamma.ravel())
+    np.testing.assert_array_equal(out("fb_xi"), xs.ravel())
+    assert out("fb_logz")[0] == logz
+    r = hm.infer(X, lengths, method="structured")
+    np.testing.assert_array_equal(out("st_bound"), r.bound)
+    np.testing.assert_array_equal(out("st_gamma"), r.posteriors.ravel())
+    np.testing.assert_array_equal(out("st_logpot"), r.potentials.ravel())
+    r = hm.infer(X, lengths, method="naive")
+    np.testing.assert_array_equal(out("nv_bound"), r.bound)
+    np.testing.assert_array_equal(out("nv_gamma"), r.posteriors.ravel())
 
 
 # ----------------------------------------------------------------------------- bad arguments
