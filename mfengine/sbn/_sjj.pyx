@@ -1308,7 +1308,8 @@ cdef int run_items(const Dag *g, const intp_t *pos, Py_ssize_t maxin, Py_ssize_t
     cdef Py_ssize_t n_xi = nnz if noisy_or else n
     # scratch per thread: 14 n + 3 nnz doubles and 2 n bytes (sigmoid, careful path; the
     # noisy-OR kernel needs less) and the fast path's extra (fast_extra)
-    cdef Py_ssize_t stride = 14 * n + 3 * nnz + fast_extra(n, nnz, maxin, maxout)
+    cdef Py_ssize_t stride = 14 * n + 3 * nnz + (
+        (2 * n + 15) // 8 + 3 if noisy_or else fast_extra(n, nnz, maxin, maxout))
     cdef double *scratch
     cdef double *work = NULL
     cdef intp_t *key = NULL
