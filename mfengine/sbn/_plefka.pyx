@@ -1900,8 +1900,13 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
     free(bstart)
     # items left unconverged with a finite G: coordinate descent on G from the same start,
     # kept if it converges or ends lower (orders 11 and 12)
+    q = 0
     if order <= 12 and cd:
-        with parallel(num_threads=n_threads):
+        for p in range(n_items):
+            if not conv[p] and status[p] == MF_OK and G[p] < INFINITY:
+                q += 1
+    if q > 0:
+        with parallel(num_threads=n_threads if q >= n_threads else q):
             block = <char *> malloc(nbytes + n * sizeof(double))
             for p in prange(n_items, schedule="dynamic", chunksize=1):
                 if conv[p] or status[p] != MF_OK or not (G[p] < INFINITY):
