@@ -1008,7 +1008,7 @@ class NLGBN(PersistMixin, BaseEstimator):
 
         if method != "importance":
             raise ValueError(f"method must be 'importance', got {method!r}")
-        n_samples = _check_int(n_samples, "n_samples", 2, 2**40)
+        n_samples = _check_int(n_samples, "n_samples", 2, 2**31 - 1)
         rng = _check_random_state(random_state)
         seed = int(rng.integers(0, 2**63, dtype=np.int64))
         net, X, mu, lv, res = self._infer(X, None, None, n_threads, "NLGBN.log_likelihood",
