@@ -187,3 +187,59 @@ def test_fit_with_missing_nonlinear_bound_never_decreases():
         warnings.simplefilter("ignore")
         g.fit(X, missing=miss)
     assert np.all(np.diff(g.history_) >= 0) and g.history_[-1] > g.history_[0]
+
+
+def test_sample_posterior_draws_the_missing_entries():
+    net = random_net([1, 5], "linear", seed=30)
+    X = net.sample(3, random_state=31)
+    miss = np.zeros(X.shape, dtype=bool)
+    miss[:, 2:] = True
+    layers = net.sample_posterior(np.where(miss, np.nan, X), n_samples=20000, random_state=32)
+    vis = layers[-1]
+    np.testing.assert_array_equal(vis[:, ~miss], np.broadcast_to(X[~miss], (20000, (~miss).sum())))
+    # one linear hidden unit: q is exact, so the draws of the missing entries follow the exact
+    # conditional distribution: its mean and variance
+    m, C = linear_marginal(net)
+    o, u = ~miss[0], miss[0]
+    K = C[np.ix_(u, o)] @ np.linalg.inv(C[np.ix_(o, o)])
+    cond_var = np.diag(C[np.ix_(u, u)] - K @ C[np.ix_(o, u)])
+    for p in range(3):
+        want = m[u] + K @ (X[p, o] - m[o])
+        np.testing.assert_allclose(vis[:, p, u].mean(axis=0), want, atol=0.05)
+        np.testing.assert_allclose(vis[:, p, u].var(axis=0), cond_var, rtol=0.1)
+
+
+def test_hostile_input_to_the_new_verbs_gives_finite_numbers_or_named_errors():
+    g = random_net([2, 3, 5], [["binary", "sigmoidal"], "rectified", "linear"], seed=33)
+    X = g.sample(6, random_state=1)
+    finite = {
+        "X 1e100": lambda: g.log_likelihood(X * 1e100, n_samples=50).estimate,
+        "X 1e-300": lambda: g.log_likelihood(X * 1e-300, n_samples=50).estimate,
+        "all missing": lambda: g.log_likelihood(np.full_like(X, np.nan), n_samples=50).estimate,
+        "impute all missing": lambda: g.impute(np.full_like(X, np.nan)),
+        "n_threads huge": lambda: g.log_likelihood(X, n_samples=10, n_threads=2**70).estimate,
+        "partial_fit all missing": lambda: mf.NLGBN([2, 3, 5], random_state=0, progress=False)
+        .partial_fit(np.full_like(X, np.nan)).history_,
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for label, fn in finite.items():
+            assert np.all(np.isfinite(fn())), label
+    named = {
+        "X 1e200": (lambda: g.log_likelihood(X * 1e200, n_samples=50), "X"),
+        "n_samples bool": (lambda: g.log_likelihood(X, n_samples=True), "n_samples"),
+        "n_samples huge": (lambda: g.log_likelihood(X, n_samples=2**62), "n_samples"),
+        "random_state": (lambda: g.log_likelihood(X, n_samples=10, random_state=-1), "random_state"),
+        "missing object": (lambda: g.impute(X, np.array([[None] * 5] * 6)), "missing"),
+        "missing 3-D": (lambda: g.impute(X, np.zeros((6, 5, 1), bool)), "missing"),
+    }
+    for label, (fn, name) in named.items():
+        with pytest.raises((ValueError, TypeError), match=name):
+            fn()
+    h = mf.NLGBN([2, 3, 5], random_state=0, progress=False).partial_fit(X)
+    h.stats_ = np.full_like(h.stats_, np.nan)
+    with pytest.raises(ValueError, match="stats_"):
+        h.partial_fit(X)
+    h.n_batches_ = "a"
+    with pytest.raises(TypeError, match="n_batches_"):
+        h.partial_fit(X)

@@ -855,7 +855,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         res.sigma = [sig[:, offs[l]:offs[l + 1]] for l in range(L - 1)] + [np.zeros_like(X)]
         return res
 
-    def sample_posterior(self, X, n_samples=1, random_state=None):
+    def sample_posterior(self, X, n_samples=1, random_state=None, *, missing=None):
         """Draw hidden pre-activations from the variational posterior of each pattern.
 
         q is a product of Gaussians N(mu, sigma**2) over the hidden units' pre-activations;
@@ -869,13 +869,16 @@ class NLGBN(PersistMixin, BaseEstimator):
             Draws per pattern.
         random_state : None, int or numpy.random.Generator, default=None
             Seed of the draws.
+        missing : array-like of bool, optional
+            Missing entries (as in :meth:`infer`; NaN marks them too): drawn from their
+            predictive distribution given the drawn hidden layer, N(b + W f(h), psi**2).
 
         Returns
         -------
         layers : list of ndarray
             One (n_samples, n_patterns, sizes[l]) array per layer, top first: draws of the
             pre-activations (apply each unit's nonlinearity for its output); the last layer
-            is the data, repeated.
+            is the data, repeated (with draws at missing entries).
         """
         from mfengine._validation import check_random_state
 
@@ -883,9 +886,21 @@ class NLGBN(PersistMixin, BaseEstimator):
                 or not 0 <= n_samples <= 2**31 - 1):
             raise ValueError(f"n_samples must be an integer in [0, 2**31 - 1], got {n_samples!r}")
         rng = check_random_state(random_state)
-        r = self.infer(X)
-        return [m[None] + s[None] * rng.standard_normal((n_samples,) + m.shape)
-                for m, s in zip(r.mu, r.sigma)]
+        net = self._network()
+        _, miss = self._check_data(X, missing, net.sizes[-1])
+        r = self.infer(X, missing)
+        layers = [m[None] + s[None] * rng.standard_normal((n_samples,) + m.shape)
+                  for m, s in zip(r.mu[:-1], r.sigma[:-1])]
+        vis = np.repeat(r.mu[-1][None], n_samples, axis=0)
+        if miss is not None:
+            f = np.empty_like(layers[-1])
+            for kind in set(net.units[-2]):
+                cols = np.array(net.units[-2]) == kind
+                f[..., cols] = _unit_output(kind, layers[-1][..., cols])
+            draw = (net.biases[-1] + f @ net.weights[-1].T
+                    + np.sqrt(net.variances[-1]) * rng.standard_normal(vis.shape))
+            vis = np.where(miss.astype(bool)[None], draw, vis)
+        return layers + [vis]
 
     def score_samples(self, X, missing=None, *, method=None, n_samples=1000, random_state=None):
         """The lower bound on ``ln p(x)`` of each pattern, or a sampled estimate, in nats.
