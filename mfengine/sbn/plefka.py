@@ -105,7 +105,8 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
         Converged when every free mean is within ``tol`` of its fixed-point image
         ``sigmoid(-dF/du)``.
     max_iter : int, default 500
-        Fixed-point iterations (each possibly with a line search) per item.
+        Fixed-point iterations (each possibly with a line search) per item; the
+        coordinate-descent fallback may take as many sweeps more.
     n_threads : int or None, default 1
         OpenMP threads (None: ``OMP_NUM_THREADS`` or all cores; clamped to at least 1).  The
         answers do not depend on it.
@@ -139,10 +140,12 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
         The solution; clamped units hold their values.  A free noisy-OR unit with zero bias
         whose weighted parents are all clamped off is surely off and gets u = 0.
     n_iter : intp ndarray of shape (n_items,)
-        Iterations taken.
+        Iterations taken (fixed-point iterations plus coordinate-descent sweeps).
     converged : bool ndarray of shape (n_items,)
         Whether a stationary point was reached (False also when a free mean is pushed against
-        the bound |logit u| = 700, where G may have no stationary point, or when G = +inf).
+        the bound |logit u| = 700, where G may have no stationary point, or when G = +inf;
+        with ``coordinate_descent``, a G11/G12 mean on the bound whose image lies beyond it
+        counts as converged).
 
     Raises
     ------
