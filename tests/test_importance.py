@@ -298,3 +298,49 @@ def test_no_patterns_and_extreme_weights(method):
     # ln P = -3.4), so the proposal is poor and only the range is asserted
     assert np.all(np.isfinite(est.estimate)) and np.all(est.estimate <= 0.0)
     assert np.all(np.isfinite(est.stderr)) and np.all(est.stderr >= 0.0)
+
+
+def _exact_predictive(model, X, miss):
+    """P(x_j = 1 | observed entries) of every missing entry, by enumeration."""
+    base = model.exact_log_likelihood(X, missing=miss)
+    out = np.full(X.shape, np.nan)
+    for j in range(X.shape[1]):
+        rows = miss[:, j]
+        if not rows.any():
+            continue
+        X1, m1 = X.copy(), miss.copy()
+        X1[:, j], m1[:, j] = 1.0, False
+        out[rows, j] = np.exp(model.exact_log_likelihood(X1, missing=m1) - base)[rows]
+    return out
+
+
+@pytest.mark.parametrize("kind", ["layered", "sigmoid", "noisy_or"])
+def test_impute_importance_matches_the_exact_predictive(kind):
+    rng = np.random.default_rng(21)
+    errs, mf_errs = [], []
+    for k in range(10):
+        if kind == "layered":
+            model = mf.SigmoidBeliefNet([3, 5, 8], weight_scale=3.0, random_state=k,
+                                        progress=False)
+        else:
+            model = random_dag(rng, kind, n_units=10, n_visible=5)
+        X = model.sample(4, random_state=k)
+        miss = rng.random(X.shape) < 0.4
+        exact = _exact_predictive(model, X, miss)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", mf.ConvergenceWarning)
+            filled = model.impute(np.where(miss, np.nan, X), miss, method="importance",
+                                  n_samples=4000, random_state=k)
+            mean_field = model.impute(X, miss)
+        np.testing.assert_array_equal(filled[~miss], X[~miss])
+        assert np.all((filled >= 0.0) & (filled <= 1.0))
+        errs.append(np.abs(filled - exact)[miss])
+        mf_errs.append(np.abs(mean_field - exact)[miss])
+    errs, mf_errs = np.concatenate(errs), np.concatenate(mf_errs)
+    assert errs.max() < 0.06, errs.max()
+    assert errs.mean() < 0.5 * mf_errs.mean(), (errs.mean(), mf_errs.mean())
+    again = model.impute(X, miss, method="importance", n_samples=4000, random_state=9)
+    np.testing.assert_array_equal(again, model.impute(X, miss, method="importance",
+                                                      n_samples=4000, random_state=9))
+    with pytest.raises(ValueError, match="n_samples"):
+        model.impute(X, miss, method="importance", n_samples=1)

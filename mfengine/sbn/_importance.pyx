@@ -36,7 +36,7 @@ the items are split between calls.
 import numpy as np
 
 from cython.parallel cimport prange, parallel
-from libc.math cimport log, log1p, exp, expm1, sqrt, INFINITY
+from libc.math cimport log, log1p, exp, expm1, sqrt, INFINITY, NAN
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport uint64_t
 from mfengine._typedefs cimport intp_t, uint8_t, int8_t
@@ -206,19 +206,27 @@ cdef void ais_item(const Dag *g, const double *w, const double *h, const double 
 cdef void estimate_item(const Dag *g, const double *w, const double *h, const double *clamp,
                         const double *q, Py_ssize_t K, double mix, double eps, uint64_t seed,
                         bint noisy_or, double *work, double *est, double *se,
-                        double *ess) noexcept nogil:
+                        double *ess, double *pred) noexcept nogil:
+    """One item's estimate; with ``pred`` (else NULL) also the self-normalised importance
+    estimate of P(s_j = 1 | clamped units) of every free unit j: of E[s_j] for a needed unit,
+    of E[P(s_j = 1 | parents)] (Rao-Blackwellised) for a barren one, whose draws then come
+    from the prior (their factors cancel in the weight)."""
     cdef Py_ssize_t n = g.n, i, k, e, j
     cdef double *z = work
     cdef double *lq1 = work + n          # ln q_i and ln(1 - q_i) of the clipped means
     cdef double *lq0 = work + 2 * n
     cdef double *lw = work + 3 * n
-    cdef double c, qi, lp, lprior, lmf, l, u, pon
+    cdef double *pv = work + 3 * n + K   # this draw's value of each free unit (pred)
+    cdef double c, qi, lp, lprior, lmf, l, u, pon, m_run = -INFINITY, s_run = 0.0, scale, t
     cdef double la = log(mix) if mix > 0.0 else -INFINITY
     cdef double l1a = log1p(-mix) if mix < 1.0 else -INFINITY
     cdef bint prior, on
     cdef uint64_t state = mix64(seed)
-    cdef uint8_t *needed = <uint8_t *> (work + 3 * n + K)
+    cdef uint8_t *needed = <uint8_t *> (work + 4 * n + K)
     prepare(g, clamp, q, eps, needed, lq1, lq0)
+    if pred != NULL:
+        for i in range(n):
+            pred[i] = 0.0
     for k in range(K):
         prior = uniform(&state) < mix
         for i in range(n):
@@ -232,7 +240,11 @@ cdef void estimate_item(const Dag *g, const double *w, const double *h, const do
                 on = c > 0.5
                 lp = lp + log_f(z[i], on, noisy_or)
             elif not needed[i]:
-                continue
+                if pred == NULL:
+                    continue
+                pon = -expm1(-z[i]) if noisy_or else mf_sigmoid(z[i])
+                pv[i] = pon
+                on = uniform(&state) < pon
             else:
                 u = uniform(&state)
                 if prior:
@@ -247,10 +259,36 @@ cdef void estimate_item(const Dag *g, const double *w, const double *h, const do
                 lp = lp + l
                 lprior = lprior + l
                 lmf = lmf + (lq1[i] if on else lq0[i])
+                pv[i] = 1.0 if on else 0.0
             if on:
                 for e in range(g.ch_ptr[i], g.ch_ptr[i + 1]):
                     z[g.ch_idx[e]] += w[g.ch_w[e]]
         lw[k] = lp - mf_logaddexp(l1a + lmf, la + lprior)
+        if pred != NULL and lw[k] > -INFINITY:
+            # running weighted sums, rescaled to the largest log-weight so far
+            if lw[k] > m_run:
+                scale = exp(m_run - lw[k])
+                for i in range(n):
+                    pred[i] = pred[i] * scale
+                s_run = s_run * scale
+                m_run = lw[k]
+            t = exp(lw[k] - m_run)
+            s_run = s_run + t
+            for i in range(n):
+                c = clamp[i]
+                if not (c == c):
+                    pred[i] = pred[i] + t * pv[i]
+    if pred != NULL:
+        for i in range(n):
+            c = clamp[i]
+            if c == c:
+                pred[i] = c
+            elif s_run > 0.0:
+                pred[i] = pred[i] / s_run
+                if pred[i] > 1.0:
+                    pred[i] = 1.0
+            else:
+                pred[i] = NAN
     summarise(lw, K, est, se, ess)
 
 
@@ -288,14 +326,17 @@ def estimate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
              const double[:, ::1] h, const intp_t[::1] net_of, const double[:, ::1] clamp,
              const double[:, ::1] q, Py_ssize_t n_samples, double mix, double eps,
              uint64_t seed, uint64_t item_offset, double[::1] est, double[::1] se,
-             double[::1] ess, int8_t[::1] status, bint noisy_or=False, int n_threads=1):
+             double[::1] ess, int8_t[::1] status, bint noisy_or=False, int n_threads=1,
+             double[:, ::1] pred=None):
     """Estimate ln P(clamped units) of every item into ``est`` (with ``se``, ``ess``).
 
     ``q`` (n_items, n_units): the proposal means of the free units (read only where ``clamp``
     is NaN).  ``mix`` in [0, 1] is the prior's share of the proposal (0: no defensive
     component, 1: the prior alone); ``eps`` in [0, 0.5] clips the means.  Returns MF_OK, or MF_EBADARG (nothing
     written) when a size, an index or an option is out of range; ``status[p]`` is MF_ENOMEM
-    for an item whose thread could not allocate its scratch space.
+    for an item whose thread could not allocate its scratch space.  ``pred`` (n_items,
+    n_units), optional: each free unit's estimated P(unit = 1 | clamped units) (clamped units:
+    their value; NaN where every weight is 0).
     """
     cdef Dag g
     if check_dag(par_ptr, par_idx, ch_ptr, ch_idx, ch_w, &g) != MF_OK:
@@ -308,7 +349,10 @@ def estimate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
             or status.shape[0] != n_items or n_threads < 1 or n_samples < 2
             or n_samples > (1 << 40) or not (0.0 <= mix <= 1.0) or not (0.0 <= eps <= 0.5)):
         return MF_EBADARG
-    cdef size_t nbytes = (3 * <size_t> n + <size_t> n_samples) * sizeof(double) + <size_t> n + 16
+    cdef bint want_pred = pred is not None
+    if want_pred and (pred.shape[0] != n_items or pred.shape[1] != n):
+        return MF_EBADARG
+    cdef size_t nbytes = (4 * <size_t> n + <size_t> n_samples) * sizeof(double) + <size_t> n + 16
     cdef double *work = NULL
     cdef double dummy_w = 0.0
     with nogil, parallel(num_threads=n_threads):
@@ -321,7 +365,7 @@ def estimate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
             estimate_item(&g, &w[net_of[p], 0] if nnz else &dummy_w, &h[net_of[p], 0],
                           &clamp[p, 0], &q[p, 0], n_samples, mix, eps,
                           seed ^ mix64(item_offset + <uint64_t> p + 1), noisy_or, work,
-                          &est[p], &se[p], &ess[p])
+                          &est[p], &se[p], &ess[p], &pred[p, 0] if want_pred else NULL)
         free(work)
     return MF_OK
 

@@ -250,14 +250,16 @@ def check_sampling_args(method, n_samples, random_state, n_steps=AIS_STEPS):
 
 
 def importance_items(model, V, missing, mu, bound, n_samples, seed, n_threads, progress,
-                     method="importance", n_steps=AIS_STEPS):
+                     method="importance", n_steps=AIS_STEPS, predict=False):
     """Importance-sampled (or AIS) ln P(x) on a checked BeliefNet or BeliefNetBatch ``model``.
 
     ``mu`` holds the mean-field means of every unit, shaped ``shape + (n_units,)`` as
     ``run_dag`` returns them, and ``bound`` the objective of that solve; the proposal is the
     defensive mixture of the kernel's docstring (mfengine/sbn/_importance.pyx), or for "ais"
     the start of ``n_samples`` annealing chains of ``n_steps`` temperatures.  Returns a
-    ``LogLikelihoodEstimate`` shaped like ``bound``."""
+    ``LogLikelihoodEstimate`` shaped like ``bound``; with ``predict`` ("importance" only),
+    also the (n_items, n_units) estimates of P(unit = 1 | data) (see the kernel's
+    ``estimate``)."""
     from mfengine._base import LogLikelihoodEstimate
     from mfengine.sbn import _importance
 
@@ -270,6 +272,7 @@ def importance_items(model, V, missing, mu, bound, n_samples, seed, n_threads, p
                          "no NaN)")
     est, se, ess = np.empty(n), np.empty(n), np.empty(n)
     status = np.zeros(n, dtype=np.int8)
+    pred = np.empty((n, s.n_units)) if predict else None
     noisy = batch.activation == "noisy_or"
     from mfengine._progress import progress_bar
 
@@ -294,7 +297,8 @@ def importance_items(model, V, missing, mu, bound, n_samples, seed, n_threads, p
                 rc = _importance.estimate(s.par_ptr, s.par_idx, s.ch_ptr, s.ch_idx, s.ch_w, w,
                                           batch.h_, net_of[a:b], clamp[a:b], q[a:b], n_samples,
                                           IMPORTANCE_MIX, IMPORTANCE_EPS, seed, a, est[a:b],
-                                          se[a:b], ess[a:b], status[a:b], noisy, nt)
+                                          se[a:b], ess[a:b], status[a:b], noisy, nt,
+                                          None if pred is None else pred[a:b])
             if rc != 0:
                 raise ValueError("the importance sampler refused its arguments (an internal "
                                  "size or index is inconsistent)")
@@ -315,6 +319,7 @@ def importance_items(model, V, missing, mu, bound, n_samples, seed, n_threads, p
             "patterns (a noisy-OR net that gives them probability 0, or too few samples): "
             "their estimate is -inf with an infinite standard error", RuntimeWarning,
             stacklevel=3)
-    return LogLikelihoodEstimate(estimate=est.reshape(shape), stderr=se.reshape(shape),
-                                 bound=np.asarray(bound, dtype=np.float64).reshape(shape),
-                                 n_samples=n_samples, ess=ess.reshape(shape), method=method)
+    result = LogLikelihoodEstimate(estimate=est.reshape(shape), stderr=se.reshape(shape),
+                                   bound=np.asarray(bound, dtype=np.float64).reshape(shape),
+                                   n_samples=n_samples, ess=ess.reshape(shape), method=method)
+    return (result, pred) if predict else result

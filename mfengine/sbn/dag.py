@@ -572,10 +572,12 @@ class BeliefNet(_DagModel):
         self.W_ = self._structure.unpack(w, sparse=_is_sparse(self.W_))
         self.h_ = np.ascontiguousarray(h, dtype=np.float64)
 
-    def impute(self, X, missing, *, method=None):
+    def impute(self, X, missing, *, method=None, n_samples=1000, random_state=None):
         """Fill in missing entries with their posterior predictive probability of a 1.
 
-        Each missing entry is replaced by the mean of that free unit in the mean-field solve.
+        Each missing entry is replaced by the mean of that free unit in the mean-field solve,
+        or with ``method="importance"`` by an importance-sampled estimate of the exact
+        probability.
 
         Parameters
         ----------
@@ -583,8 +585,15 @@ class BeliefNet(_DagModel):
             Binary data; entries where ``missing`` is True may be anything (NaN too).
         missing : array_like of bool, shape (n_patterns, n_visible) or (n_visible,)
             The entries to fill in.
-        method : {"sjj", "plefka11", "plefka12", "plefka22"}, optional
-            Default: the net's ``method``.
+        method : {"sjj", "plefka11", "plefka12", "plefka22", "importance"}, optional
+            Default: the net's ``method``.  "importance": self-normalised importance sampling
+            with the proposal of ``log_likelihood`` (built from the net's ``method``); a
+            missing unit's probability is E[f(z_j) | observed] when no observed unit lies
+            below it, else E[S_j | observed].
+        n_samples : int, default=1000
+            Samples per pattern ("importance" only).
+        random_state : None, int or numpy.random.Generator, default=None
+            Seed of the samples ("importance" only).
 
         Returns
         -------
@@ -604,6 +613,14 @@ class BeliefNet(_DagModel):
         """
         if missing is None:
             raise ValueError("missing must mark the entries to impute (a boolean mask), got None")
+        if isinstance(method, str) and method == "importance":
+            _, n_samples, _, seed = check_sampling_args(method, n_samples, random_state)
+            r = self.infer(X, missing)
+            V, miss = self._check_data(X, missing)
+            _, pred = importance_items(self, X, missing, r.mu, r.bound, n_samples, seed,
+                                       self.n_threads, check_flag(self.progress, "progress"),
+                                       predict=True)
+            return np.where(miss, pred[:, self.visible_], V)
         r = self.infer(X, missing, method=method)
         V, miss = self._check_data(X, missing)
         return np.where(miss, r.mu[:, self.visible_], V)

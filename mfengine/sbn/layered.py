@@ -587,10 +587,11 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         return importance_items(dag, X, missing, mu, r.bound, n_samples, seed, n_threads,
                                 progress, method, n_steps)
 
-    def impute(self, X, missing, *, method=None):
+    def impute(self, X, missing, *, method=None, n_samples=1000, random_state=None):
         """Fill in missing entries with their posterior predictive probability of a 1.
 
-        Each missing entry is replaced by the mean-field probability that it is 1.
+        Each missing entry is replaced by the mean-field probability that it is 1, or with
+        ``method="importance"`` by an importance-sampled estimate of the exact one.
 
         Parameters
         ----------
@@ -601,7 +602,14 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         method : str, optional
             Default: the net's ``method``.  With "gaussian" the probability is the missing
             unit's ``xi`` (its approximate predictive); with the DAG methods the missing units
-            are free units of the solve and the probability is their mean.
+            are free units of the solve and the probability is their mean.  "importance":
+            P(x_j = 1 | observed) = E[sigmoid(z_j) | observed], with the hidden units drawn
+            from the proposal of ``log_likelihood`` (built from the net's ``method``) and
+            self-normalised weights; consistent as ``n_samples`` grows.
+        n_samples : int, default=1000
+            Samples per pattern ("importance" only).
+        random_state : None, int or numpy.random.Generator, default=None
+            Seed of the samples ("importance" only).
 
         Returns
         -------
@@ -621,6 +629,14 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         """
         if missing is None:
             raise ValueError("missing must mark the entries to impute (a boolean mask), got None")
+        if isinstance(method, str) and method == "importance":
+            _, n_samples, _, seed = check_sampling_args(method, n_samples, random_state)
+            r = self.infer(X, missing)
+            V, miss = self._check_data(X, missing)
+            _, pred = importance_items(self.to_dag(), X, missing, np.concatenate(r.mu, axis=1),
+                                       r.bound, n_samples, seed, self.n_threads,
+                                       check_flag(self.progress, "progress"), predict=True)
+            return np.where(miss.astype(bool), pred[:, self.n_hidden:], V)
         r = self.infer(X, missing, method=method)
         V, miss = self._check_data(X, missing)
         out = np.where(miss.astype(bool), r.mu[-1], V)
