@@ -3,7 +3,8 @@
 A ``SigmoidBeliefNet`` (Saul & Jordan's mean-field learning) is trained on scikit-learn's 8x8
 digits thresholded to {0, 1} (``mf.datasets.load_binary_digits``: 1257 training and 540 test
 images).  For each test image the bottom four rows (32 pixels) are marked missing, and
-``net.impute`` fills them with the mean-field posterior predictive probability of a 1.  The
+``net.impute`` fills them with the posterior predictive probability of a 1: by mean field
+(the default), or estimated by importance sampling (``method="importance"``).  The
 per-pixel log-loss (nats, lower is better) and error rate of those probabilities are compared
 with two baselines trained on the same images:
 
@@ -191,6 +192,9 @@ def main(argv=None):
     fills = {}
     fills["SBN impute (gaussian)"] = net.impute(Xm, miss)
     fills["SBN impute (sjj)"] = net.impute(Xm, miss, method="sjj")
+    fills["SBN impute (importance)"] = net.impute(Xm, miss, method="importance",
+                                                  n_samples=args.samples,
+                                                  random_state=args.seed)
     p = np.clip(X_train.mean(axis=0), EPS, 1 - EPS)
     fills["pixel marginals"] = np.broadcast_to(p, X_test.shape)
     fills[f"mixture K={args.components}"] = mixture_conditional(mix, X_test, ~miss)
@@ -220,7 +224,8 @@ def main(argv=None):
 
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "inpainting.png")
-    figure(path, X_test, miss, [("SBN (gaussian)", fills["SBN impute (gaussian)"]),
+    figure(path, X_test, miss, [("SBN (importance)", fills["SBN impute (importance)"]),
+                                ("SBN (gaussian)", fills["SBN impute (gaussian)"]),
                                 ("mixture", fills[f"mixture K={args.components}"]),
                                 ("marginals", fills["pixel marginals"])])
     print(f"\nfigure: {path}")
