@@ -9,7 +9,12 @@ Low-level entry points over a ``DagStructure`` and batches of nets sharing it; `
 It lies below ln P(clamped units) for every mu and xi in [0, 1], for any finite weights: the
 kernel (``mfengine/sbn/_sjj.pyx``) evaluates it without cancellation between large numbers,
 so that with no free unit it equals ln P exactly and otherwise it stays below it up to the
-rounding of its own sums (relative 1e-16).  Coordinate ascent raises it at every step.
+rounding of its own sums (relative 1e-16).  Coordinate ascent raises it at every step.  Nets of
+moderate scale (``|h_i| + sum |W|`` over each unit's edges at most 256: ordinary nets) are
+solved by the kernel's fast path, which keeps products of the per-edge factors instead of
+their logarithms and reports the same bound with its own rounding allowance; larger ones by
+the careful path.  The C API ``mf_sjj_solve`` (``mfengine/sbn/_sjj.pxd``) runs the same
+solve over raw buffers.
 
 Every function here validates its arguments (shapes, dtypes, finiteness, ranges, the
 consistency of the structure's index arrays) before any compiled code runs, and raises a
