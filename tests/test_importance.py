@@ -344,3 +344,14 @@ def test_impute_importance_matches_the_exact_predictive(kind):
                                                       n_samples=4000, random_state=9))
     with pytest.raises(ValueError, match="n_samples"):
         model.impute(X, miss, method="importance", n_samples=1)
+
+
+def test_same_estimate_after_save_and_load(tmp_path):
+    net = mf.SigmoidBeliefNet([2, 3, 5], random_state=0, progress=False)
+    X = net.sample(5, random_state=0)
+    for model in (net, net.to_dag()):
+        a = model.log_likelihood(X, n_samples=100, random_state=0)
+        b = mf.load(model.save(tmp_path / "model.npz")).log_likelihood(X, n_samples=100,
+                                                                       random_state=0)
+        np.testing.assert_array_equal(a.estimate, b.estimate)
+        np.testing.assert_array_equal(a.stderr, b.stderr)
