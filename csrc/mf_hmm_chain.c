@@ -339,8 +339,12 @@ static void lr_layout(arena_t *a, xchain_t *x)
         while (x->blk * x->blk < T) x->blk++;
     }
     x->nck = (T - 1) / x->blk + 2;
-    /* rows are O(lag n D); refuse the path (not the problem) when its blocks would be large */
-    if (x->rowR > ((ptrdiff_t)1 << 40) / (x->blk + x->nck + 2)) return;
+    /* rows are O(lag n D): the path is refused (the full-matrix one, whose products take
+     * 2 nk n^2 doubles, serves) when its rows would take more than that plus 8M doubles */
+    {
+        const ptrdiff_t rows = x->blk + x->nck + 2, full = 2 * x->nk * n * n + ((ptrdiff_t)1 << 23);
+        if (x->rowR > full / rows || 3 * x->rowL > full) return;
+    }
     x->mk = (double *)take(a, T, D, sizeof(double));
     x->ck = (double *)take(a, x->nck, x->rowR, sizeof(double));
     x->bk = (double *)take(a, x->blk, x->rowR, sizeof(double));
