@@ -217,7 +217,8 @@ def main(argv=None):
     print(header)
     print("-" * len(header))
     for name, P in fills.items():
-        print(f"{name:<26}{log_loss(X_test, P, miss):>24.4f}{100 * error_rate(X_test, P, miss):>13.2f}%")
+        print(f"{name:<26}{log_loss(X_test, P, miss):>24.4f}"
+              f"{100 * error_rate(X_test, P, miss):>13.2f}%")
     print(f"\nJoint: -ln P(bottom half | top half) / {n_pix // 2}, nats per pixel")
     for name, (v, se) in joint.items():
         print(f"{name:<34}{v:>8.4f}" + (f" ± {se:.4f}" if se else ""))

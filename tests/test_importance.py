@@ -133,7 +133,8 @@ def test_score_samples_method_importance():
     np.testing.assert_array_equal(
         sbn.score_samples(V, method="importance", n_samples=50, random_state=1),
         sbn.log_likelihood(V, n_samples=50, random_state=1).estimate)
-    np.testing.assert_array_equal(sbn.score_samples(V, method="sjj"), sbn.infer(V, method="sjj").bound)
+    np.testing.assert_array_equal(sbn.score_samples(V, method="sjj"),
+                                  sbn.infer(V, method="sjj").bound)
     np.testing.assert_array_equal(sbn.score_samples(V), sbn.infer(V).bound)
 
 

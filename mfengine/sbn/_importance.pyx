@@ -332,9 +332,10 @@ def estimate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
 
     ``q`` (n_items, n_units): the proposal means of the free units (read only where ``clamp``
     is NaN).  ``mix`` in [0, 1] is the prior's share of the proposal (0: no defensive
-    component, 1: the prior alone); ``eps`` in [0, 0.5] clips the means.  Returns MF_OK, or MF_EBADARG (nothing
-    written) when a size, an index or an option is out of range; ``status[p]`` is MF_ENOMEM
-    for an item whose thread could not allocate its scratch space.  ``pred`` (n_items,
+    component, 1: the prior alone); ``eps`` in [0, 0.5] clips the means.  Returns MF_OK, or
+    MF_EBADARG (nothing written) when a size, an index or an option is out of range;
+    ``status[p]`` is MF_ENOMEM for an item whose thread could not allocate its scratch
+    space.  ``pred`` (n_items,
     n_units), optional: each free unit's estimated P(unit = 1 | clamped units) (clamped units:
     their value; NaN where every weight is 0).
     """
