@@ -225,8 +225,8 @@ SAMPLED_METHODS = ("importance", "ais")
 IMPORTANCE_MIX = 0.2
 #: The mean-field means of the proposal are clipped to [eps, 1 - eps] (a flattened q).
 IMPORTANCE_EPS = 0.01
-#: Most samples per pattern (the kernel keeps one log-weight per sample per thread).
-MAX_SAMPLES = 2**27
+#: Most samples per pattern (the kernel keeps one log-weight per sample per thread: 128 MB).
+MAX_SAMPLES = 2**24
 
 
 #: Default number of temperatures of method="ais".
