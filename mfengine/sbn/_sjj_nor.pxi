@@ -263,8 +263,8 @@ cdef int solve_item_nor_plain(const Dag *g, const double *w, const double *h, co
 # The bound after a sweep is C0 + sum_{free k} [H(mu_k) + mu_k cfix_k - (1 - mu_k) Z_k]
 # + sum_{q-units i} mu_i (g(h_i) + sum_j q_ij mu_j D_ij), O(units + q-unit edges).
 
-DEF JOINT_IT = 6       # Newton steps of joint_q per q update (later sweeps continue from there)
-DEF JOINT_IT_COLD = 2  # the same from a cold start (the first sweep: the means are still far off)
+DEF JOINT_IT = 40      # Newton steps of joint_q per q update before the nested search takes over
+DEF JOINT_TOL = 1e-10  # the largest residual (log form) of a solved q
 
 
 cdef int joint_q(const Dag *g, const double *w, double h, double gh, Py_ssize_t i,
@@ -275,12 +275,14 @@ cdef int joint_q(const Dag *g, const double *w, double h, double gh, Py_ssize_t 
     per edge per step instead of a 1-D inversion per edge per step of lam.  Each edge's
     equation is taken in log form, log(mu_j psi(y_j) / lam) = 0 where psi is below G0 / 2 and
     log((G0 - psi(y_j)) / (G0 - lam / mu_j)) = 0 above it, so that both the rise of psi from
-    0 and its exponential approach to G0 are nearly linear in y.  Returns 1 once every
-    residual is below 1e-12 (y and lam_io then hold the solution), 0 if it gave up (the
-    caller then falls back to the nested search)."""
+    0 and its exponential approach to G0 are nearly linear in y.  Returns 1 once the edges'
+    residuals are below JOINT_TOL and the simplex constraint's below 1e-12, or all below 1e-8
+    and no longer shrinking (their own rounding floor); y and lam_io then hold the solution.
+    Returns 0 if it gave up after max_it steps or met a non-finite value (the caller then
+    falls back to the nested search)."""
     cdef Py_ssize_t k0 = g.par_ptr[i], k1 = g.par_ptr[i + 1], k, it
     cdef double G0 = -gh, lam = lam_io[0], r0, num, den, res, mj, yk, x, u, om, r, ps, ph, dps
-    cdef double c, b, dlam, lnew, yn, d
+    cdef double c, b, dlam, lnew, yn, d, rmax, res_prev = 1e300
     for it in range(max_it + 1):
         r0 = -1.0
         num = 0.0
@@ -323,12 +325,11 @@ cdef int joint_q(const Dag *g, const double *w, double h, double gh, Py_ssize_t 
                 res = fabs(rho[k])
         if not (fabs(r0) <= 1e300 and res <= 1e300 and den < 0.0):
             return 0
-        if fabs(r0) <= 1e-12 and res <= 1e-10:
+        rmax = res if res > fabs(r0) else fabs(r0)
+        if (fabs(r0) <= 1e-12 and res <= JOINT_TOL) or (rmax <= 1e-8 and rmax > 0.1 * res_prev):
             lam_io[0] = lam
-            return 1 if it == 0 else 2
-        if it == max_it:
-            lam_io[0] = lam
-            return 3
+            return 1
+        res_prev = rmax
         dlam = -(r0 + num) / den
         lnew = lam + dlam
         if not (lnew > 0.0):
@@ -422,10 +423,11 @@ cdef void update_q_fast(const Dag *g, const double *w, double h, double gh, Py_s
                         const double *mu, double *q, double *y, double *qn, double *Dc,
                         double *lamc, double *rho, double *dl) noexcept nogil:
     """update_q with the cached D, a warm-started multiplier and Newton's method on the whole
-    optimality system (joint_q, capped at JOINT_IT steps); the nested search of update_q is
-    the fallback.  The new q and its D are kept only if they do not lower the unit's term."""
+    optimality system (joint_q, capped at JOINT_IT steps; a cold start from q proportional
+    to the weights); the nested search of update_q is the fallback when joint_q gives up.  The
+    new q and its D are kept only if they do not lower the unit's term."""
     cdef Py_ssize_t k0 = g.par_ptr[i], k1 = g.par_ptr[i + 1], k
-    cdef double G0 = -gh, lam_max = 0.0, lam, S, d, mj, old
+    cdef double G0 = -gh, lam_max = 0.0, lam, S, d, mj, old, psi
     cdef int rc
     if k1 == k0:
         return
@@ -443,27 +445,30 @@ cdef void update_q_fast(const Dag *g, const double *w, double h, double gh, Py_s
         for k in range(k0, k1):
             y[k] = w[k] / q[k] if (q[k] > 0.0 and w[k] > 0.0) else 1.0
     else:
-        # start from the mean slope at the current q
-        lam = 0.0
+        # a cold start: q proportional to the weights, y_j = sum_k W_ik for every edge, and
+        # lam the mean slope there (the exact solution when the parents' means are equal, as
+        # in the first sweep)
         S = 0.0
         for k in range(k0, k1):
-            mj = mu[g.par_idx[k]]
-            if q[k] > 0.0 and w[k] > 0.0 and mj > 0.0:
-                y[k] = w[k] / q[k]
-                lam += q[k] * mj * psi_nor(h, gh, y[k], &d)
-                S += q[k]
-            else:
-                y[k] = 1.0
-        lam = lam / S if S > 0.0 else 0.5 * lam_max
+            if w[k] > 0.0 and mu[g.par_idx[k]] > 0.0:
+                S += w[k]
+        lam = 0.0
+        if S > 0.0:
+            psi = psi_nor(h, gh, S, &d)
+            for k in range(k0, k1):
+                y[k] = S
+                mj = mu[g.par_idx[k]]
+                if w[k] > 0.0 and mj > 0.0:
+                    lam += (w[k] / S) * mj * psi
         if not (0.0 < lam < lam_max):
             lam = 0.5 * lam_max
-    rc = joint_q(g, w, h, gh, i, mu, y, rho, qn, dl, &lam, lam_max,
-                 JOINT_IT if 0.0 < lamc[0] < lam_max else JOINT_IT_COLD)
-    if rc == 1 and 0.0 < lamc[0] < lam_max:
-        return                 # the current q already solves the optimality system
-    if rc != 0 and try_q(g, w, h, gh, i, mu, q, y, qn, Dc, lam, old):
-        lamc[0] = lam
-        return
+            for k in range(k0, k1):
+                y[k] = w[k] / q[k] if (q[k] > 0.0 and w[k] > 0.0) else 1.0
+    rc = joint_q(g, w, h, gh, i, mu, y, rho, qn, dl, &lam, lam_max, JOINT_IT)
+    if rc:
+        if try_q(g, w, h, gh, i, mu, q, y, qn, Dc, lam, old):
+            lamc[0] = lam
+        return                  # (not kept: the current q is as good, to rounding)
     lam = lamc[0] if 0.0 < lamc[0] < lam_max else 0.5 * lam_max
     for k in range(k0, k1):
         y[k] = w[k] / q[k] if (q[k] > 0.0 and w[k] > 0.0) else 1.0
