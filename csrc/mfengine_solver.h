@@ -9,7 +9,7 @@
  * block checks the GIL state: without an interpreter the process aborts), and may be called
  * with or without the GIL.
  *
- * The Plefka and context-HMM functions have no linkable symbol.  A C program reaches them
+ * The Plefka, context-HMM and NLGBN functions have no linkable symbol.  A C program reaches them
  * through their extension module's Cython capsules once Python runs in the process: include
  * Python.h before this header, start the interpreter (the one mfengine is installed in), and
  *     mfengine_plefka_solve_fn solve =
@@ -20,6 +20,7 @@
  *     module                 names
  *     mfengine.sbn._plefka   mf_plefka_solve, mf_plefka_gradient
  *     mfengine.hmm._chain    mf_hmm_fb_infer, mf_hmm_structured_infer, mf_hmm_naive_infer
+ *     mfengine.nlgbn._estep  mf_nlgbn_infer
  *     mfengine.sbn._sjj      mf_sjj_solve          (also linkable, as mfengine_sjj_solve)
  *     mfengine.sbn._gaussian mf_sbn_gaussian_infer, mf_sbn_gaussian_gradient (likewise)
  */
@@ -84,6 +85,14 @@ typedef int (*mfengine_hmm_naive_infer_fn)(
     ptrdiff_t n_seq, const ptrdiff_t *lengths, const double *X, ptrdiff_t max_sweeps,
     double tol, int n_threads, double *gamma, double *bound, ptrdiff_t *n_sweeps,
     signed char *converged);
+
+typedef int (*mfengine_nlgbn_infer_fn)(
+    ptrdiff_t n_layers, const ptrdiff_t *sizes, const signed char *types,
+    const double *weights, const double *biases, const double *variances,
+    ptrdiff_t n_patterns, const double *X, const unsigned char *missing,
+    double tol, ptrdiff_t max_sweeps, int warm_start, int n_threads,
+    double *mu, double *logvar, double *bound, ptrdiff_t *n_sweeps,
+    unsigned char *converged);
 
 #ifdef Py_PYTHON_H
 /* The C function `name` exported by the extension module `module` (imported if need be),

@@ -8,11 +8,12 @@ Cython's include path.  C: the installed header mfengine_solver.h (same director
 mfengine_sbn_gaussian_infer and mfengine_sbn_gaussian_gradient (in mfengine/sbn/_gaussian*.so)
 and mfengine_sjj_solve (in mfengine/sbn/_sjj*.so): link that file and libpython.  The
 Gaussian ones need no interpreter; mfengine_sjj_solve needs Python initialised in the process
-(its OpenMP block checks the GIL state; call it with or without the GIL).  The Plefka and HMM
-functions have no linkable symbol: a C program gets them from their module's Cython capsule
-(__pyx_capi__) once Python runs in the process, with the header's mfengine_capi_import(module,
-name) (defined when Python.h is included first) and its function-pointer types
-(mfengine_plefka_solve_fn, ...).  This text is also mfengine.solver's docstring.
+(its OpenMP block checks the GIL state; call it with or without the GIL).  The Plefka, HMM and
+NLGBN functions have no linkable symbol: a C program gets them from their module's Cython
+capsule (__pyx_capi__) once Python runs in the process, with the header's
+mfengine_capi_import(module, name) (defined when Python.h is included first) and its
+function-pointer types (mfengine_plefka_solve_fn, ...).  This text is also mfengine.solver's
+docstring.
 
 Every function is noexcept nogil, takes raw pointers and sizes (Py_ssize_t is ptrdiff_t;
 arrays row-major, allocated by the caller), writes only through its output pointers, and
@@ -131,6 +132,29 @@ mf_hmm_naive_infer(the same without logpot): structured / fully factorised mean 
   infinite; with n_seq > 0: lengths, X or an output NULL, a length < 1, an entry of X
   infinite.  MF_EOVERFLOW: n > 2^20, n * D > 2^40 or sum(lengths) * max(n, D) > 2^62, or
   a scratch size; after MF_ENOMEM or MF_EOVERFLOW some sequences' outputs may be written.
+
+4. Nonlinear Gaussian belief net, Frey & Hinton 1999 (module mfengine.nlgbn._estep).
+mf_nlgbn_infer(n_layers, sizes, types, weights, biases, variances, n_patterns, X, missing,
+  tol, max_sweeps, warm_start, n_threads, mu, logvar, bound, n_sweeps, converged): the
+  E-step, as NLGBN.infer: for every pattern, coordinate ascent on the bound F over each hidden
+  unit's mean and log-variance until a sweep gains less than tol nats or max_sweeps sweeps.
+  L, sizes, U and weights (NLGBN.weights_[l].ravel()) as in section 1; H = U - sizes[L-1]
+  hidden units, nv = sizes[L-1].  types (U,) signed char: 0 linear, 1 binary (step),
+  2 rectified, 3 sigmoidal (Phi), every visible unit 0; biases, variances (U,) (psi^2, not
+  its root); X (n_patterns, nv) the visible values; missing NULL or (n_patterns, nv) bytes,
+  nonzero = missing (X not read there; marginalised).  mu, logvar (n_patterns, H), layers
+  concatenated top first: out; with warm_start != 0 also the starting point (else the solve
+  starts at the prior means and log psi^2).  Out: bound (n_patterns,) F in nats (at most ln p
+  of the observed entries); n_sweeps; converged (unsigned char, 1 / 0).  MF_EBADARG:
+  n_layers < 2; sizes NULL or some sizes[l] < 1; types, weights, biases or variances NULL; a
+  type outside 0..3 or a visible unit not linear; a weight or bias NaN or infinite; a
+  variance NaN, infinite, below DBL_MIN or whose reciprocal overflows; a sum over children of
+  weight^2 / variance that overflows; n_patterns < 0; tol not positive and finite;
+  max_sweeps < 1; with n_patterns > 0: X, mu, logvar, bound, n_sweeps or converged NULL; an
+  observed entry of X NaN or infinite; with warm_start, a mu or logvar entry NaN or
+  infinite; a prior mean (cold start) that overflows.  MF_ENOMEM: outputs undefined.
+  MF_EOVERFLOW: a size computed from sizes would overflow (nothing written), or after the
+  solve some pattern's bound is not finite (NaN there, the rest written).
 """
 
 import enum

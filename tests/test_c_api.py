@@ -74,7 +74,7 @@ OUTSIDE_PYX = textwrap.dedent(
     from mfengine.solver cimport (
         MF_OK, MF_NOT_CONVERGED, MF_EBADARG, mf_sbn_gaussian_infer, mf_sbn_gaussian_gradient,
         mf_sjj_solve, mf_plefka_solve, mf_plefka_gradient, mf_hmm_fb_infer,
-        mf_hmm_structured_infer, mf_hmm_naive_infer)
+        mf_hmm_structured_infer, mf_hmm_naive_infer, mf_nlgbn_infer)
 
     def gaussian_infer(sizes, weights, biases, V, missing, double tol):
         cdef Py_ssize_t[::1] sz = np.ascontiguousarray(sizes, dtype=np.intp)
@@ -190,6 +190,24 @@ OUTSIDE_PYX = textwrap.dedent(
         return (status, np.asarray(bound), np.asarray(gamma), np.asarray(logpot),
                 np.asarray(ns), np.asarray(conv))
 
+    def nlgbn(const Py_ssize_t[::1] sizes, const signed char[::1] types, const double[::1] w,
+              const double[::1] b, const double[::1] var, const double[:, ::1] X,
+              const unsigned char[:, ::1] miss, double tol, Py_ssize_t max_sweeps,
+              int n_threads):
+        cdef Py_ssize_t n = X.shape[0], H = int(np.sum(sizes[:sizes.shape[0] - 1]))
+        cdef double[:, ::1] mu = np.empty((n, H))
+        cdef double[:, ::1] lv = np.empty((n, H))
+        cdef double[::1] bound = np.empty(n)
+        cdef Py_ssize_t[::1] ns = np.empty(n, dtype=np.intp)
+        cdef unsigned char[::1] conv = np.empty(n, dtype=np.uint8)
+        cdef int status
+        with nogil:
+            status = mf_nlgbn_infer(sizes.shape[0], &sizes[0], &types[0], &w[0], &b[0], &var[0],
+                                    n, &X[0, 0], &miss[0, 0], tol, max_sweeps, 0, n_threads,
+                                    &mu[0, 0], &lv[0, 0], &bound[0], &ns[0], &conv[0])
+        return (status, np.asarray(bound), np.asarray(mu), np.asarray(lv), np.asarray(ns),
+                np.asarray(conv))
+
     # Spot checks of MF_EBADARG: a tiny valid call per function, then one argument made bad
     # (a NULL pointer, a negative size, a NaN).  Returns (status, outputs untouched).
     def bad(str fn, str case):
@@ -205,6 +223,8 @@ OUTSIDE_PYX = textwrap.dedent(
         cdef double U[2]
         cdef double VW[2]
         cdef double mu[3]
+        cdef double var[3]
+        cdef signed char types[3]
         cdef double[::1] out = np.full(16, -7.0)
         cdef Py_ssize_t[::1] ns = np.full(1, -7, dtype=np.intp)
         cdef signed char[::1] cv = np.full(1, -7, dtype=np.int8)
@@ -218,6 +238,7 @@ OUTSIDE_PYX = textwrap.dedent(
         sp[0], sp[1], A[0], A[1], A[2], A[3] = 0.5, 0.5, 0.9, 0.1, 0.2, 0.8
         U[0], U[1], VW[0], VW[1] = -1.0, 1.0, 0.1, -0.1
         mu[0], mu[1], mu[2] = 0.5, 0.5, 0.5
+        var[0], var[1], var[2], types[0], types[1], types[2] = 1.0, 0.5, 2.0, 2, 0, 0
         cdef Py_ssize_t *ppp = pp
         cdef Py_ssize_t *szp = sizes
         cdef double *spp = sp
@@ -261,6 +282,10 @@ OUTSIDE_PYX = textwrap.dedent(
                 status = mf_hmm_naive_infer(2, 1, 1, 3, sp, A, U, VW, VW, 1, lengths, &data[3],
                                             100, tol, 1, gam,
                                             &out[12], &ns[0], &cv[0])
+        elif fn == "nlgbn":     # a net 1 -> 2 (rectified top unit), one pattern
+            status = mf_nlgbn_infer(2, szp, types, w, h, var, k, &data[4], NULL, tol, 100, 0,
+                                    1, &out[0], &out[1], &out[2], &ns[0],
+                                    <unsigned char *> &cv[0])
         untouched = bool(np.all(np.asarray(out) == -7.0)) and ns[0] == -7 and cv[0] == -7
         if fn == "gaussian":
             untouched = untouched and mu[0] == 0.5 and mu[1] == 0.5 and mu[2] == 0.5
@@ -285,7 +310,7 @@ OUTSIDE_SETUP = textwrap.dedent(
 
 BAD_CASES = ["valid", "NULL", "negative size", "NaN"]
 FAMILIES = ["gaussian", "sjj", "plefka_solve", "plefka_gradient", "hmm_fb", "hmm_structured",
-            "hmm_naive"]
+            "hmm_naive", "nlgbn"]
 
 
 def _run(cmd, cwd, env=None, **kw):
@@ -337,6 +362,26 @@ def _hmm_case():
     return h, X, lengths, args
 
 
+def _nlgbn_case():
+    """A random NLGBN of every unit type, 60 patterns with some entries missing."""
+    rng = np.random.default_rng(11)
+    sizes = [2, 4, 6]
+    weights = [rng.normal(0.0, 1.0 / np.sqrt(a), size=(b, a)) for a, b in zip(sizes, sizes[1:])]
+    net = mf.NLGBN.from_params(weights, [rng.normal(0.0, 0.7, size=s) for s in sizes],
+                               [rng.uniform(0.3, 2.0, size=s) for s in sizes],
+                               units=[["binary", "sigmoidal"],
+                                      ["rectified", "linear", "binary", "sigmoidal"], "linear"])
+    X = net.sample(60, random_state=12)
+    miss = rng.random(X.shape) < 0.3
+    code = {"linear": 0, "binary": 1, "rectified": 2, "sigmoidal": 3}
+    args = dict(sizes=np.array(sizes, dtype=np.intp),
+                types=np.array([code[u] for layer in net.units_ for u in layer], np.int8),
+                w=np.concatenate([w.ravel() for w in net.weights_]),
+                b=np.concatenate(net.biases_), var=np.concatenate(net.variances_),
+                X=np.where(miss, np.nan, X), miss=miss.astype(np.uint8))
+    return net, X, miss, args
+
+
 @pytest.fixture(scope="module")
 def outside(tmp_path_factory):
     """The outside extension, built once in its own folder (only the installed mfengine and
@@ -354,6 +399,7 @@ def outside(tmp_path_factory):
     for act in ("sigmoid", "noisy_or"):
         inputs.update({f"{act}_{k}": v for k, v in _dag_case(act).items() if k != "S"})
     inputs.update({"hmm_" + k: v for k, v in _hmm_case()[3].items()})
+    inputs.update({"ng_" + k: v for k, v in _nlgbn_case()[3].items()})
     np.savez(tmp / "in.npz", **inputs)
     script = textwrap.dedent(
         f"""
@@ -388,6 +434,11 @@ def outside(tmp_path_factory):
                         400, 1e-13, 2)
             for k, v in zip(("status", "bound", "gamma", "logpot", "ns", "conv"), res):
                 r[m + "_" + k] = v
+        g = lambda k: d["ng_" + k]
+        res = o.nlgbn(g("sizes"), g("types"), g("w"), g("b"), g("var"), g("X"), g("miss"),
+                      1e-6, 1000, 2)
+        for k, v in zip(("status", "bound", "mu", "lv", "ns", "conv"), res):
+            r["ng_" + k] = v
         np.savez({str(tmp / 'out.npz')!r}, **r)
         bad = {{f"{{f}}: {{c}}": o.bad(f, c) for f in {FAMILIES!r} for c in {BAD_CASES!r}}}
         print(json.dumps(bad))
@@ -473,6 +524,18 @@ def test_outside_extension_hmm_matches_the_python_api_bit_for_bit(outside):
     np.testing.assert_array_equal(out["fb_gamma"], gamma)
     np.testing.assert_array_equal(out["fb_xi"], xi)
     assert float(out["fb_logz"]) == logz
+
+
+def test_outside_extension_nlgbn_matches_the_python_api_bit_for_bit(outside):
+    out, _ = outside
+    net, X, miss, _ = _nlgbn_case()
+    r = net.infer(X, miss, tol=1e-6, max_iter=1000)
+    assert int(out["ng_status"]) == 0
+    np.testing.assert_array_equal(out["ng_bound"], r.bound)
+    np.testing.assert_array_equal(out["ng_mu"], np.hstack(r.mu[:-1]))
+    np.testing.assert_array_equal(np.exp(0.5 * out["ng_lv"]), np.hstack(r.sigma[:-1]))
+    np.testing.assert_array_equal(out["ng_ns"], r.n_iter)
+    np.testing.assert_array_equal(out["ng_conv"].astype(bool), r.converged)
 
 
 def test_outside_extension_bad_arguments_are_refused_with_nothing_written(outside):
@@ -675,6 +738,30 @@ C_PROGRAM_ALL = textwrap.dedent(
         printf("naive_nan %d\n", nv(n, D, 2, 3, sp, A, U, V, W, n_seq, len, X, 400, NAN, 2,
                gamma, hb, hns, hconv));
         Py_END_ALLOW_THREADS
+
+        size_t L, n_x, nu_ = 0, H;
+        ptrdiff_t *sz = load("ng_sizes", &L, sizeof(ptrdiff_t));
+        signed char *types = load("ng_types", NULL, 1);
+        double *nw = load("ng_w", NULL, 8), *nb = load("ng_b", NULL, 8);
+        double *var = load("ng_var", NULL, 8), *nX = load("ng_X", &n_x, 8);
+        unsigned char *miss = load("ng_miss", NULL, 1);
+        for (size_t l = 0; l < L; l++) nu_ += sz[l];
+        H = nu_ - sz[L - 1];
+        ptrdiff_t np_ = n_x / sz[L - 1];
+        double *nmu = malloc(np_ * H * 8), *nlv = malloc(np_ * H * 8), *nbound = malloc(np_ * 8);
+        ptrdiff_t *nns = malloc(np_ * sizeof(ptrdiff_t));
+        unsigned char *nconv = malloc(np_);
+        GET(ng, mfengine_nlgbn_infer_fn, "mfengine.nlgbn._estep", "mf_nlgbn_infer")
+        Py_BEGIN_ALLOW_THREADS
+        s = ng(L, sz, types, nw, nb, var, np_, nX, miss, 1e-6, 1000, 0, 2, nmu, nlv, nbound,
+               nns, nconv);
+        printf("nlgbn %d\n", s);
+        save("ng_bound", nbound, np_ * 8);
+        save("ng_mu", nmu, np_ * H * 8);
+        save("ng_lv", nlv, np_ * H * 8);
+        printf("nlgbn_null %d\n", ng(L, sz, NULL, nw, nb, var, np_, nX, miss, 1e-6, 1000, 0, 2,
+               nmu, nlv, nbound, nns, nconv));
+        Py_END_ALLOW_THREADS
         Py_FinalizeEx();
         return 0;
     }
@@ -683,8 +770,9 @@ C_PROGRAM_ALL = textwrap.dedent(
 
 
 def test_c_program_reaches_every_function_through_the_header(tmp_path):
-    """sjj through its linkable symbol, Plefka and the HMM kernels through mfengine_capi_import,
-    in a C program that embeds Python: the Python API's numbers, bit for bit."""
+    """sjj through its linkable symbol, the Plefka, HMM and NLGBN kernels through
+    mfengine_capi_import, in a C program that embeds Python: the Python API's numbers, bit for
+    bit."""
     cc = (sysconfig.get_config_var("CC") or "cc").split()
     (tmp_path / "prog_all.c").write_text(C_PROGRAM_ALL)
     so = _sjj.__file__
@@ -693,8 +781,10 @@ def test_c_program_reaches_every_function_through_the_header(tmp_path):
     _run(cmd + _python_link_flags(), tmp_path)
     c = _dag_case("sigmoid")
     hm, X, lengths, a = _hmm_case()
+    net, Xn, miss, ng_args = _nlgbn_case()
     for name, arr in [("pp", c["pp"]), ("pi", c["pi"]), ("w", c["w"]), ("h", c["h"]),
-                      ("clamp", c["clamp"])] + [(k, a[k]) for k in a]:
+                      ("clamp", c["clamp"])] + [(k, a[k]) for k in a] \
+            + [("ng_" + k, v) for k, v in ng_args.items()]:
         np.ascontiguousarray(arr).tofile(tmp_path / f"{name}.bin")
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
@@ -703,7 +793,7 @@ def test_c_program_reaches_every_function_through_the_header(tmp_path):
     EB = mfengine.solver.MF_EBADARG
     assert status == dict(sjj=0, sjj_nan=EB, sjj_null=EB, sjj_negative=EB, plefka=0,
                           plefka_gradient=0, plefka_null=EB, fb=0, fb_negative=EB,
-                          structured=0, naive=0, naive_nan=EB)
+                          structured=0, naive=0, naive_nan=EB, nlgbn=0, nlgbn_null=EB)
 
     def out(name):
         return np.fromfile(tmp_path / f"out_{name}.bin")
@@ -732,6 +822,10 @@ def test_c_program_reaches_every_function_through_the_header(tmp_path):
     r = hm.infer(X, lengths, method="naive")
     np.testing.assert_array_equal(out("nv_bound"), r.bound)
     np.testing.assert_array_equal(out("nv_gamma"), r.posteriors.ravel())
+    r = net.infer(Xn, miss, tol=1e-6, max_iter=1000)
+    np.testing.assert_array_equal(out("ng_bound"), r.bound)
+    np.testing.assert_array_equal(out("ng_mu"), np.hstack(r.mu[:-1]).ravel())
+    np.testing.assert_array_equal(np.exp(0.5 * out("ng_lv")), np.hstack(r.sigma[:-1]).ravel())
 
 
 # ----------------------------------------------------------------------------- bad arguments
