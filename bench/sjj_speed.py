@@ -17,6 +17,10 @@ from it (``random_state=1``); tol 1e-6.
   history and line search; stops at max |gradient| <= 1e-6); "joint" -- ``torch.optim.LBFGS``
   on the sum over all patterns (strong Wolfe; stops at max |gradient| <= 1e-6).
 
+* The kernel's careful path (``fast=False``: the algorithm before the fast path, per-edge
+  logarithms, every 1-D problem solved to the end) on the first ``--careful`` patterns, one
+  thread, CPU time: the before/after ratio in the same run.
+
 Printed: patterns/s of each, mfengine's speed-up over each peer (same inputs, same run), the
 largest and mean difference of the bounds per pattern (nats), the two-thread speed-up and
 whether one and two threads give bit-identical answers, and the load (``os.getloadavg``) at
@@ -62,10 +66,30 @@ def run_peer(case, which):
     return out, None
 
 
+def run_careful(case, n):
+    """The kernel on its careful path (fast=False) for the first n patterns; CPU seconds and
+    bounds."""
+    from mfengine.sbn import _sjj, sjj
+    from mfengine.sbn._solve import dag_items, inner_tol_for
+
+    batch, w, clamp, net_of, _ = dag_items(case.model.to_dag(), case.V[:n])
+    arrays, w, h, net_of, clamp = sjj.check_nets(batch._structure, w, batch.h_, net_of, clamp,
+                                                 "sigmoid")
+    mu, xi = np.full(clamp.shape, 0.5), np.full(clamp.shape, 0.5)
+    bound, sweeps = np.empty(n), np.zeros(n, np.intp)
+    conv, status = np.zeros(n, np.uint8), np.zeros(n, np.int8)
+    c0 = time.process_time()
+    _sjj.solve(*arrays, w, h, net_of, clamp, mu, xi, bound, sweeps, conv, status,
+               np.empty((0, 0)), TOL, inner_tol_for(TOL), 200, 1, False, False)
+    return time.process_time() - c0, bound, sweeps
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=1000, help="patterns (default 1000)")
     ap.add_argument("--repeats", type=int, default=3, help="mfengine runs per thread count")
+    ap.add_argument("--careful", type=int, default=200,
+                    help="patterns for the careful-path (before) timing; 0 skips it")
     ap.add_argument("--peers", default="per_item,joint",
                     help="comma-separated PyTorch peers: per_item, joint, or none")
     args = ap.parse_args(argv)
@@ -75,7 +99,7 @@ def main(argv=None):
     print(f"sjj speed: {case.description}, {n} patterns, tol {TOL:g}; load at start "
           f"{load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} ({os.cpu_count()} cores)")
     r1, w1, c1 = run_mf(case, 1, args.repeats)
-    r2, w2, _ = run_mf(case, 2, args.repeats)
+    r2, w2, c2 = run_mf(case, 2, args.repeats)
     sweeps = np.asarray(r1.n_iter)
     rate1, rate_cpu, rate2 = n / w1, n / c1, n / w2
     print(f"mfengine 1 thread : {rate1:8.0f} patterns/s wall ({rate_cpu:.0f}/s by CPU time), "
@@ -84,10 +108,19 @@ def main(argv=None):
     same = (np.array_equal(r1.bound, r2.bound)
             and all(np.array_equal(a, b) for a, b in zip(r1.mu, r2.mu)))
     print(f"mfengine 2 threads: {rate2:8.0f} patterns/s wall; 2 / 1 threads = {rate2 / rate1:.2f} "
-          f"(target >= {TARGET_THREADS}); answers bit-identical: {same}")
+          f"(target >= {TARGET_THREADS}); answers bit-identical: {same}; CPU time 2 threads / "
+          f"1 thread = {c2 / c1:.3f} (parallel overhead: with two idle cores the wall-clock "
+          f"speed-up would be about {2 * c1 / c2:.2f})")
     print(f"target {TARGET_RATE:.0f} patterns/s on one thread: "
           f"{'met' if rate1 >= TARGET_RATE else 'NOT met'} by wall clock, "
           f"{'met' if rate_cpu >= TARGET_RATE else 'NOT met'} by CPU time")
+    if args.careful > 0:
+        m = min(args.careful, n)
+        cpu, bound, sw = run_careful(case, m)
+        d = np.asarray(r1.bound)[:m] - bound
+        print(f"careful path (before), 1 thread: {m / cpu:8.0f} patterns/s by CPU time, "
+              f"{sw.mean():.2f} sweeps; fast / careful = {rate_cpu * cpu / m:.1f}x by CPU time; "
+              f"bound fast - careful: max |d| {np.abs(d).max():.2e} nats")
     for which in [p.strip() for p in args.peers.split(",") if p.strip() and p.strip() != "none"]:
         out, why = run_peer(case, which)
         if out is None:
