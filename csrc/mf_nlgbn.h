@@ -136,11 +136,15 @@ int mf_nlgbn_estep_block_miss(const mf_nlgbn_net *net, ptrdiff_t n, const double
 /* ------------------------------------------------------------------------------------------
  * Importance-sampled ln p(x) of one pattern (mf_nlgbn_is.c).
  *
- * The proposal is the defensive mixture
- *     r(h) = a_q N(h; mu, sigma^2) + a_w N(h; mu, (MF_NLGBN_IS_WIDE sigma)^2) + a_p p(h)
- * over the hidden pre-activations (mu, sigma^2 = e^logvar: the mean-field posterior, n_hidden
- * each; p(h) the prior, drawn ancestrally), with a_q, a_w, a_p the constants below.  Every
- * weight p(h, x_obs) / r(h) is at most p(x_obs | h) / a_p, bounded, so its variance is finite.
+ * The proposal is the defensive mixture over the hidden pre-activations
+ *     r(h) = a_p p(h) + (1 - a_p) prod_i [b_q N(h_i; mu_i, sigma_i^2)
+ *                                        + b_w N(h_i; mu_i, (MF_NLGBN_IS_WIDE sigma_i)^2)
+ *                                        + b_p p(h_i | parents of i)]
+ * (mu, sigma^2 = e^logvar: the mean-field posterior, n_hidden each; p(h) the prior; the
+ * product drawn top-down, unit by unit, so that a unit may come from its prior conditional
+ * given the parents drawn), with a_p = MF_NLGBN_IS_AP and b_q, b_w, b_p = MF_NLGBN_IS_B*.
+ * Every weight p(h, x_obs) / r(h) is at most p(x_obs | h) / a_p, bounded, so its variance is
+ * finite.
  * Missing visible entries (miss NULL or n_visible bytes, nonzero = missing) are left out of
  * p(x_obs | h), i.e. marginalised exactly.  The K = n_samples draws come from the generator
  * seeded by (seed, index) alone (xoshiro256** seeded through splitmix64), so a pattern's answer
@@ -150,9 +154,10 @@ int mf_nlgbn_estep_block_miss(const mf_nlgbn_net *net, ptrdiff_t n, const double
  * mf_nlgbn_is_scratch(net) doubles.  Returns MF_OK, or MF_EBADARG (nothing written): net not
  * checked, a NULL pointer, n_samples < 2, a non-finite mu or logvar; a pattern whose weights are
  * not finite numbers gets NaN estimates (status MF_EOVERFLOW). */
-#define MF_NLGBN_IS_AQ 0.7
-#define MF_NLGBN_IS_AW 0.2
 #define MF_NLGBN_IS_AP 0.1
+#define MF_NLGBN_IS_BQ 0.8
+#define MF_NLGBN_IS_BW 0.1
+#define MF_NLGBN_IS_BP 0.1
 #define MF_NLGBN_IS_WIDE 2.0
 ptrdiff_t mf_nlgbn_is_scratch(const mf_nlgbn_net *net);
 int mf_nlgbn_is_pattern(const mf_nlgbn_net *net, const double *x, const unsigned char *miss,

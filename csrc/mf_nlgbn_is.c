@@ -94,7 +94,7 @@ int mf_nlgbn_is_pattern(const mf_nlgbn_net *net, const double *x, const unsigned
         || estimate == NULL || stderr_out == NULL || ess == NULL || scratch == NULL
         || n_samples < 2)
         return MF_EBADARG;
-    ptrdiff_t U = net->n_units, H = net->n_hidden, L = net->n_layers, nv = net->n_visible;
+    ptrdiff_t U = net->n_units, H = net->n_hidden, L = net->n_layers;
     for (ptrdiff_t i = 0; i < H; i++)
         if (!isfinite(mu[i]) || !isfinite(logvar[i]) || logvar[i] > 600.0 || logvar[i] < -600.0)
             return MF_EBADARG;
@@ -104,29 +104,19 @@ int mf_nlgbn_is_pattern(const mf_nlgbn_net *net, const double *x, const unsigned
         sig[i] = exp(0.5 * logvar[i]);
         sum_logsig += 0.5 * logvar[i];
     }
-    const double la_q = log(MF_NLGBN_IS_AQ), la_w = log(MF_NLGBN_IS_AW), la_p = log(MF_NLGBN_IS_AP);
+    /* r(h) = a_p p(h) + (1 - a_p) prod_i [b_q q_i + b_w q'_i + b_p p(h_i | pa_i)], drawn top-down */
+    const double a_p = MF_NLGBN_IS_AP, la_p = log(a_p), la_r = log1p(-a_p);
+    const double lb_q = log(MF_NLGBN_IS_BQ), lb_w = log(MF_NLGBN_IS_BW), lb_p = log(MF_NLGBN_IS_BP);
+    const double cut_q = MF_NLGBN_IS_BQ, cut_w = MF_NLGBN_IS_BQ + MF_NLGBN_IS_BW;
     const double lwide = log(MF_NLGBN_IS_WIDE), wide2 = MF_NLGBN_IS_WIDE * MF_NLGBN_IS_WIDE;
-    const double cq = -sum_logsig - 0.5 * (double)H * LOG_2PI;
-    const double cw = cq - (double)H * lwide;
-    const double c_cut1 = MF_NLGBN_IS_AQ, c_cut2 = MF_NLGBN_IS_AQ + MF_NLGBN_IS_AW;
+    (void)sum_logsig;
     rng_t rng;
     rng_seed(&rng, (uint64_t)seed, (uint64_t)index);
     double lmax = -INFINITY, S1 = 0.0, S2 = 0.0;
     int bad = 0;
     for (ptrdiff_t k = 0; k < n_samples; k++) {
-        double u = uniform(&rng);
-        int comp = u < c_cut1 ? 0 : (u < c_cut2 ? 1 : 2);
-        double lp = 0.0, lprior = 0.0, d2 = 0.0;
-        if (comp != 2) {
-            double scale = comp == 0 ? 1.0 : MF_NLGBN_IS_WIDE;
-            for (ptrdiff_t i = 0; i < H; i++) {
-                double z = normal(&rng) * scale;
-                h[i] = mu[i] + sig[i] * z;
-                d2 += z * z;
-            }
-        }
-        /* the prior's log density layer by layer (drawing from it for comp 2), then the
-         * observed visible units' log likelihood */
+        int full_prior = uniform(&rng) < a_p;
+        double llik = 0.0, lprior = 0.0, lmix = 0.0;
         for (ptrdiff_t l = 0; l < L; l++) {
             ptrdiff_t off = net->offset[l], nl = net->sizes[l];
             for (ptrdiff_t c = 0; c < nl; c++)
@@ -143,33 +133,35 @@ int mf_nlgbn_is_pattern(const mf_nlgbn_net *net, const double *x, const unsigned
             }
             for (ptrdiff_t c = 0; c < nl; c++) {
                 ptrdiff_t i = off + c;
-                double p = net->prec[i];
+                double p = net->prec[i], lnorm = 0.5 * (log(p) - LOG_2PI);
                 if (l == L - 1) {
                     if (miss != NULL && miss[c])
                         continue;
                     double d = x[c] - f[i];
-                    lp += -0.5 * p * d * d + 0.5 * (log(p) - LOG_2PI);
-                } else {
-                    if (comp == 2)
-                        h[i] = f[i] + normal(&rng) / sqrt(p);
-                    double d = h[i] - f[i];
-                    lprior += -0.5 * p * d * d + 0.5 * (log(p) - LOG_2PI);
+                    llik += -0.5 * p * d * d + lnorm;
+                    continue;
                 }
-            }
-        }
-        (void)nv;
-        lp += lprior;            /* log p(h) + log p(x_obs | h) */
-        if (comp == 2) {
-            d2 = 0.0;
-            for (ptrdiff_t i = 0; i < H; i++) {
+                if (full_prior) {
+                    h[i] = f[i] + normal(&rng) / sqrt(p);
+                } else {
+                    double u = uniform(&rng);
+                    if (u < cut_q)
+                        h[i] = mu[i] + sig[i] * normal(&rng);
+                    else if (u < cut_w)
+                        h[i] = mu[i] + MF_NLGBN_IS_WIDE * sig[i] * normal(&rng);
+                    else
+                        h[i] = f[i] + normal(&rng) / sqrt(p);
+                }
+                double d = h[i] - f[i], lpi = -0.5 * p * d * d + lnorm;
+                lprior += lpi;
                 double z = (h[i] - mu[i]) / sig[i];
-                d2 += z * z;
+                double lqi = -0.5 * z * z - 0.5 * logvar[i] - 0.5 * LOG_2PI;
+                double lwi = -0.5 * z * z / wide2 - lwide - 0.5 * logvar[i] - 0.5 * LOG_2PI;
+                lmix += logaddexp(logaddexp(lb_q + lqi, lb_w + lwi), lb_p + lpi);
             }
         }
-        double lq = la_q + cq - 0.5 * d2;
-        double lw_ = la_w + cw - 0.5 * d2 / wide2;
-        double lr = logaddexp(logaddexp(lq, lw_), la_p + lprior);
-        double lwt = lp - lr;
+        double lr = logaddexp(la_p + lprior, la_r + lmix);
+        double lwt = lprior + llik - lr;
         if (!isfinite(lwt)) {
             if (lwt == -INFINITY)
                 continue;            /* a weight that underflows to 0 */

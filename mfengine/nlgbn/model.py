@@ -973,12 +973,14 @@ class NLGBN(PersistMixin, BaseEstimator):
                        missing=None, n_threads=None):
         """An importance-sampled estimate of ``ln p(x)`` per pattern, with its standard error.
 
-        The proposal is a defensive mixture over the hidden pre-activations: 70% the
-        mean-field posterior N(mu, sigma**2) of :meth:`infer`, 20% the same with sigma doubled,
-        and 10% the prior (ancestral sampling), so that every importance weight is at most
-        ten times p(x | h) and their variance is finite.  The estimate is the log of the mean
-        weight (consistent, biased low by about ``stderr**2 / 2``); the standard error is the
-        delta method's, sd(w) / (sqrt(K) mean(w)).  Missing entries are marginalised exactly.
+        The proposal is a defensive mixture over the hidden pre-activations: with probability
+        0.1 the prior (ancestral sampling), otherwise a top-down draw in which each hidden unit
+        comes from its mean-field posterior N(mu, sigma**2) of :meth:`infer` (80%), the same
+        with sigma doubled (10%) or its prior given the parents drawn (10%).  Every importance
+        weight is at most ten times p(x | h), so their variance is finite.  The estimate is the
+        log of the mean weight (consistent, biased low by about ``stderr**2 / 2``, and lower
+        still where the proposal misses posterior modes); the standard error is the delta
+        method's, sd(w) / (sqrt(K) mean(w)).  Missing entries are marginalised exactly.
         Compiled and parallel over patterns; pattern p draws from a stream seeded by the seed
         and p alone, so the answer does not depend on ``n_threads``.
 
