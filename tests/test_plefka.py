@@ -700,3 +700,20 @@ def test_c_api_restarts_overflowing_items_like_the_python_api():
     assert rc in (_plefka.STATUS_OK, 1) and np.all(np.isfinite(G2))
     np.testing.assert_allclose(G2, G, rtol=1e-12)
     np.testing.assert_allclose(u2, u, atol=1e-12)
+
+
+def test_blocked_dense_path_with_small_blocks():
+    """A layer of 300 x 200 weights: blocks shrink to 262144 // 60000 = 4 -> 8 patterns (the
+    minimum), so that BLAS runs each product on the calling thread; same answers."""
+    rng = np.random.default_rng(220)
+    S, w, h, net_of, clamp = _layered_items(rng, [3, 200, 300], 20, scale=0.05)
+    G, u, n_iter, conv = plefka.solve(S, w, h, net_of, clamp, 12, "sigmoid", tol=1e-8)
+    assert conv.all()
+    for p in (0, 9, 19):
+        G1, u1, _, _ = plefka.solve(S, w, h, net_of[p:p + 1], clamp[p:p + 1], 12, "sigmoid",
+                                    tol=1e-8)
+        np.testing.assert_allclose(G[p], G1[0], rtol=1e-10)
+        np.testing.assert_allclose(u[p], u1[0], atol=1e-6)
+    for a, b in zip(plefka.solve(S, w, h, net_of, clamp, 12, "sigmoid", tol=1e-8, n_threads=2),
+                    (G, u, n_iter, conv)):
+        np.testing.assert_array_equal(a, b)
