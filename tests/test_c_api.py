@@ -1012,3 +1012,40 @@ def test_status_names_the_codes_and_its_docstring_runs():
     assert doctest.testmod(mfengine.solver).failed == 0
     numpydoc = pytest.importorskip("numpydoc.validate")
     assert numpydoc.validate("mfengine.solver.Status")["errors"] == []
+
+
+def _c_types(params):
+    """The parameter types of a C parameter list, names dropped, spelled one way."""
+    out = []
+    for p in params.split(","):
+        p = " ".join(p.replace("*", " * ").split())
+        p = re.sub(r"\s+\w+$", "", p) if not p.endswith("*") else p
+        words = p.replace("Py_ssize_t", "ptrdiff_t").split()
+        stars = words.count("*")
+        base = [w for w in words if w not in ("*", "const")]
+        out.append(("const " if "const" in words else "") + " ".join(base) + " *" * stars)
+    return out
+
+
+def test_header_declares_every_function_of_the_pxd_with_its_capsule_signature():
+    """Each function solver.pxd cimports is declared in mfengine_solver.h, linkable
+    (mfengine_<name>) or as a capsule's function-pointer type (mfengine_<name>_fn), with the
+    parameter types of the compiled function (its Cython capsule's signature)."""
+    import importlib
+
+    pxd = open(os.path.join(REPO, "mfengine", "solver.pxd")).read()
+    header = open(os.path.join(REPO, "csrc", "mfengine_solver.h")).read()
+    decl = {m[0] or m[1]: _c_types(m[2]) for m in re.findall(
+        r"int (?:mfengine_(\w+)|\(\*mfengine_(\w+)_fn\))\(([^;]*?)\);", header)}
+    imports = re.findall(r"^from (mfengine\.\S+) cimport (\([^)]*\)|.*)$", pxd, re.M)
+    seen = 0
+    for module, names in imports:
+        capi = importlib.import_module(module).__pyx_capi__
+        for name in re.findall(r"\bmf_\w+", names):
+            key = name[3:]
+            assert key in decl, f"{name} is not declared in mfengine_solver.h"
+            assert name in mfengine.solver.__doc__, f"{name} has no contract"
+            sig = re.match(r"int \((.*)\)$", capi[name].__repr__().split('"')[1]).group(1)
+            assert decl[key] == _c_types(sig), name
+            seen += 1
+    assert seen == len(decl) == 9
