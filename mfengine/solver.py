@@ -36,7 +36,7 @@ L = n_layers layers, top first, the last one visible; sizes[l] units in layer l;
 U = sum(sizes) units, n_visible = sizes[L-1].
   weights  the L-1 matrices concatenated: block l is (sizes[l+1], sizes[l]), row-major,
            entry [i, j] the weight from unit j of layer l to unit i of layer l+1
-           (mfengine.SigmoidBeliefNet.weights[l].ravel()); finite, |w| <= 1e50.
+           (mfengine.SigmoidBeliefNet.weights_[l].ravel()); finite, |w| <= 1e50.
   biases   (U,) layers concatenated top first; finite, |h| <= 1e50.
   V        (n_patterns, n_visible) row-major, every observed entry 0.0 or 1.0.
   missing  NULL, or (n_patterns, n_visible) bytes: nonzero = missing (left out of the bound).
