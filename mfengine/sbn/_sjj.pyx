@@ -69,8 +69,10 @@ centred per-edge terms of At and Bt) per edge.  One sweep:
 
 Fast path (nets of moderate scale)
 ----------------------------------
-Where every unit has |h_i| + sum |W| over its in- and out-edges <= FAST_SCALE = 256 (so that
-no product below leaves the double range; ordinary nets, e.g. weights N(0, 1/fan-in)), a sigmoid
+Where every unit has |h_i| + sum |W| over its in-edges and sum |W| over its out-edges both
+<= FAST_SCALE = 256 (so that no product below leaves the double range: a unit's S lies within
+e^{+-(|h| + sum_in |W|)}, its pa and pb above e^{-520}, a mean update's products of the
+children's ratios within e^{+-sum_out |W|}; ordinary nets, e.g. weights N(0, 1/fan-in)), a sigmoid
 item is solved by the plain C of ``sjjf_solve`` (vectorised; compiled for x86-64 and
 x86-64-v3 and chosen at load time where the build has MF_TARGET_CLONES), from the same start
 and to the same stopping rule, with the same kind of steps:
@@ -608,7 +610,7 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
 
 
 # ---------------------------------------------------------------------------- fast path
-DEF FAST_SCALE = 256.0  # |h_i| + sum |W_ij| (in and out) at most this for every unit: fast path
+DEF FAST_SCALE = 256.0  # |h_i| + sum_in |W|, and sum_out |W|, at most this for every unit: fast path
 
 cdef extern from *:
     """
@@ -1120,23 +1122,25 @@ cdef inline Py_ssize_t fast_extra(Py_ssize_t n, Py_ssize_t nnz, Py_ssize_t maxin
 
 
 cdef int net_is_fast(const Dag *g, const double *w, const double *h) noexcept nogil:
-    """1 if every unit's |h_i| + sum |W| over its in- and out-edges is at most FAST_SCALE."""
+    """1 if every unit has |h_i| + sum |W| over its in-edges and sum |W| over its out-edges
+    both at most FAST_SCALE (then no product of the fast path leaves the double range)."""
     cdef Py_ssize_t i, k
-    cdef double s
+    cdef double s, t
     for i in range(g.n):
         s = fabs(h[i])
         for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
             s += fabs(w[k])
+        t = 0.0
         for k in range(g.ch_ptr[i], g.ch_ptr[i + 1]):
-            s += fabs(w[g.ch_w[k]])
-        if not (s <= FAST_SCALE):
+            t += fabs(w[g.ch_w[k]])
+        if not (s <= FAST_SCALE and t <= FAST_SCALE):
             return 0
     return 1
 
 
 cdef double fast_bound_at(const Dag *g, const double *w, const double *h, const sjjf_state *s,
                           uint8_t *careful, double *scratch) noexcept nogil:
-    """bound_at's value for a net on the fast path (|h| + sum |W| <= FAST_SCALE per unit, so
+    """bound_at's value for a net on the fast path (within FAST_SCALE, see net_is_fast, so
     no product below over- or underflows), with one exponential and no logarithm per edge.
 
     A unit whose parents are all clamped is evaluated as bound_at does (exactly ln f(z) or
