@@ -93,7 +93,8 @@ class NLGBNInference(InferenceResult):
         The per-pattern tolerance used, nats per sweep.
     mu : list of ndarray
         One (n_patterns, sizes[l]) array per layer, top first, of the means of q over the
-        units' pre-activations; in the visible (last) layer the data.
+        units' pre-activations; in the visible (last) layer the data (at missing entries their
+        posterior predictive means).
     sigma : list of ndarray
         The standard deviations of q, laid out as ``mu``; 0 in the visible layer.
 
