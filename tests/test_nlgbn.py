@@ -558,7 +558,8 @@ def test_pickle_does_not_grow_with_the_training_set():
 PUBLIC = ["mfengine.nlgbn.model", "mfengine.nlgbn.NLGBN", "mfengine.nlgbn.NLGBNInference"] + [
     f"mfengine.nlgbn.NLGBN.{name}" for name in (
         "fit", "infer", "score_samples", "score", "sample", "bound_at", "from_params",
-        "weights", "biases", "variances", "impute", "log_likelihood", "partial_fit")
+        "weights", "biases", "variances", "impute", "log_likelihood", "partial_fit",
+        "sample_posterior")
 ]
 
 

@@ -876,7 +876,7 @@ class NLGBN(PersistMixin, BaseEstimator):
 
         Returns
         -------
-        layers : list of ndarray
+        list of ndarray
             One (n_samples, n_patterns, sizes[l]) array per layer, top first: draws of the
             pre-activations (apply each unit's nonlinearity for its output); the last layer
             is the data, repeated (with draws at missing entries).
