@@ -761,12 +761,13 @@ def _fit_dag(net, X):
 def _nlgbn_step(block, state, shared, _):
     """One partition's E-step of NLGBN's EM, warm-started from its previous posteriors."""
     model, net, solve = shared
-    Xb = model._check_X(np.asarray(block), net.sizes[-1])
+    Xb, miss = model._check_data(np.asarray(block), None, net.sizes[-1])  # NaN = missing
     if state is None:
         mu, lv = net.prior_state(Xb.shape[0])
     else:
         mu, lv = state[0].copy(), state[1].copy()
-    bound, _, conv, stats = model._solve(Xb, mu, lv, want_stats=True, flat=net.flat(), **solve)
+    bound, _, conv, stats = model._solve(Xb, mu, lv, want_stats=True, flat=net.flat(),
+                                         miss=miss, **solve)
     return (float(bound.sum()), stats.sum(axis=0), conv), (mu, lv)
 
 

@@ -207,6 +207,17 @@ def test_nlgbn_fit_equals_in_memory(client):
     assert _max_diff([a.history_], [b.history_]) < TOL and a.n_iter_ == b.n_iter_
 
 
+def test_nlgbn_fit_with_missing_entries_equals_in_memory(client):
+    # NaN entries are missing values, marginalised on the workers as in memory
+    kw = dict(random_state=0, max_iter=3, progress=False)
+    X = mf.NLGBN([2, 4, 6], **kw).sample(60, random_state=2)
+    X[np.random.default_rng(3).random(X.shape) < 0.1] = np.nan
+    a = mf.NLGBN([2, 4, 6], **kw).fit(X)
+    b = mf.NLGBN([2, 4, 6], **kw).fit(da.from_array(X, chunks=25))
+    assert _max_diff(a.weights_ + a.biases_ + a.variances_,
+                     b.weights_ + b.biases_ + b.variances_) < TOL
+
+
 @pytest.mark.parametrize("context", ["right", "both"])
 def test_hmm_fit_equals_in_memory(client, hmm_data, context):
     _, X, L, Xd = hmm_data
