@@ -25,7 +25,8 @@ def as_float_matrix(X, name, n_cols=None, allow_nan=False, min_rows=0):
     Integer, boolean and float32 input is converted (a copy); a 1-D vector is refused rather
     than guessed at, so that a single pattern must be passed as ``X[None, :]``.  Sparse and
     complex input is refused with scikit-learn's wording; ``min_rows`` sets the fewest rows
-    accepted (``fit`` needs one, ``infer`` takes none).
+    accepted (``fit`` needs one, ``infer`` takes none).  ``allow_nan`` lets NaN through (a
+    missing entry, for the callers that take them); infinite entries are always refused.
     """
     if hasattr(X, "tocsr") or type(X).__module__.startswith("scipy.sparse"):
         raise TypeError(f"{name} is a sparse matrix; sparse input is not supported: pass a dense "
@@ -61,6 +62,8 @@ def as_float_matrix(X, name, n_cols=None, allow_nan=False, min_rows=0):
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if not allow_nan and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values")
+    if allow_nan and np.any(np.isinf(arr)):   # NaN may mark a missing entry; infinity never
+        raise ValueError(f"{name} contains infinite values")
     return arr
 
 
