@@ -164,7 +164,7 @@ def _to_bits(X):
         return out
 
 
-_X_METHODS = ("fit", "predict", "predict_proba", "predict_log_proba", "score", "score_samples",
+_X_METHODS = ("fit", "partial_fit", "predict", "predict_proba", "predict_log_proba", "score", "score_samples",
               "class_bounds", "class_log_likelihoods")
 
 

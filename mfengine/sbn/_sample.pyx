@@ -105,6 +105,12 @@ def sample(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const double[:,
     cdef double *T = NULL
     cdef double *z = NULL
     cdef int failed = 0
+    # no more threads than blocks, and one thread for small jobs (waking threads costs more
+    # than a draw of a few hundred thousand edge visits; the draw does not depend on it)
+    if n_threads > n_blocks:
+        n_threads = <int> n_blocks if n_blocks > 0 else 1
+    if <double> n_rows * <double> (n + nnz) < 2e5:
+        n_threads = 1
     with nogil, parallel(num_threads=n_threads):
         T = <double *> malloc((<size_t> n * B + B) * sizeof(double))
         z = T + n * B if T != NULL else NULL

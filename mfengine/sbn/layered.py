@@ -491,8 +491,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         return [(rng.random((n_samples,) + m.shape) < m).astype(np.float64) for m in r.mu]
 
     def score_samples(self, X, missing=None, *, method=None, n_samples=1000, random_state=None):
-        """The bound on ln P(x) of each pattern at its mean-field solution, or a sampled
-        estimate of ln P(x), in nats.
+        """The mean-field bound on ln P(x) of each pattern, or a sampled estimate of it, in nats.
 
         Parameters
         ----------
