@@ -24,6 +24,8 @@ import importlib
 import json
 import mmap
 import numbers
+import os
+import sys
 import warnings
 from dataclasses import dataclass, field
 
@@ -45,6 +47,9 @@ __all__ = [
     "warn_unconverged",
     "FORMAT_VERSION",
 ]
+
+# Warnings point at the first frame outside this directory (see user_stacklevel).
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 #: Version of the file format written by ``save``; ``load`` refuses a newer one.
 FORMAT_VERSION = 1
@@ -68,8 +73,31 @@ class ConvergenceWarning(_SkConvergenceWarning):
     """
 
 
-def warn_unconverged(converged, what, hint, stacklevel=3):
+def user_stacklevel():
+    """The ``stacklevel`` that makes a warning point at the caller's code, outside mfengine.
+
+    Call it as the argument of ``warnings.warn`` inside the package: it counts the frames from
+    the function calling ``warnings.warn`` back to the first one whose file lies outside the
+    mfengine package (the user's line, or the library that called mfengine), however many of
+    the package's own functions and wrappers lie between.
+
+    Returns
+    -------
+    stacklevel : int
+        For ``warnings.warn(..., stacklevel=user_stacklevel())``.
+    """
+    frame = sys._getframe(1)   # the function that calls warnings.warn
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def warn_unconverged(converged, what, hint):
     """Warn (with :class:`ConvergenceWarning`) when some entries of ``converged`` are False.
+
+    The warning points at the first caller outside mfengine (see :func:`user_stacklevel`).
 
     Parameters
     ----------
@@ -79,8 +107,11 @@ def warn_unconverged(converged, what, hint, stacklevel=3):
         The call that solved them, for example ``"infer(method='sjj')"``.
     hint : str
         What to try, for example ``"raise max_iter or loosen tol"``.
-    stacklevel : int, default 3
-        Passed to ``warnings.warn``.
+
+    Returns
+    -------
+    n_unconverged : int
+        How many entries of ``converged`` are False.
     """
     converged = np.asarray(converged, dtype=bool)
     bad = int(converged.size - np.count_nonzero(converged))
@@ -89,7 +120,7 @@ def warn_unconverged(converged, what, hint, stacklevel=3):
             f"{what}: {bad} of {converged.size} solves did not converge within the iteration "
             f"budget; {hint}",
             ConvergenceWarning,
-            stacklevel=stacklevel,
+            stacklevel=user_stacklevel(),
         )
     return bad
 
@@ -319,25 +350,14 @@ def _route_call(model, name, func, sequences, kind, args, kwargs):
     return _map_chunked(model, name, args, kwargs)
 
 
-# The wrapper's own frame must not shift the warnings that the families raise with a
-# stacklevel counted from their method (they point at the user's line).  CPython's warnings
-# skip frames whose file name contains "importlib" and "_bootstrap" when they count
-# stacklevel (the rule that hides the import system's frames; Python 3.12 added
-# ``skip_file_prefixes`` as its public form), so the wrapper is compiled under such a name.
-_WRAPPER_FILE = "<mfengine._base routing wrapper (importlib._bootstrap rule: no warning frame)>"
-_WRAPPER_SOURCE = """
-def make(func, name, sequences, data_kind, route_call):
+def _make_wrapper(func, name, sequences, data_kind, route_call):
+    """The routed version of the verb ``func`` (see :func:`_route`)."""
     def routed(self, *args, **kwargs):
         kind = data_kind(args[0] if args else kwargs.get("X"))
         if kind is None:
             return func(self, *args, **kwargs)
         return route_call(self, name, func, sequences, kind, args, kwargs)
     return routed
-"""
-_namespace = {}
-exec(compile(_WRAPPER_SOURCE, _WRAPPER_FILE, "exec"), _namespace)
-_make_wrapper = _namespace.pop("make")
-del _namespace
 
 
 def _route(name, func):
@@ -443,7 +463,7 @@ def _map_chunked(model, name, args, kwargs, chunk_size=None, progress=None):
             seen.add(key)
             count = sum(1 for v in caught if (v.category, str(v.message).split(":")[0]) == key)
             extra = f" (in {count} of {len(parts)} chunks)" if len(parts) > 1 else ""
-            warnings.warn(f"{w.message}{extra}", w.category, stacklevel=4)
+            warnings.warn(f"{w.message}{extra}", w.category, stacklevel=user_stacklevel())
     out = _concat_results(parts, name)
     if score:
         if out.size == 0:

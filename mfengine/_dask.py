@@ -72,7 +72,7 @@ import warnings
 
 import numpy as np
 
-from mfengine._base import InferenceResult, warn_unconverged
+from mfengine._base import InferenceResult, user_stacklevel, warn_unconverged
 
 __all__ = ["route", "fit", "lazy_map"]
 
@@ -828,7 +828,7 @@ def _fit_nlgbn(model, X):
                 if problem:
                     warnings.warn(f"NLGBN.fit: EM iteration {it + 1} was undone because "
                                   f"{problem}; the model keeps the parameters of iteration {it}",
-                                  ConvergenceWarning, stacklevel=3)
+                                  ConvergenceWarning, stacklevel=user_stacklevel())
                 met_tol = not problem
                 break
             gain = new - history[-1]
@@ -842,7 +842,7 @@ def _fit_nlgbn(model, X):
     if p["tol"] is not None and not met_tol and p["max_iter"] > 0:
         warnings.warn(f"NLGBN.fit: the bound still rose by more than tol={p['tol']:g} nats per "
                       f"pattern after max_iter={p['max_iter']} EM iterations; raise max_iter or "
-                      "tol", ConvergenceWarning, stacklevel=3)
+                      "tol", ConvergenceWarning, stacklevel=user_stacklevel())
     warn_unconverged(conv, "NLGBN.fit (the last E-step)", _HINT)
     return model
 
@@ -1002,7 +1002,7 @@ def _fit_hmm(model, X, lengths, **kwargs):
     if model.tol is not None and not converged and model.n_iter_ > 0:
         phase = "mean-field EM" if n_mf > 0 else "Baum-Welch"
         warnings.warn(f"ContextHMM.fit: {phase} did not meet tol={model.tol} within its "
-                      f"{n_mf if n_mf > 0 else n_bw} iterations", ConvergenceWarning, stacklevel=3)
+                      f"{n_mf if n_mf > 0 else n_bw} iterations", ConvergenceWarning, stacklevel=user_stacklevel())
     if last_r is not None:
         warn_unconverged(last_r["converged"], "ContextHMM.fit (last E-step)", _UNCONVERGED_HINT)
     return model

@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator
 from sklearn.cluster import KMeans
 from sklearn.exceptions import NotFittedError
 
-from mfengine._base import InferenceResult, PersistMixin, warn_unconverged
+from mfengine._base import InferenceResult, PersistMixin, user_stacklevel, warn_unconverged
 from mfengine._base import ConvergenceWarning
 from mfengine._progress import progress_bar
 from mfengine._validation import as_float_matrix, check_random_state
@@ -461,7 +461,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
                            max_iter=max_iter, tol=tol)
 
     def _public_solve(self, X, lengths, method, what, max_iter=None, tol=None,
-                      allowed=_METHODS, stacklevel=4):
+                      allowed=_METHODS):
         self._check_hyper()
         given = method is not None
         method = self._check_method(self.method if method is None else method, "method")
@@ -475,8 +475,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
         Xc, offsets = self._check_X(X, lengths)
         r = self._run(Xc, offsets, method, max_iter=max_iter, tol=tol)
         hint = _UNCONVERGED_HINT if max_iter is None and tol is None else "raise max_iter or loosen tol"
-        warn_unconverged(r["converged"], f"ContextHMM.{what}(method={method!r})", hint,
-                         stacklevel=stacklevel)
+        warn_unconverged(r["converged"], f"ContextHMM.{what}(method={method!r})", hint)
         return Xc, offsets, method, r
 
     # ------------------------------------------------------------------------ inference
@@ -701,7 +700,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
         if not isinstance(algorithm, str) or algorithm not in _ALGORITHMS:
             raise ValueError(f"algorithm must be one of {_ALGORITHMS}, got {algorithm!r}")
         Xc, offsets, method, r = self._public_solve(X, lengths, method, what,
-                                                    allowed=("structured", "naive"), stacklevel=5)
+                                                    allowed=("structured", "naive"))
         if algorithm == "viterbi" and method == "structured":
             sp, A = self._params()[:2]
             path = _chain.viterbi(sp, A, r["logpot"], offsets)[0]
@@ -780,7 +779,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
                 warnings.warn(
                     f"Even though the {name!r} attribute is set, it will be overwritten during "
                     f"initialization because 'init_params' contains {code!r}",
-                    UserWarning, stacklevel=4)
+                    UserWarning, stacklevel=user_stacklevel())
             return True
         return getattr(self, name, None) is None
 
@@ -1005,8 +1004,8 @@ class ContextHMM(PersistMixin, BaseEstimator):
                 f"ContextHMM.fit: {phase} did not meet tol={self.tol} within its "
                 f"{n_mf if n_mf > 0 else n_bw} iterations; raise "
                 f"{'max_iter' if n_mf > 0 else 'bw_max_iter'} or loosen tol",
-                ConvergenceWarning, stacklevel=2)
+                ConvergenceWarning, stacklevel=user_stacklevel())
         if last_r is not None:
             warn_unconverged(last_r["converged"], "ContextHMM.fit (last E-step)",
-                             _UNCONVERGED_HINT, stacklevel=3)
+                             _UNCONVERGED_HINT)
         return self

@@ -26,7 +26,8 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_array
 
-from mfengine._base import ConvergenceWarning, InferenceResult, PersistMixin, warn_unconverged
+from mfengine._base import (ConvergenceWarning, InferenceResult, PersistMixin,
+                            user_stacklevel, warn_unconverged)
 from mfengine._progress import progress_bar
 from mfengine._validation import (
     check_random_state,
@@ -780,14 +781,14 @@ class NLGBN(PersistMixin, BaseEstimator):
             n_threads = _check_n_threads(n_threads)
         return tol, max_iter, n_threads
 
-    def _infer(self, X, tol, max_iter, n_threads, what, missing=None, stacklevel=4):
+    def _infer(self, X, tol, max_iter, n_threads, what, missing=None):
         tol, max_iter, n_threads = self._infer_args(tol, max_iter, n_threads)
         net = self._network()
         X, miss = self._check_data(X, missing, net.sizes[-1])
         mu, lv = net.prior_state(X.shape[0])
         bound, sweeps, conv, _ = self._solve(X, mu, lv, tol, max_iter, n_threads, flat=net.flat(),
                                              miss=miss)
-        warn_unconverged(conv, what, _HINT, stacklevel=stacklevel)
+        warn_unconverged(conv, what, _HINT)
         res = NLGBNInference(bound=bound, converged=conv, n_iter=sweeps, method="nlgbn", tol=tol)
         res._miss = miss
         return net, X, mu, lv, res
@@ -1227,7 +1228,7 @@ class NLGBN(PersistMixin, BaseEstimator):
                             f"NLGBN.fit: EM iteration {it + 1} was undone because {problem}; the "
                             f"model keeps the parameters of iteration {it} (X or the parameters "
                             "may be too extreme for float64)",
-                            ConvergenceWarning, stacklevel=3,
+                            ConvergenceWarning, stacklevel=user_stacklevel(),
                         )
                     met_tol = not problem
                     break
@@ -1248,9 +1249,9 @@ class NLGBN(PersistMixin, BaseEstimator):
             warnings.warn(
                 f"NLGBN.fit: the bound still rose by more than tol={p['tol']:g} nats per pattern "
                 f"after max_iter={p['max_iter']} EM iterations; raise max_iter or tol",
-                ConvergenceWarning, stacklevel=3,
+                ConvergenceWarning, stacklevel=user_stacklevel(),
             )
-        warn_unconverged(conv, "NLGBN.fit (the last E-step)", _HINT, stacklevel=4)
+        warn_unconverged(conv, "NLGBN.fit (the last E-step)", _HINT)
         return mu, lv
 
     def partial_fit(self, X, y=None, missing=None):
@@ -1318,7 +1319,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         hist = np.asarray(hist, dtype=np.float64).ravel() if hist is not None else np.empty(0)
         self.history_ = np.append(hist, float(bound.mean()))
         self.n_iter_ = self.n_batches_
-        warn_unconverged(conv, "NLGBN.partial_fit", _HINT, stacklevel=3)
+        warn_unconverged(conv, "NLGBN.partial_fit", _HINT)
         return self
 
     def _m_step(self, st, min_variance, net=None):

@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 
-from mfengine._base import warn_unconverged
+from mfengine._base import user_stacklevel, warn_unconverged
 from mfengine._validation import effective_n_threads
 from mfengine.sbn._result import BeliefNetResult, concatenate_results
 
@@ -199,13 +199,12 @@ def run_dag(model, V, missing, method, tol, max_iter, inner_tol, n_threads, init
     return r
 
 
-def report(result, what, stacklevel=4):
+def report(result, what):
     """Warn about unconverged patterns and about a Plefka objective outside the range of a
     log-probability (ln P(v) <= 0 for binary data); returns ``result``."""
     warn_unconverged(result.converged, what,
                      "raise max_iter (or infer_max_iter) or loosen tol; for the Plefka methods "
-                     "try method='sjj', whose coordinate ascent always converges",
-                     stacklevel=stacklevel)
+                     "try method='sjj', whose coordinate ascent always converges")
     if result.method.startswith("plefka"):
         bad = int(np.count_nonzero(~(np.asarray(result.bound) <= 0.0)))
         if bad:
@@ -213,7 +212,7 @@ def report(result, what, stacklevel=4):
                 f"{what}: -G is above 0 (or not finite) for {bad} of {np.size(result.bound)} "
                 "patterns, outside the range of a log-probability of binary data: the Plefka "
                 "expansion has broken down for these weights; use method='sjj', a true lower "
-                "bound.", RuntimeWarning, stacklevel=stacklevel)
+                "bound.", RuntimeWarning, stacklevel=user_stacklevel())
     return result
 
 
@@ -318,7 +317,7 @@ def importance_items(model, V, missing, mu, bound, n_samples, seed, n_threads, p
             f"log_likelihood: every importance weight is 0 for {int(zero.sum())} of {n} "
             "patterns (a noisy-OR net that gives them probability 0, or too few samples): "
             "their estimate is -inf with an infinite standard error", RuntimeWarning,
-            stacklevel=3)
+            stacklevel=user_stacklevel())
     result = LogLikelihoodEstimate(estimate=est.reshape(shape), stderr=se.reshape(shape),
                                    bound=np.asarray(bound, dtype=np.float64).reshape(shape),
                                    n_samples=n_samples, ess=ess.reshape(shape), method=method)

@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from mfengine._base import warn_unconverged
+from mfengine._base import user_stacklevel, warn_unconverged
 from mfengine._validation import check_random_state, effective_n_threads
 from mfengine.sbn._hyper import check_callback, check_flag, check_int, check_tol, schedule, stop
 from mfengine.sbn._solve import DAG_METHODS, check_solve_args, dag_items, solve_items
@@ -136,7 +136,7 @@ def fit_dag(net, X, missing=None, partial=False):
                     "can be; the approximation has broken down (the Plefka objectives are not "
                     "bounds and can grow without limit with the weights). Lower the learning "
                     "rate or use method='sjj', a true lower bound.",
-                    RuntimeWarning, stacklevel=3)
+                    RuntimeWarning, stacklevel=user_stacklevel())
                 warned = True
             if callback is not None:
                 net._set_learned(w[0], h[0].copy())
@@ -152,13 +152,12 @@ def fit_dag(net, X, missing=None, partial=False):
     net._set_learned(w[0], h[0].copy())
     net._params()
     warn_unconverged(np.concatenate(converged), f"BeliefNet.fit(method={method!r}): the "
-                     "mean-field solves", "raise infer_max_iter or loosen infer_tol",
-                     stacklevel=3)
+                     "mean-field solves", "raise infer_max_iter or loosen infer_tol")
     net.history_ = np.asarray(past + history, dtype=np.float64)
     net.n_iter_ = len(past) + len(history)
     net.n_features_in_ = int(np.count_nonzero(net.visible_))
     if tol is not None and not stop(history, tol):
         warn_unconverged([False], "BeliefNet.fit",
                          f"the mean objective still changed by more than tol={tol} in the last "
-                         f"of {len(rates)} epochs; raise max_iter or loosen tol", stacklevel=3)
+                         f"of {len(rates)} epochs; raise max_iter or loosen tol")
     return net
