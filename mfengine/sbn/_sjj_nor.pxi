@@ -8,6 +8,48 @@
 # L is linear in each mu_k apart from its entropy, so mu_k = sigmoid(dL/dmu_k) exactly; q_i is
 # a concave problem on the simplex, solved through its optimality conditions (below).
 
+# Barren units.  A free unit none of whose descendants is clamped (a "barren" unit: free, and
+# every child barren; e.g. an unrecorded finding of a diagnosis net) sums out exactly: its
+# factor and those of its barren descendants sum to 1 whatever the other units' states.  Such
+# units are dropped from an item's solve (no mean update, no term of the bound, no q, not
+# children of their parents), so the bound is that of the net with them deleted; their mean
+# is then set to the predictive probability under q, 1 - e^{-h_i} prod_j (1 - mu_j +
+# mu_j e^{-W_ij}) (exact for a factorised q over the parents), top-down.
+
+
+cdef inline void mark_barren(const Dag *g, const uint8_t *free_, uint8_t *barren) noexcept nogil:
+    """barren[i] = 1 iff unit i is free and all its children are barren: one pass in reverse
+    topological order (children after their parents), O(n + nnz)."""
+    cdef Py_ssize_t i, a
+    cdef uint8_t b
+    for i in range(g.n - 1, -1, -1):
+        b = 1 if free_[i] else 0
+        if b:
+            for a in range(g.ch_ptr[i], g.ch_ptr[i + 1]):
+                if not barren[g.ch_idx[a]]:
+                    b = 0
+                    break
+        barren[i] = b
+
+
+cdef inline void barren_means(const Dag *g, const double *w, const double *h,
+                              const uint8_t *barren, double *mu) noexcept nogil:
+    """The predictive mean 1 - e^{-h_i} prod_j (1 - mu_j + mu_j e^{-W_ij}) of every barren
+    unit, in topological order (a barren unit's barren parents are set before it)."""
+    cdef Py_ssize_t i, k
+    cdef double lp, m
+    for i in range(g.n):
+        if not barren[i]:
+            continue
+        lp = -h[i]
+        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+            m = mu[g.par_idx[k]]
+            if m > 0.0 and w[k] > 0.0:
+                lp += log1p(m * expm1(-w[k]))
+        m = -expm1(lp)
+        mu[i] = m if m < 1.0 else 1.0
+
+
 cdef inline double gnor(double x) noexcept nogil:
     """ln(1 - e^{-x}) for x > 0 (0 at x = inf)."""
     return log(-expm1(-x))
@@ -146,9 +188,18 @@ cdef void update_q(const Dag *g, const double *w, double h, Py_ssize_t i, const 
 cdef double nor_bound(const Dag *g, const double *w, const double *h, const double *mu,
                       const double *nu, const double *q, const uint8_t *free_,
                       double *Z) noexcept nogil:
+    return nor_bound_skip(g, w, h, mu, nu, q, free_, NULL, Z)
+
+
+cdef double nor_bound_skip(const Dag *g, const double *w, const double *h, const double *mu,
+                           const double *nu, const double *q, const uint8_t *free_,
+                           const uint8_t *skip, double *Z) noexcept nogil:
+    """The bound; units with ``skip[i]`` (barren units; ``skip`` may be NULL) left out."""
     cdef double total = 0.0, z
     cdef Py_ssize_t i, k
     for i in range(g.n):
+        if skip != NULL and skip[i]:
+            continue
         z = h[i]
         for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
             z += w[k] * mu[g.par_idx[k]]
@@ -163,13 +214,15 @@ cdef double nor_bound(const Dag *g, const double *w, const double *h, const doub
 
 cdef void update_mu_nor(const Dag *g, const double *w, const double *h, Py_ssize_t k,
                         double *mu, double *nu, double *t, const double *q,
-                        double *Z) noexcept nogil:
+                        double *Z, const uint8_t *barren) noexcept nogil:
     """mu_k = sigmoid(dL/dmu_k): the exact maximiser (L is H(mu_k) + linear)."""
     cdef double c = Z[k] + gnor(h[k]) + edge_terms(g, w, h[k], k, mu, q), wk, qk, tn, mun, nun
     cdef double dmu
     cdef Py_ssize_t a, cc, e
     for a in range(g.ch_ptr[k], g.ch_ptr[k + 1]):
         cc = g.ch_idx[a]
+        if barren[cc]:
+            continue
         e = g.ch_w[a]
         wk = w[e]
         c -= nu[cc] * wk
@@ -203,8 +256,10 @@ cdef int solve_item_nor_plain(const Dag *g, const double *w, const double *h, co
     cdef double *y = work + 3 * n
     cdef double *qold = work + 3 * n + nnz
     cdef uint8_t *free_ = <uint8_t *> (work + 3 * n + 2 * nnz)
+    cdef uint8_t *barren = free_ + n
     cdef double bnd, prev, S
     init_means(n, clamp, mu, nu, t, free_)
+    mark_barren(g, free_, barren)
     for i in range(n):
         # q on the simplex over the unit's positive weights (uniform if not given)
         S = 0.0
@@ -219,21 +274,21 @@ cdef int solve_item_nor_plain(const Dag *g, const double *w, const double *h, co
         if S > 0.0:
             for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
                 q[k] /= S
-    prev = nor_bound(g, w, h, mu, nu, q, free_, Z)
+    prev = nor_bound_skip(g, w, h, mu, nu, q, free_, barren, Z)
     if hist != NULL:
         hist[0] = prev
     cdef int converged = 0
     sweep = 0
     while sweep < max_sweeps:
         for i in range(n):
-            if mu[i] > 0.0:
+            if mu[i] > 0.0 and not barren[i]:
                 update_q(g, w, h[i], i, mu, q, y, qold)
         for i in range(n):
             k = i if sweep % 2 == 0 else n - 1 - i
-            if free_[k]:
-                update_mu_nor(g, w, h, k, mu, nu, t, q, Z)
+            if free_[k] and not barren[k]:
+                update_mu_nor(g, w, h, k, mu, nu, t, q, Z, barren)
         sweep += 1
-        bnd = nor_bound(g, w, h, mu, nu, q, free_, Z)
+        bnd = nor_bound_skip(g, w, h, mu, nu, q, free_, barren, Z)
         if hist != NULL:
             hist[sweep] = bnd
         if fabs(bnd - prev) < tol + REL_FLOOR * fabs(bnd):
@@ -241,6 +296,7 @@ cdef int solve_item_nor_plain(const Dag *g, const double *w, const double *h, co
             converged = 1
             break
         prev = bnd
+    barren_means(g, w, h, barren, mu)
     bound_out[0] = prev
     sweeps_out[0] = sweep
     return converged
@@ -549,7 +605,7 @@ cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const do
     cdef Py_ssize_t n = g.n, nnz = g.par_ptr[g.n], i, k, a, j, sweep, nq = 0, na
     cdef size_t nbytes = ((6 * <size_t> n + 5 * <size_t> nnz) * sizeof(double)
                           + (2 * <size_t> n + 1 + <size_t> nnz) * sizeof(intp_t)
-                          + 2 * <size_t> n + 16)
+                          + 3 * <size_t> n + 16)
     cdef char *mem = <char *> malloc(nbytes)
     if mem == NULL:
         return solve_item_nor_plain(g, w, h, clamp, mu, q, hist, tol, max_sweeps, work,
@@ -570,9 +626,11 @@ cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const do
     cdef intp_t *qlist = ach + nnz
     cdef uint8_t *free_ = <uint8_t *> (qlist + n)
     cdef uint8_t *act = free_ + n
+    cdef uint8_t *barren = free_ + 2 * n
     cdef double S, C0 = 0.0, bnd, prev, c
     cdef int converged = 0
     init_means(n, clamp, mu, nu, t, free_)
+    mark_barren(g, free_, barren)
     for i in range(n):
         # q on the simplex over the unit's positive weights (uniform if not given)
         S = 0.0
@@ -587,7 +645,7 @@ cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const do
         if S > 0.0:
             for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
                 q[k] /= S
-        act[i] = 1 if (free_[i] or mu[i] > 0.0) else 0
+        act[i] = 1 if ((free_[i] or mu[i] > 0.0) and not barren[i]) else 0
         cfix[i] = 0.0
         lamc[i] = -1.0
         gh[i] = gnor(h[i]) if act[i] else 0.0
@@ -605,6 +663,11 @@ cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const do
                 cfix[j] -= nu[i] * w[k]
             else:
                 C0 -= nu[i] * w[k] * mu[j]
+    # barren units are left out from here on (the clamped units' loop above skipped them as
+    # free units; none of them is a parent of a clamped unit)
+    for i in range(n):
+        if barren[i]:
+            free_[i] = 0
     # the compact child lists of free units: positions in ch_idx of q-unit children
     na = 0
     for j in range(n):
@@ -641,6 +704,7 @@ cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const do
             converged = 1
             break
         prev = bnd
+    barren_means(g, w, h, barren, mu)
     free(mem)
     bound_out[0] = prev
     sweeps_out[0] = sweep
