@@ -703,8 +703,9 @@ def test_c_api_restarts_overflowing_items_like_the_python_api():
 
 
 def test_blocked_dense_path_with_small_blocks():
-    """A layer of 300 x 200 weights: blocks shrink to 262144 // 60000 = 4 -> 8 patterns (the
-    minimum), so that BLAS runs each product on the calling thread; same answers."""
+    """A layer of 300 x 200 weights (products over more than one panel of csrc/mf_gemm.h's
+    inner dimension, 256): the blocked path gives the per-item answers, and the same bits for
+    any thread count."""
     rng = np.random.default_rng(220)
     S, w, h, net_of, clamp = _layered_items(rng, [3, 200, 300], 20, scale=0.05)
     G, u, n_iter, conv = plefka.solve(S, w, h, net_of, clamp, 12, "sigmoid", tol=1e-8)
@@ -717,3 +718,27 @@ def test_blocked_dense_path_with_small_blocks():
     for a, b in zip(plefka.solve(S, w, h, net_of, clamp, 12, "sigmoid", tol=1e-8, n_threads=2),
                     (G, u, n_iter, conv)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_kernel_module_imports_no_scipy():
+    """The compiled kernel needs NumPy only (its matrix products are csrc/mf_gemm.h's, not
+    SciPy's BLAS): loaded on its own, in a fresh process whose mfengine packages are bare
+    stand-ins (the package's __init__ imports scikit-learn, hence SciPy), it imports no SciPy."""
+    import os
+    import subprocess
+    import sys
+
+    import mfengine
+
+    root = os.path.dirname(mfengine.__file__)
+    sbn = os.path.join(root, "sbn")
+    code = (
+        "import sys, types\n"
+        f"for name, path in (('mfengine', {root!r}), ('mfengine.sbn', {sbn!r})):\n"
+        "    m = types.ModuleType(name); m.__path__ = [path]; sys.modules[name] = m\n"
+        "import mfengine.sbn._plefka\n"
+        "print(sorted(k for k in sys.modules if k.split('.')[0] in ('scipy', 'sklearn')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

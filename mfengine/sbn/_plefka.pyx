@@ -44,8 +44,9 @@ children) per evaluation), kept when it converges or ends lower.
 
 Layered sigmoid nets (every unit's parents one contiguous range shared by consecutive units)
 are solved, for orders 11 and 12, in blocks of up to 64 patterns of one net (``solve_block``):
-Mbar, V and the reverse pass by BLAS dgemm over the block, the per-unit terms lane-wise, each
-pattern running solve_item's steps as a resumable state machine (``ps_begin``/``ps_consume``).
+Mbar, V and the reverse pass by matrix products over the block (the project's own,
+csrc/mf_gemm.h: no BLAS), the per-unit terms lane-wise, each pattern running solve_item's
+steps as a resumable state machine (``ps_begin``/``ps_consume``).
 Blocks are cut from the items and the structure alone, never from the thread count.
 
 ``mf_plefka_solve`` and ``mf_plefka_gradient`` (declared in ``_plefka.pxd``) are the C API: one
@@ -65,7 +66,14 @@ from libc.string cimport memset
 from mfengine._typedefs cimport intp_t, int8_t
 from mfengine.sbn._dag cimport (Dag, check_dag, check_items, MF_OK, MF_NOT_CONVERGED, MF_EBADARG,
                                  MF_ENOMEM, MF_EOVERFLOW)
-from scipy.linalg.cython_blas cimport dgemm
+
+# the blocked path's matrix products: the project's own (csrc/mf_gemm.h), so that the kernel
+# needs no SciPy/BLAS and starts no BLAS threads inside its OpenMP threads
+cdef extern from "mf_gemm.h" nogil:
+    void mf_gemm_nn(Py_ssize_t nr, Py_ssize_t nl, Py_ssize_t k, const double *A, Py_ssize_t lda,
+                    const double *B, Py_ssize_t ldb, double *C, Py_ssize_t ldc)
+    void mf_gemm_tn(Py_ssize_t nr, Py_ssize_t nl, Py_ssize_t k, const double *A, Py_ssize_t lda,
+                    const double *B, Py_ssize_t ldb, double *C, Py_ssize_t ldc)
 
 cdef extern from "mf_numerics.h" nogil:
     double mf_log1pexp(double x)
@@ -1211,11 +1219,11 @@ cdef int qn_direction(const Net *net, Work *W, const double *t, const double *dt
 # Layered (dense) nets: every unit's parents are one contiguous range of units and consecutive
 # units share it (a "group": rows i0..i1 of a dense weight matrix over parents p0..p0+K, stored
 # contiguously in w).  A block of patterns of one net is then evaluated together: the means of
-# all its patterns as (unit x pattern) arrays, Mbar and V by matrix products (BLAS dgemm), the
-# per-unit terms lane-wise, the reverse pass by transposed products.  Each pattern runs the
-# same solver as solve_item (the same steps, tests and line search) as a resumable state
-# machine: every round evaluates the pending trial points of all unfinished patterns of the
-# block at once.  Blocks are cut from the items alone (runs of one net, at most BLOCK items),
+# all its patterns as (unit x pattern) arrays, Mbar and V by matrix products (mf_gemm_nn),
+# the per-unit terms lane-wise, the reverse pass by transposed products (mf_gemm_tn).  Each
+# pattern runs the same solver as solve_item (the same steps, tests and line search) as a
+# resumable state machine: every round evaluates the pending trial points of all unfinished
+# patterns of the block at once.  Blocks are cut from the items alone (runs of one net, at most BLOCK items),
 # never from the thread count, so the answers are the same for any number of threads.
 DEF BLOCK = 64          # patterns per block
 DEF BLOCK_MIN = 8       # shorter runs of one net go through the per-item path
@@ -1564,16 +1572,6 @@ cdef int ps_consume(const Net *net, PS *P, double f, int st, double tol,
     return ps_begin(net, P, tol, max_iter)
 
 
-cdef inline void gemm(char ta, char tb, Py_ssize_t m, Py_ssize_t nn, Py_ssize_t k,
-                      const double *A, Py_ssize_t lda, const double *B, Py_ssize_t ldb,
-                      double *C, Py_ssize_t ldc) noexcept nogil:
-    """C += op(A) op(B) (column-major BLAS)."""
-    cdef int im = <int> m, inn = <int> nn, ik = <int> k
-    cdef int ila = <int> lda, ilb = <int> ldb, ilc = <int> ldc
-    cdef double one = 1.0
-    dgemm(&ta, &tb, &im, &inn, &ik, &one, <double *> A, &ila, <double *> B, &ilb, &one, C, &ilc)
-
-
 cdef void block_eval(const Net *net, const Group *groups, Py_ssize_t n_groups, const double *w,
                      const double *w2, const double *h, double *bw, const intp_t *rowfree,
                      Py_ssize_t m, int refresh) noexcept nogil:
@@ -1615,9 +1613,10 @@ cdef void block_eval(const Net *net, const Group *groups, Py_ssize_t n_groups, c
     for g in range(n_groups):
         gr = &groups[g]
         nr = gr.i1 - gr.i0
-        gemm(b'N', b'N', m, nr, gr.K, U + gr.p0 * m, m, w + gr.e0, gr.K, M + gr.i0 * m, m)
+        # M[i] += sum_j w_ij U[j], V[i] += sum_j w_ij^2 Vv[j]   (rows: units, lanes: patterns)
+        mf_gemm_nn(nr, m, gr.K, w + gr.e0, gr.K, U + gr.p0 * m, m, M + gr.i0 * m, m)
         if order >= 12:
-            gemm(b'N', b'N', m, nr, gr.K, Vv + gr.p0 * m, m, w2 + gr.e0, gr.K, V + gr.i0 * m, m)
+            mf_gemm_nn(nr, m, gr.K, w2 + gr.e0, gr.K, Vv + gr.p0 * m, m, V + gr.i0 * m, m)
     for k in range(n):
         if order >= 12:
             mfp_sig_coef12(m, M + k * m, U + k * m, V + k * m, F, UB + k * m, MB + k * m,
@@ -1634,9 +1633,10 @@ cdef void block_eval(const Net *net, const Group *groups, Py_ssize_t n_groups, c
         if not need:
             continue
         nr = gr.i1 - gr.i0
-        gemm(b'N', b'T', m, gr.K, nr, MB + gr.i0 * m, m, w + gr.e0, gr.K, GUM + gr.p0 * m, m)
+        # GUM[j] += sum_i w_ij MB[i], VBAR[j] += sum_i w_ij^2 VB[i]   (the reverse pass)
+        mf_gemm_tn(gr.K, m, nr, w + gr.e0, gr.K, MB + gr.i0 * m, m, GUM + gr.p0 * m, m)
         if order >= 12:
-            gemm(b'N', b'T', m, gr.K, nr, VB + gr.i0 * m, m, w2 + gr.e0, gr.K, VBAR + gr.p0 * m, m)
+            mf_gemm_tn(gr.K, m, nr, w2 + gr.e0, gr.K, VB + gr.i0 * m, m, VBAR + gr.p0 * m, m)
     for k in range(n):
         if rowfree[k]:
             mfp_gu_row(m, order, UB + k * m, VBAR + k * m, C + k * m, GUM + k * m, T + k * m,
@@ -1819,8 +1819,7 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
     cdef const double *wrow
     cdef const double *irow
     cdef int st, order = net.order, act = net.act
-    cdef Py_ssize_t p, b, q, e, n_blocks = 0, ng = -1, bbytes = 0, np_, nq, kn = 0
-    cdef Py_ssize_t bsize = BLOCK
+    cdef Py_ssize_t p, b, q, e, n_blocks = 0, ng = -1, bbytes = 0, np_, nq
     cdef Group *groups = NULL
     cdef double wmax
     cdef int use_blocks = 0
@@ -1841,13 +1840,6 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
                 find_groups(net, groups)
                 use_blocks = 1
                 bbytes = BLOCK_BYTES(n, nnz)
-                # blocks small enough that OpenBLAS runs each product on the calling thread
-                # (it threads above m n k = 262144), so as not to oversubscribe the cores
-                for b in range(ng):
-                    if (groups[b].i1 - groups[b].i0) * groups[b].K > kn:
-                        kn = (groups[b].i1 - groups[b].i0) * groups[b].K
-                bsize = 262144 // kn if kn > 0 else BLOCK
-                bsize = BLOCK_MIN if bsize < BLOCK_MIN else (BLOCK if bsize > BLOCK else bsize)
     # blocks: runs of consecutive items of one net, cut at BLOCK items (the items alone decide)
     bstart = <intp_t *> malloc((n_items + 1) * sizeof(intp_t))
     if bstart == NULL:
@@ -1858,7 +1850,7 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
         bstart[n_blocks] = p
         n_blocks += 1
         q = p + 1
-        while q < n_items and q - p < bsize and (net_of == NULL or net_of[q] == net_of[p]):
+        while q < n_items and q - p < BLOCK and (net_of == NULL or net_of[q] == net_of[p]):
             q += 1
         p = q
     bstart[n_blocks] = n_items
