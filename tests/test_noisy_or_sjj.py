@@ -295,3 +295,46 @@ def test_missing_threads_agree():
     assert np.array_equal(r1.bound, r2.bound) and np.array_equal(r1.mu, r2.mu)
     assert np.array_equal(r1.xi, r2.xi)
     assert r1.converged.all()
+
+
+@pytest.mark.parametrize("activation", ["noisy_or", "sigmoid"])
+def test_exact_log_likelihood_drops_units_that_sum_out(activation):
+    """exact_log_likelihood leaves out missing units with no observed descendant (they sum
+    out exactly): the same value as enumerating them, and they do not count towards
+    max_hidden."""
+    rng = np.random.default_rng(8)
+    for trial in range(10):
+        n = 9
+        W, h = random_net(rng, n, 2.0, density=0.4)
+        if activation == "sigmoid":
+            W = W * rng.choice([-1.0, 1.0], W.shape)
+            h = h - 0.25
+        visible = np.zeros(n, dtype=bool)
+        visible[2:] = True
+        net = mf.BeliefNet(W, h, visible, activation=activation)
+        V = rng.integers(0, 2, (6, 7)).astype(float)
+        miss = rng.random((6, 7)) < 0.6
+        full = np.concatenate([np.flatnonzero(~miss[p]) for p in range(6)])
+        assert full.size
+        fast = net.exact_log_likelihood(V, miss)
+        # the plain sum over every hidden and missing unit, written out
+        for p in range(6):
+            vis = np.flatnonzero(visible)
+            summed = np.concatenate([[0, 1], vis[miss[p]]])
+            S = np.zeros((2 ** summed.size, n))
+            S[:, summed] = np.array(list(itertools.product([0.0, 1.0], repeat=summed.size)))
+            S[:, vis[~miss[p]]] = V[p, ~miss[p]]
+            ref = np.logaddexp.reduce(net.log_joint(S))
+            assert fast[p] == pytest.approx(ref, rel=1e-12, abs=1e-12)
+    # a diagnosis net with 4 diseases and 300 findings of which 10 are recorded
+    net = mf.datasets.make_diagnosis_net(4, 300, 3, random_state=2)
+    X = net.sample(3, random_state=3)
+    miss = np.ones(X.shape, dtype=bool)
+    miss[:, :10] = False
+    lp = net.exact_log_likelihood(X, miss, max_hidden=4)
+    k = np.ones(net.n_units, dtype=bool)
+    k[4 + 10:] = False
+    sub = mf.BeliefNet(net.W_.tocsr()[k][:, k], net.h_[k], net.visible[k], activation="noisy_or")
+    np.testing.assert_allclose(lp, sub.exact_log_likelihood(X[:, :10]), rtol=1e-12)
+    with pytest.raises(ValueError, match="max_hidden"):
+        net.exact_log_likelihood(X, miss, max_hidden=3)

@@ -787,7 +787,9 @@ class BeliefNet(_DagModel):
         """Exact ln P(x) per pattern, by enumeration.
 
         The sum runs over every joint state of the hidden units (and of missing visible
-        ones).
+        ones), except the units with no observed descendant (a missing leaf, an unobserved
+        chain below it): those sum out exactly (their factors sum to 1) and are dropped
+        before enumerating, so they do not count towards ``max_hidden``.
 
         Parameters
         ----------
@@ -796,7 +798,8 @@ class BeliefNet(_DagModel):
         missing : array_like of bool, optional
             Missing visible entries, summed out.
         max_hidden : int, default=20
-            Refuse to enumerate more units than this.
+            Refuse to enumerate more units than this (units that sum out exactly are not
+            counted).
 
         Returns
         -------
@@ -807,6 +810,17 @@ class BeliefNet(_DagModel):
         ------
         ValueError
             When more than ``max_hidden`` units would be summed over.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import mfengine as mf
+        >>> net = mf.datasets.make_diagnosis_net(8, 200, 3, random_state=0)
+        >>> X = net.sample(2, random_state=1)
+        >>> missing = np.zeros(X.shape, dtype=bool)
+        >>> missing[:, 20:] = True                    # 180 unrecorded findings (leaves)
+        >>> net.exact_log_likelihood(X, missing).shape
+        (2,)
         """
         self._params()
         V, miss = self._check_data(X, missing)
@@ -820,14 +834,65 @@ class BeliefNet(_DagModel):
             keys, inverse = np.unique(miss, axis=0, return_inverse=True)
             groups = [(keys[g], np.flatnonzero(inverse.ravel() == g)) for g in range(len(keys))]
         for mask, rows in groups:
-            # a missing visible unit is summed over like a hidden one (it may have children)
-            summed = np.sort(np.concatenate([np.flatnonzero(~self.visible_), vis[mask]]))
+            # a missing visible unit is summed over like a hidden one (it may have children);
+            # units with no observed descendant sum out exactly and are left out
+            free = ~self.visible_.copy()
+            free[vis[mask]] = True
+            keep = self._observed_ancestry(~free)
+            summed = np.flatnonzero(free & keep)
             if summed.size > max_hidden:
                 raise ValueError(
                     f"exact_log_likelihood enumerates 2**(hidden + missing) states; here that is "
-                    f"{summed.size} units, above max_hidden={max_hidden}"
+                    f"{summed.size} units (those with an observed descendant), above "
+                    f"max_hidden={max_hidden}"
                 )
-            out[rows] = self._enumerate(Vz[rows][:, ~mask], vis[~mask], summed)
+            if keep.all():
+                out[rows] = self._enumerate(Vz[rows][:, ~mask], vis[~mask], summed)
+            else:
+                out[rows] = self._enumerate_kept(Vz[rows][:, ~mask], vis[~mask], summed, keep)
+        return out
+
+    def _observed_ancestry(self, observed):
+        """The units that are observed or have an observed descendant (boolean mask); the
+        others (the units a missing-data sum leaves barren) sum out exactly.  Every parent of
+        such a unit is one too."""
+        s = self._structure
+        keep = np.asarray(observed, dtype=bool).copy()
+        frontier = np.flatnonzero(keep)
+        while frontier.size:
+            lo, hi = s.par_ptr[frontier], s.par_ptr[frontier + 1]
+            if not np.any(hi > lo):
+                break
+            idx = np.concatenate([s.par_idx[a:b] for a, b in zip(lo, hi)])
+            new = np.unique(idx[~keep[idx]])
+            keep[new] = True
+            frontier = new
+        return keep
+
+    def _enumerate_kept(self, v, clamped, summed, keep):
+        """``_enumerate`` over the units ``keep`` only (closed under parents): the factors of
+        the other units are left out (they sum to 1)."""
+        K = summed.size
+        n_units = self.W_.shape[0]
+        states = ((np.arange(2**K)[:, None] >> np.arange(K)) & 1).astype(np.float64)
+        out = np.empty(v.shape[0])
+        chunk = max(1, 2**21 // max(1, 2**K * n_units))
+        W = self.W_[keep][:, keep] if _is_sparse(self.W_) else self.W_[np.ix_(keep, keep)]
+        h = self.h_[keep]
+        pos = np.cumsum(keep) - 1                   # a kept unit's column in the sub-net
+        for start in range(0, v.shape[0], chunk):
+            vc = v[start : start + chunk]
+            S = np.empty((vc.shape[0], 2**K, h.size))
+            S[:, :, pos[summed]] = states[None, :, :]
+            S[:, :, pos[clamped]] = vc[:, None, :]
+            if _is_sparse(W):
+                flat = S.reshape(-1, h.size)
+                z = np.asarray((W @ flat.T).T).reshape(S.shape) + h
+            else:
+                z = S @ W.T + h
+            l1, l0 = _log_probs(z, self.activation)
+            lp = np.sum(np.where(S > 0, l1, 0.0) + np.where(S > 0, 0.0, l0), axis=-1)
+            out[start : start + chunk] = logsumexp(lp, axis=1)
         return out
 
     def _enumerate(self, v, clamped, summed):
