@@ -249,6 +249,12 @@ def test_missing_units_that_sum_out_leave_the_bound_of_the_net_without_them():
                            tol=1e-13)
             assert r.bound[p] == pytest.approx(rs.bound[0], rel=1e-12, abs=1e-12)
             np.testing.assert_allclose(r.mu[p, k], rs.mu[0], rtol=1e-12, atol=1e-14)
+            # the kernel's own marking (for sjj.gradient) is the brute-force one
+            mark = np.zeros((1, n), dtype=np.uint8)
+            s = DagStructure(W != 0)
+            assert sjj._kernel().barren_units(s.par_ptr, s.par_idx, s.ch_ptr, s.ch_idx,
+                                              s.ch_w, clamp[None], mark) == 0
+            assert np.array_equal(mark[0].astype(bool), barren)
             # the predictive means, top-down (units in topological order)
             mu = r.mu[p].copy()
             for i in np.flatnonzero(barren):

@@ -709,3 +709,30 @@ cdef int solve_item_nor(const Dag *g, const double *w, const double *h, const do
     bound_out[0] = prev
     sweeps_out[0] = sweep
     return converged
+
+
+def barren_units(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1] ch_ptr,
+                 const intp_t[::1] ch_idx, const intp_t[::1] ch_w, const double[:, ::1] clamp,
+                 uint8_t[:, ::1] out):
+    """Mark in ``out`` (n_items, n_units) the barren units of every item: free (NaN in
+    ``clamp``) with every child barren, the units the noisy-OR solve sums out (their own
+    weights and bias then do not enter the bound: its gradient in them is 0).  Returns MF_OK,
+    or MF_EBADARG (nothing written) for an inconsistent structure or shape."""
+    cdef Dag g
+    if check_dag(par_ptr, par_idx, ch_ptr, ch_idx, ch_w, &g) != MF_OK:
+        return MF_EBADARG
+    cdef Py_ssize_t n_items = clamp.shape[0], n = g.n, p, i
+    if clamp.shape[1] != n or out.shape[0] != n_items or out.shape[1] != n:
+        return MF_EBADARG
+    if n == 0 or n_items == 0:
+        return MF_OK
+    cdef uint8_t *free_ = <uint8_t *> malloc(<size_t> n)
+    if free_ == NULL:
+        raise MemoryError()
+    with nogil:
+        for p in range(n_items):
+            for i in range(n):
+                free_[i] = 0 if clamp[p, i] == clamp[p, i] else 1
+            mark_barren(&g, free_, &out[p, 0])
+    free(free_)
+    return MF_OK
