@@ -344,3 +344,35 @@ def test_exact_log_likelihood_drops_units_that_sum_out(activation):
     np.testing.assert_allclose(lp, sub.exact_log_likelihood(X[:, :10]), rtol=1e-12)
     with pytest.raises(ValueError, match="max_hidden"):
         net.exact_log_likelihood(X, miss, max_hidden=3)
+
+
+def test_gradient_is_zero_in_units_that_sum_out_and_matches_differences():
+    """The bound does not depend on the weights and bias of a unit the solve sums out, so
+    sjj.gradient is 0 there; elsewhere it matches central differences of the solved bound."""
+    rng = np.random.default_rng(4)
+    W = np.tril(rng.uniform(0.2, 1.5, (7, 7)), -1) * (rng.random((7, 7)) < 0.8)
+    h = rng.uniform(0.05, 0.5, 7)
+    visible = np.zeros(7, bool)
+    visible[4:] = True
+    V = np.array([[1.0, 1.0, 0.0]])
+    miss = np.array([[False, False, True]])          # unit 6 missing: a leaf, summed out
+    net, r = _infer_missing(W, h, visible, V, miss)
+    s = DagStructure(W != 0)
+    clamp = np.full((1, 7), np.nan)
+    clamp[0, [4, 5]] = [1.0, 1.0]
+    gw, gh = sjj.gradient(s, s.pack(W)[None], h[None], [0], clamp, r.mu, r.xi, "noisy_or")
+    assert gh[0, 6] == 0.0
+    # the bound evaluated at the solution is the solve's (the summed-out unit adds nothing)
+    b = sjj.evaluate(s, s.pack(W)[None], h[None], [0], clamp, r.mu, r.xi, "noisy_or")
+    assert b[0] == pytest.approx(r.bound[0], rel=1e-12)
+    child = np.repeat(np.arange(7), np.diff(s.par_ptr))
+    assert np.all(gw[0, child == 6] == 0.0)
+
+    def bound(hh):
+        return _infer_missing(W, hh, visible, V, miss)[1].bound[0]
+
+    for i in (0, 3, 5, 6):
+        e = np.zeros(7)
+        e[i] = 1e-6
+        fd = (bound(h + e) - bound(h - e)) / 2e-6
+        assert gh[0, i] == pytest.approx(fd, abs=1e-5)

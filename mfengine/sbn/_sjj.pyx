@@ -1415,7 +1415,8 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
              const double[:, ::1] mu, const double[:, ::1] xi, double[::1] bound,
              int8_t[::1] status, bint noisy_or=False, int n_threads=1):
     """The bound at given mu (free units' values in [0, 1]), xi (noisy-OR: q per edge) into
-    ``bound``, free units' entropies included; clamped units are read from ``clamp``.
+    ``bound``, free units' entropies included; clamped units are read from ``clamp``.  For
+    noisy-OR, free units with no clamped descendant are left out, as the solve sums them out.
     Returns MF_OK or MF_EBADARG (nothing written)."""
     cdef Dag g
     if check_dag(par_ptr, par_idx, ch_ptr, ch_idx, ch_w, &g) != MF_OK:
@@ -1427,13 +1428,15 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
             or xi.shape[1] != (nnz if noisy_or else n) or bound.shape[0] != n_items
             or status.shape[0] != n_items or n_threads < 1):
         return MF_EBADARG
-    cdef size_t nbytes = (4 * <size_t> n + 3 * <size_t> nnz) * sizeof(double) + <size_t> n + 16
+    cdef size_t nbytes = (4 * <size_t> n + 3 * <size_t> nnz) * sizeof(double) + 3 * <size_t> n + 16
     cdef double *work = NULL
     cdef double *m
     cdef double *nu
     cdef double *Z
     cdef double *dd
     cdef uint8_t *none_
+    cdef uint8_t *free_
+    cdef uint8_t *barren
     cdef double dummy_w = 0.0, x, total
     with nogil, parallel(num_threads=n_threads):
         work = <double *> malloc(nbytes)
@@ -1447,19 +1450,28 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
             Z = work + 2 * n
             dd = work + 3 * n
             none_ = <uint8_t *> (work + 3 * n + 3 * nnz)
-            total = 0.0
+            free_ = none_ + n
+            barren = free_ + n
             for i in range(n):
                 none_[i] = 0       # entropies are added here, from mu (0 ln 0 = 0)
+                free_[i] = 0 if clamp[p, i] == clamp[p, i] else 1
+                barren[i] = 0
+            if noisy_or:           # the units the noisy-OR solve sums out (no term at all)
+                mark_barren(&g, free_, barren)
+            total = 0.0
+            for i in range(n):
                 x = clamp[p, i]
                 if not (x == x):
                     x = mu[p, i]
-                    total = total + entropy(x, 1.0 - x)
+                    if not barren[i]:
+                        total = total + entropy(x, 1.0 - x)
                 m[i] = x
                 nu[i] = 1.0 - x
             if noisy_or:
-                total = total + nor_bound(&g, &w[net_of[p], 0] if nnz else &dummy_w,
-                                          &h[net_of[p], 0], m, nu,
-                                          &xi[p, 0] if nnz else &dummy_w, none_, Z)
+                total = total + nor_bound_skip(&g, &w[net_of[p], 0] if nnz else &dummy_w,
+                                               &h[net_of[p], 0], m, nu,
+                                               &xi[p, 0] if nnz else &dummy_w, none_, barren,
+                                               Z)
             else:
                 total = total + bound_at(&g, &w[net_of[p], 0] if nnz else &dummy_w,
                                          &h[net_of[p], 0], m, nu, &xi[p, 0] if n else &dummy_w,

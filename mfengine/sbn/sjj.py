@@ -463,7 +463,9 @@ def evaluate(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid", n_thr
     """Evaluate the SJJ bound at given means and variational parameters, per item.
 
     The value is the one `solve` reports at its solution: the bound minus an upper bound on
-    its own rounding error, so that it never exceeds the exactly computed bound.
+    its own rounding error, so that it never exceeds the exactly computed bound.  For noisy-OR
+    nets, free units with no clamped descendant are summed out exactly, as in `solve`: they
+    add nothing.
 
     Parameters
     ----------
@@ -618,7 +620,16 @@ def gradient(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid"):
     child = np.repeat(np.arange(n), np.diff(par_ptr))
     mu_p = mu[:, par_idx]                           # parent means, per edge
     if noisy:
-        return _gradient_noisy_or(par_ptr, W, H, mu, mu_p, child, xi)
+        gw, gh = _gradient_noisy_or(par_ptr, W, H, mu, mu_p, child, xi)
+        # units the solve sums out exactly (free, with no clamped descendant) do not enter
+        # the bound: its derivative in their weights and bias is 0
+        barren = np.zeros(clamp.shape, dtype=np.uint8)
+        if _kernel().barren_units(*arrays, clamp, barren) != 0:  # pragma: no cover - checked
+            raise ValueError("structure: inconsistent parent and child lists")
+        barren = barren.astype(bool)
+        gh[barren] = 0.0
+        gw[barren[:, child]] = 0.0
+        return gw, gh
     xi_c = xi[:, child]                             # the child's xi, per edge
     fa, ra = _l1p_tilt(mu_p, -xi_c * W)
     fb, rb = _l1p_tilt(mu_p, (1.0 - xi_c) * W)
