@@ -742,3 +742,36 @@ def test_kernel_module_imports_no_scipy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_fallback_starts_once_the_iteration_stops_making_progress():
+    """Diagnosis-style noisy-OR cases where the fixed-point iteration alone crawls through its
+    whole budget (200 iterations, unconverged): with the coordinate-descent fallback the
+    iteration gives up early, so iterations plus sweeps stay below that budget for some items
+    (the solver that spent the budget first always needed more), every item converges, G is no
+    higher than the iteration's alone, and the answers are the same for two threads."""
+    import warnings
+
+    import mfengine as mf
+    from mfengine.sbn._solve import dag_items
+
+    net = mf.datasets.make_diagnosis_net(200, 1300, 10, random_state=0)
+    net.set_params(progress=False, n_threads=1)
+    X = net.sample(8, random_state=1)
+    batch, w, clamp, net_of, _ = dag_items(net, X, None)
+    s = batch._structure
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        G0, _, it0, c0 = plefka.solve(s, w, batch.h_, net_of, clamp, 11, "noisy_or", tol=1e-6,
+                                      max_iter=200, n_threads=1, coordinate_descent=False)
+    full = it0 == 200
+    assert full.sum() >= 3 and not c0[full].any()
+    res = plefka.solve(s, w, batch.h_, net_of, clamp, 11, "noisy_or", tol=1e-6, max_iter=200,
+                       n_threads=1)
+    G, u, it, conv = res
+    assert conv.all()
+    assert np.all(G <= G0 + 1e-9 * (1 + np.abs(G0)))
+    assert (it[full] < 200).sum() >= 2
+    for a, b in zip(plefka.solve(s, w, batch.h_, net_of, clamp, 11, "noisy_or", tol=1e-6,
+                                 max_iter=200, n_threads=2), res):
+        np.testing.assert_array_equal(a, b)

@@ -40,7 +40,11 @@ For G11 and G12 a unit on the bound whose image lies beyond it counts as converg
 coordinate minimum is a mean a double cannot tell from 0 or 1), and items the iteration leaves
 unconverged are solved again by coordinate descent on G (``cd_item``: one unit at a time, the
 root of dG/du_j bracketed and found by regula falsi, each move kept only if it lowers G; O(its
-children) per evaluation), kept when it converges or ends lower.
+children) per evaluation), kept when it converges or ends lower.  With that fallback to come,
+the iteration gives up as soon as it stops making progress (a window of PROG_WINDOW = 20
+iterations lowers G by at most tol, or by more than half what the window before did: a crawl,
+not a convergence) instead of spending its whole budget; the coordinate descent then starts
+from the iteration's answer when it ran at least one window, else from the starting point.
 
 Layered sigmoid nets (every unit's parents one contiguous range shared by consecutive units)
 are solved, for orders 11 and 12, in blocks of up to 64 patterns of one net (``solve_block``):
@@ -278,6 +282,8 @@ DEF C_CURV = 0.5        # a step overshoots when the directional derivative ther
 DEF NOISE = 1e-12       # relative round-off allowed in comparisons of G
 DEF MAX_LS = 40         # evaluations per line search
 DEF MAX_STALLS = 10     # consecutive accepted steps that neither lower G nor move u by tol: give up
+DEF PROG_WINDOW = 20    # early_cd: G's decrease is compared over windows of this many iterations
+DEF PROG_RATIO = 0.5    # early_cd: give up when a window lowers G by more than this times the last
 DEF MEM = 5             # curvature pairs kept by the quasi-Newton correction
 
 # An item's outcome inside the kernel: MF_OK, MF_EOVERFLOW (G or its gradient left the double
@@ -300,6 +306,7 @@ cdef struct Net:
     double t_max
     int accel       # 0: plain fixed-point steps; 1: quasi-Newton after the first line search; 2: always
     int sat_ok      # a unit on the bound |t| = t_max whose image lies beyond it counts as converged
+    int early_cd    # coordinate descent follows: solve_item gives up once it stops making progress
 
 
 cdef struct Work:
@@ -684,7 +691,8 @@ cdef int solve_item(const Net *net, const double *w, const double *h, const doub
     cdef double *tmp
     cdef int status = MF_OK, clipped, found, surely_off, finite, pending = 0, qn = net.accel == 2
     cdef double tmax = net.t_max, step, sy, ss, yy, Dq
-    cdef Py_ssize_t mem = 0, head = 0, stalls = 0
+    cdef Py_ssize_t mem = 0, head = 0, stalls = 0, it_mark = 0
+    cdef double G_mark, dG_prev = INFINITY
     conv[0] = 0
     n_iter[0] = 0
     # fixed units: clamped ones, and (noisy-OR) free units that are surely off
@@ -719,6 +727,7 @@ cdef int solve_item(const Net *net, const double *w, const double *h, const doub
                 t[i] = log(x) - log1p(-x)
                 t[i] = -tmax if t[i] < -tmax else (tmax if t[i] > tmax else t[i])
     G = eval_t(net, w, h, W, t, 1, gcur, &status)
+    G_mark = G
     while status == MF_OK:
         # the fixed-point image t_img = t - dG/du = -dF/du, its distance in u, and the slope
         res = 0.0
@@ -750,6 +759,17 @@ cdef int solve_item(const Net *net, const double *w, const double *h, const doub
             break
         if it >= max_iter:
             break
+        if net.early_cd and it >= it_mark + PROG_WINDOW:
+            # coordinate descent takes over (from the start) as soon as the iteration stops
+            # making progress: a window of PROG_WINDOW iterations lowered G by at most tol, or
+            # by more than PROG_RATIO times the window before (G's decrease not shrinking: a
+            # crawl, e.g. units creeping towards the bound, not a convergence; a linear one at
+            # that pace would need some 40 windows per factor 1e3 of the residual)
+            if G_mark - G <= tol or G_mark - G > PROG_RATIO * dG_prev:
+                break
+            dG_prev = G_mark - G
+            G_mark = G
+            it_mark = it
         if pending:     # complete the curvature pair of the last step: y = change of dG/dt
             pending = 0
             sy = 0.0
@@ -1146,6 +1166,7 @@ cdef void fill_net(Net *net, const Dag *g, int order, int act, int accel) noexce
     net.t_max = T_MAX
     net.accel = accel
     net.sat_ok = 0
+    net.early_cd = 0
 
 
 cdef int qn_direction(const Net *net, Work *W, const double *t, const double *dt_fp,
@@ -1828,6 +1849,7 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
     cdef intp_t it2
     cdef int8_t conv2
     cdef double *u2
+    net.early_cd = order <= 12 and cd != 0
     if n_items == 0:
         return MF_OK
     # the blocked dense path: sigmoid units, G11/G12, every unit's parents one contiguous range
@@ -1909,7 +1931,12 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
                 W = make_work(block, n)
                 u2 = <double *> (block + nbytes)
                 wrow = (w + (net_of[p] * w_stride if net_of != NULL else 0)) if nnz > 0 else NULL
-                irow = init + p * n if init != NULL else NULL
+                # from the fixed-point iteration's answer when it ran at least a window (it gave up
+                # on progress or its budget: its point is the better start), else from the start
+                if n_iter[p] >= PROG_WINDOW:
+                    irow = u + p * n
+                else:
+                    irow = init + p * n if init != NULL else NULL
                 st = cd_item(net, wrow, h + (net_of[p] * h_stride if net_of != NULL else 0),
                              clamp + p * n, irow, &W, tol, max_iter, &G2, u2, &it2, &conv2)
                 if st == MF_OK and (conv2 or G2 < G[p]):
@@ -2291,6 +2318,7 @@ cdef int mf_plefka_gradient(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t
     net.t_max = T_MAX
     net.accel = 0
     net.sat_ok = 0
+    net.early_cd = 0
     for e in range(nnz):
         grad_weights[e] = 0.0
     for i in range(n):
