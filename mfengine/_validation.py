@@ -62,8 +62,11 @@ def as_float_matrix(X, name, n_cols=None, allow_nan=False, min_rows=0):
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if not allow_nan and not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values")
-    if allow_nan and np.any(np.isinf(arr)):   # NaN may mark a missing entry; infinity never
-        raise ValueError(f"{name} contains infinite values")
+    if allow_nan:   # NaN may mark a missing entry; infinity never
+        inf = np.isinf(arr)
+        if inf.any():
+            row = int(np.flatnonzero(inf.any(axis=1))[0])
+            raise ValueError(f"{name} contains infinite values (first in row {row})")
     return arr
 
 
