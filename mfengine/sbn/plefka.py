@@ -62,7 +62,7 @@ def _check_common(structure, w, h, net_of, clamp, order, activation):
     return arrays, w, h, net_of, clamp, int(order), _ACT_CODE[activation]
 
 
-def _raise_status(rc, status, what, order, n):
+def _raise_status(rc, status, what, order, n, act=0):
     if rc == _plefka.STATUS_EBADARG:   # pragma: no cover - the checks make this unreachable
         raise ValueError(f"{what}: the kernel refused its arguments (inconsistent sizes)")
     if np.any(status == _plefka.STATUS_ENOMEM):
@@ -70,11 +70,18 @@ def _raise_status(rc, status, what, order, n):
                           "of scratch space per thread")
     if np.any(status == _plefka.STATUS_EOVERFLOW):
         bad = np.flatnonzero(status == _plefka.STATUS_EOVERFLOW)
+        cause = ("the weights w are too large for this expansion (its terms in w^2 u (1 - u), "
+                 "w^4 for G22, leave the double range: |w| above about 1e154 for G12, 1e77 for "
+                 "G22)")
+        if act == _ACT_CODE["noisy_or"]:
+            cause = ("the weights w are too large, or the biases h (a BeliefNet's h_) too close "
+                     "to 0, for this "
+                     "expansion (its noisy-OR terms grow as w^2 and as 1 / (e^h - 1): |w| above "
+                     "about 1e77, or h below about 1e-150, leave the double range)")
         raise OverflowError(
-            f"{what}: G{order} is not finite for items {bad[:10].tolist()}: the weights w are "
-            f"too large for this expansion (its terms in w^2 u (1 - u), w^4 for G22, leave the "
-            f"double range: |w| above about 1e154 for G12, 1e77 for G22); "
-            f"use smaller weights, order 11, or the SJJ bound (sjj.solve)")
+            f"{what}: G{order} is not finite for items {bad[:10].tolist()}: {cause}; use "
+            f"{'smaller weights' if act != _ACT_CODE['noisy_or'] else 'smaller weights or larger biases'}, "
+            f"order 11, or the SJJ bound (sjj.solve)")
 
 
 def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter=500, n_threads=1,
@@ -211,7 +218,7 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
                          float(tol), int(max_iter), threads, bool(accelerate), cd)
             for full, part in zip((G, u, n_iter, conv, status), out):
                 full[bad[ok]] = part
-    _raise_status(_plefka.STATUS_OK, status, "plefka.solve", order, clamp.shape[1])
+    _raise_status(_plefka.STATUS_OK, status, "plefka.solve", order, clamp.shape[1], act)
     return G, u, n_iter, conv.astype(bool)
 
 
@@ -228,7 +235,7 @@ def _solve(arrays, w, h, net_of, clamp, init, order, act, tol, max_iter, threads
                        has_init, order, act, tol, max_iter, G, u, n_iter, conv, status, threads,
                        1 if accelerate else 0, 1 if cd else 0)
     if rc != _plefka.STATUS_OK or np.any(status == _plefka.STATUS_ENOMEM):
-        _raise_status(rc, status, "plefka.solve", order, n)
+        _raise_status(rc, status, "plefka.solve", order, n, act)
     return G, u, n_iter, conv, status
 
 
@@ -256,7 +263,7 @@ def _evaluate(structure, w, h, net_of, clamp, u, order, activation, want_grad):
         gu = gh = gw = np.zeros((1, 1))
     rc = _plefka.evaluate(*arrays, w, h, net_of, clamp, u, order, act, bool(want_grad), G, gu,
                           gw, gh, status, 1)
-    _raise_status(rc, status, "plefka", order, n)
+    _raise_status(rc, status, "plefka", order, n, act)
     if want_grad and np.any(np.isinf(G)):
         bad = np.flatnonzero(np.isinf(G))
         raise ValueError(

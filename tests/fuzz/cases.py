@@ -369,7 +369,8 @@ def dag_case(draw):
                                       "[0.5, 4]", "np.zeros(5, dtype=bool)", "np.ones(4, dtype=bool)",
                                       "[[3, 4]]", "'abc'", "None", "[True, False]",
                                       "np.array([3, 4], dtype=np.uint64)", "[np.nan]"]))
-            edit, label, names = f"vis = {v}", f"visible={v}", ["visible"]
+            # a valid list of another length makes the sampled X the wrong width: X is named
+            edit, label, names = f"vis = {v}", f"visible={v}", ["visible", "X"]
         elif which == "activation":
             v = draw(st.sampled_from(["'relu'", "None", "1", "'SIGMOID'", "'noisy_or'"]))
             edit, label, names = f"activation = {v}", f"activation={v}", ["activation", "W", "h"]
@@ -721,7 +722,8 @@ def hmm_case(draw):
             arg = draw(st.sampled_from(("method", "algorithm"))) if entry == "decode" else "method"
             v = draw(st.sampled_from(["'exact'", "'SJJ'", "1", "''", "None"]))
             call = call.replace("method=msp", f"{arg}={v}")
-            label, names = f"{arg}={v}", [arg]
+            # algorithm=None is the default: a model built with method='exact' is then at fault
+            label, names = f"{arg}={v}", [arg] if arg == "method" else [arg, "method"]
         elif entry == "sample":
             arg = draw(st.sampled_from(("n_samples", "random_state")))
             v = draw(INT_VALUE if arg == "n_samples" else ANY_VALUE)
