@@ -775,3 +775,84 @@ def test_fallback_starts_once_the_iteration_stops_making_progress():
     for a, b in zip(plefka.solve(s, w, batch.h_, net_of, clamp, 11, "noisy_or", tol=1e-6,
                                  max_iter=200, n_threads=2), res):
         np.testing.assert_array_equal(a, b)
+
+
+def _cd_batch():
+    """The thread-count test's noisy-OR batch (order 12) and the items of it that go through
+    the coordinate-descent pass (left unconverged by the fixed-point iteration)."""
+    rng = np.random.default_rng(70)
+    random_batch(rng, "sigmoid", n=10, n_items=300, scale=3.0)
+    S, w, h, net_of, clamp, _ = random_batch(rng, "noisy_or", n=10, n_items=300, scale=3.0)
+    # (without the fallback the iteration runs its whole budget instead of giving up early)
+    full = plefka.solve(S, w, h, net_of, clamp, 12, "noisy_or")
+    fp = plefka.solve(S, w, h, net_of, clamp, 12, "noisy_or", coordinate_descent=False)
+    cd = np.flatnonzero(~fp[3].astype(bool) | (full[2] != fp[2]))
+    return S, w, h, net_of, clamp, cd
+
+
+def test_item_answers_independent_of_order_and_predecessors():
+    # every item's answer is a function of that item alone: the per-thread scratch reused from
+    # item to item (fixed-point pass and coordinate-descent pass) must leak nothing, whatever
+    # ran before it on the thread (n_threads=1: deterministic)
+    S, w, h, net_of, clamp, cd = _cd_batch()
+    assert cd.size >= 10
+    full = plefka.solve(S, w, h, net_of, clamp, 12, "noisy_or", n_threads=1)
+    rng = np.random.default_rng(5)
+    n_items = clamp.shape[0]
+    orders = [np.arange(n_items)[::-1], rng.permutation(n_items),
+              np.concatenate([cd[::-1], cd])]
+    for cd_item in cd[:8]:      # each fallback item after a converged and an unconverged one
+        conv = np.flatnonzero(full[3].astype(bool))
+        orders.append(np.array([conv[cd_item % conv.size], cd_item]))
+        orders.append(np.array([cd[(np.searchsorted(cd, cd_item) + 1) % cd.size], cd_item]))
+    for idx in orders:
+        r = plefka.solve(S, w, h, net_of[idx], clamp[idx], 12, "noisy_or", n_threads=1)
+        for a, b in zip(full, r):
+            np.testing.assert_array_equal(a[idx], b)
+
+
+def test_coordinate_descent_pass_thread_count_invariance():
+    # many fallback items solved at once on 2 threads (the race this guards against is timing
+    # dependent: see test_parallel_out_arguments_are_thread_private for the deterministic check)
+    S, w, h, net_of, clamp, cd = _cd_batch()
+    assert cd.size >= 10
+    idx = np.tile(cd, 20)
+    r1 = plefka.solve(S, w, h, net_of[idx], clamp[idx], 12, "noisy_or", n_threads=1)
+    for _ in range(3):
+        r2 = plefka.solve(S, w, h, net_of[idx], clamp[idx], 12, "noisy_or", n_threads=2)
+        for a, b in zip(r1, r2):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_parallel_out_arguments_are_thread_private():
+    # Cython makes a variable private to the thread in a parallel region only where the region
+    # assigns it; one written only through a pointer (&x passed to a kernel) stays SHARED, so
+    # two threads exchange their results (the coordinate-descent pass once returned another
+    # item's G, n_iter and converged this way).  Every &x in a parallel region must be assigned
+    # in that region (the Net struct, read only, is shared on purpose).
+    import re
+    from pathlib import Path
+    import mfengine.sbn._plefka as kernel
+    src = Path(kernel.__file__).with_name("_plefka.pyx")
+    if not src.exists():
+        pytest.skip("no _plefka.pyx beside the extension")
+    lines = src.read_text().splitlines()
+    n_regions = 0
+    for k, line in enumerate(lines):
+        m = re.match(r"(\s*)with .*\bparallel\(", line)
+        if not m:
+            continue
+        n_regions += 1
+        indent = len(m.group(1))
+        body = []
+        for nxt in lines[k + 1:]:
+            if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= indent:
+                break
+            body.append(nxt.split("#", 1)[0])
+        text = "\n".join(body)
+        outs = set(re.findall(r"&([A-Za-z_]\w*)\b(?!\s*[\[.])", text)) - {"net"}
+        for name in outs:
+            assert re.search(rf"^\s*{name}\s*=[^=]", text, re.M), (
+                f"_plefka.pyx line {k + 1}: &{name} in a parallel region that never assigns "
+                f"{name}: Cython leaves it shared between the threads")
+    assert n_regions >= 3

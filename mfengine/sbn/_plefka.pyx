@@ -1930,6 +1930,12 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
                     continue
                 W = make_work(block, n)
                 u2 = <double *> (block + nbytes)
+                # cd_item's outputs, written through pointers: assigned here so that Cython makes
+                # them private to the thread (a variable only ever written through &x is shared:
+                # two threads would exchange one another's G, n_iter and converged)
+                G2 = INFINITY
+                it2 = 0
+                conv2 = 0
                 wrow = (w + (net_of[p] * w_stride if net_of != NULL else 0)) if nnz > 0 else NULL
                 # from the fixed-point iteration's answer when it ran at least a window (it gave up
                 # on progress or its budget: its point is the better start), else from the start
