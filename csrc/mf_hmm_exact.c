@@ -124,36 +124,48 @@ int mf_hmm_exact(const mf_hmm_model *m0, ptrdiff_t T, const double *X, double *l
             }
             le[idx] = l;
         }
-        /* predicted mass of every window, then the step scaled by the best reachable one */
+        /* In log space throughout: alpha holds the log of the normalised forward mass of every
+         * window (a window whose emissions are thousands of nats worse than another's keeps its
+         * mass instead of underflowing, which once lost the best path at |x - mean| ~ 1e4).
+         * anew = log predicted mass + the window's emission terms. */
         if (k == 0) {
-            for (idx = 0; idx < N; idx++) anew[idx] = alpha[idx];
+            for (idx = 0; idx < N; idx++)
+                anew[idx] = alpha[idx] > 0.0 ? log(alpha[idx]) : -INFINITY;
         } else {
             const ptrdiff_t top = pw[0];
             for (idx = 0; idx < N; idx++) {
                 const ptrdiff_t rest = idx / n, snew = idx % n;
-                double acc = 0.0;
+                double mp = -INFINITY, acc = 0.0, v;
                 ptrdiff_t so;
                 if (w == 1) {
-                    for (so = 0; so < n; so++) acc += alpha[so] * m->transmat[so * n + snew];
+                    for (so = 0; so < n; so++) {
+                        v = alpha[so] + log(m->transmat[so * n + snew]);
+                        if (v > mp) mp = v;
+                    }
+                    if (mp > -INFINITY)
+                        for (so = 0; so < n; so++)
+                            acc += exp(alpha[so] + log(m->transmat[so * n + snew]) - mp);
+                    anew[idx] = mp > -INFINITY ? mp + log(acc) : -INFINITY;
                 } else {
-                    for (so = 0; so < n; so++) acc += alpha[so * top + rest];
-                    acc *= m->transmat[(rest % n) * n + snew];
+                    for (so = 0; so < n; so++)
+                        if (alpha[so * top + rest] > mp) mp = alpha[so * top + rest];
+                    if (mp > -INFINITY)
+                        for (so = 0; so < n; so++) acc += exp(alpha[so * top + rest] - mp);
+                    anew[idx] = mp > -INFINITY
+                        ? mp + log(acc) + log(m->transmat[(rest % n) * n + snew]) : -INFINITY;
                 }
-                anew[idx] = acc;
             }
         }
         for (idx = 0; idx < N; idx++) {
             if (isnan(le[idx]) || le[idx] == INFINITY) { status = HMM_NONFINITE; goto done; }
-            if (anew[idx] > 0.0 && le[idx] > mx) mx = le[idx];
+            anew[idx] = anew[idx] > -INFINITY ? anew[idx] + le[idx] : -INFINITY;
+            if (anew[idx] > mx) mx = anew[idx];
         }
         if (mx == -INFINITY) { status = HMM_IMPOSSIBLE; goto done; }
-        for (idx = 0; idx < N; idx++) {
-            anew[idx] = anew[idx] > 0.0 ? anew[idx] * exp(le[idx] - mx) : 0.0;
-            s += anew[idx];
-        }
+        for (idx = 0; idx < N; idx++) s += exp(anew[idx] - mx);
         if (!(s > 0.0)) { status = HMM_NONFINITE; goto done; }
         ll += log(s) + mx;
-        for (idx = 0; idx < N; idx++) alpha[idx] = anew[idx] / s;
+        for (idx = 0; idx < N; idx++) alpha[idx] = anew[idx] - mx - log(s);
     }
     if (!isfinite(ll)) { status = HMM_NONFINITE; goto done; }
     *loglik = ll;

@@ -542,3 +542,22 @@ def test_low_rank_and_full_matrix_paths_agree(context):
     finally:
         _chain._set_lowrank_mode(0)
     assert worst < 1e-11
+
+
+@pytest.mark.parametrize("v", [1e2, 1e4, 1e7])
+def test_exact_method_keeps_the_best_path_far_from_the_means(v):
+    """Data thousands of standard deviations from every mean: windows whose emissions differ by
+    more than ~745 nats once underflowed in the scaled forward pass, so the exact method lost
+    the best path (0.014% too low at 1e4, below the mean-field bounds); it runs in log space."""
+    from reference_hmm import brute_force_loglik, params_of
+
+    m = mf.ContextHMM(2, 1, lag=2, context="right", init_params="", progress=False)
+    m.startprob_ = np.array([0.5, 0.5])
+    m.transmat_ = np.array([[0.9, 0.1], [0.2, 0.8]])
+    m.means_ = np.array([[0.0], [1.0]])
+    m.right_means_ = np.array([[0.13], [-0.4]])
+    X = np.full((12, 1), -v)
+    exact = m.score(X, method="exact")
+    assert exact == pytest.approx(brute_force_loglik(params_of(m), X), rel=1e-13)
+    for method in ("structured", "naive"):
+        assert m.score(X, method=method) <= exact + 1e-12 * abs(exact)
