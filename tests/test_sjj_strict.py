@@ -173,7 +173,7 @@ def test_huge_weights_give_finite_in_range_answers(activation):
 def test_weights_beyond_the_double_range_of_the_bound_are_refused():
     W = np.array([[0.0, 0.0, 0.0], [1e308, 0.0, 0.0], [1e308, -1e308, 0.0]])
     clamp = np.array([[np.nan, np.nan, 1.0]])
-    with pytest.raises(ValueError, match="w and h are too large"):
+    with pytest.raises(ValueError, match="are too large to evaluate in double precision"):
         _solve(W, np.zeros(3), clamp)
 
 

@@ -167,6 +167,15 @@ def _check_visible(visible, n):
     return mask
 
 
+
+def _draw_uniforms(rng, shape, n_samples):
+    """Uniforms of ``shape`` for the compiled sampler, or a MemoryError naming n_samples."""
+    try:
+        return rng.random(shape)
+    except MemoryError:
+        raise MemoryError(f"n_samples={n_samples}: the draws need {8 * int(np.prod(shape)):,} "
+                          "bytes; draw fewer samples at a time") from None
+
 class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
     """What BeliefNet and BeliefNetBatch share: parameters checked before every use."""
 
@@ -246,7 +255,7 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
 
     def _check_kwargs(self, method, tol, max_iter, inner_tol, n_threads, progress):
         method = self.method if method is None else method
-        if method not in DAG_METHODS:
+        if not isinstance(method, str) or method not in DAG_METHODS:
             raise ValueError(f"method must be one of {DAG_METHODS} for a {type(self).__name__}, "
                              f"got {method!r}")
         return (*check_solve_args(method, self.infer_tol if tol is None else tol,
@@ -254,7 +263,7 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
                                   names=("infer_tol" if tol is None else "tol",
                                          "infer_max_iter" if max_iter is None else "max_iter")),
                 self.n_threads if n_threads is None else n_threads,
-                self.progress if progress is None else progress)
+                check_flag(self.progress if progress is None else progress, "progress"))
 
     def infer(self, X, missing=None, *, method=None, tol=None, max_iter=None, n_threads=None,
               init_mu=None, inner_tol=None, progress=None):
@@ -731,7 +740,7 @@ class BeliefNet(_DagModel):
         s = self._structure
         # uniforms from the seeded generator, overwritten by the states in compiled code
         # (O(nnz) per draw over the CSR parent lists; the same draw for any thread count)
-        S = rng.random((n_samples, s.n_units))
+        S = _draw_uniforms(rng, (n_samples, s.n_units), n_samples)
         rc = _sample.sample(s.par_ptr, s.par_idx, self._packed_w(),
                             np.ascontiguousarray(self.h_, dtype=np.float64)[None],
                             np.zeros(n_samples, dtype=np.intp), S,
@@ -1097,7 +1106,7 @@ class BeliefNetBatch(_DagModel):
         W = self._packed_w()                      # (n_nets, nnz)
         k = W.shape[0]
         # uniforms from the seeded generator, overwritten by the states in compiled code
-        S = rng.random((k, n_samples, s.n_units))
+        S = _draw_uniforms(rng, (k, n_samples, s.n_units), n_samples)
         rc = _sample.sample(s.par_ptr, s.par_idx, W,
                             np.ascontiguousarray(self.h_, dtype=np.float64),
                             np.repeat(np.arange(k, dtype=np.intp), n_samples),

@@ -715,6 +715,9 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         layers = [as_float_matrix(S, f"layers[{l}]", n_cols=sizes[l]) for l, S in enumerate(layers)]
         for l, S in enumerate(layers):
             check_binary(S, f"layers[{l}]")
+            if S.shape[0] != layers[0].shape[0]:
+                raise ValueError(f"layers[{l}] has {S.shape[0]} rows but layers[0] has "
+                                 f"{layers[0].shape[0]}: one row per joint state in every layer")
         return self._log_joint_top(layers)
 
     def _log_joint_top(self, layers):

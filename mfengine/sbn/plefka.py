@@ -70,11 +70,13 @@ def _raise_status(rc, status, what, order, n, act=0):
                           "of scratch space per thread")
     if np.any(status == _plefka.STATUS_EOVERFLOW):
         bad = np.flatnonzero(status == _plefka.STATUS_EOVERFLOW)
-        cause = ("the weights w are too large for this expansion (its terms in w^2 u (1 - u), "
+        cause = ("the weights w (W and W_ of a BeliefNet, weights_ of a SigmoidBeliefNet) are "
+                 "too large for this expansion "
+                 "(its terms in w^2 u (1 - u), "
                  "w^4 for G22, leave the double range: |w| above about 1e154 for G12, 1e77 for "
                  "G22)")
         if act == _ACT_CODE["noisy_or"]:
-            cause = ("the weights w are too large, or the biases h (a BeliefNet's h_) too close "
+            cause = ("the weights w (a model's W_) are too large, or the biases h (h_) too close "
                      "to 0, for this "
                      "expansion (its noisy-OR terms grow as w^2 and as 1 / (e^h - 1): |w| above "
                      "about 1e77, or h below about 1e-150, leave the double range)")

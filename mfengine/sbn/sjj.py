@@ -258,7 +258,8 @@ def check_nets(structure, w, h, net_of, clamp, activation):
     if scale.size and not np.all(scale <= MAX_NET_SCALE):
         k = int(np.argmax(~(scale <= MAX_NET_SCALE)))
         raise ValueError(
-            f"w and h are too large to evaluate in double precision: net {k} has "
+            f"the weights and biases (w and h; a model's W_ and h_, or weights_ and biases_) "
+            f"are too large to evaluate in double precision: net {k} has "
             f"sum_i (|h_i| + sum_j |W_ij|) = {scale[k]:.3g}, above {MAX_NET_SCALE:.3g}")
     if activation == "noisy_or":
         if np.any(w < 0):
