@@ -12,6 +12,7 @@ The estimator speaks hmmlearn's language (``fit(X, lengths)``, ``score``, ``scor
 mfengine's ``infer`` and ``sample_posterior`` beside it.  NaN entries of X are missing values,
 marginalised everywhere.
 """
+import copy
 import warnings
 from dataclasses import dataclass, field
 
@@ -783,10 +784,11 @@ class ContextHMM(PersistMixin, BaseEstimator):
             return True
         return getattr(self, name, None) is None
 
-    def _init(self, Xc, D, rng):
+    def _init(self, data, D, rng):
         """Set the parameters that ``init_params`` (or their absence) asks to initialise, as
         hmmlearn does; return them validated, and whether each context table is to be drawn at
-        the start of mean-field EM."""
+        the start of mean-field EM.  ``data()`` gives the training data in memory; it is
+        called only for the k-means of the means."""
         n = int(self.n_states)
         if self._needs_init("s", "startprob_"):
             self.startprob_ = np.full(n, 1.0 / n)
@@ -798,6 +800,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
                 # fewer distinct points than states: KMeans says so; the means are still usable
                 warnings.filterwarnings("ignore", module="sklearn")
                 # missing frames left out, missing coordinates of the others at the column mean
+                Xc = data()
                 rows = Xc[~np.isnan(Xc).all(axis=1)]
                 rows = np.where(np.isnan(rows), np.nanmean(Xc, axis=0), rows)
                 self.means_ = np.ascontiguousarray(km.fit(rows).cluster_centers_, dtype=np.float64)
@@ -906,20 +909,51 @@ class ContextHMM(PersistMixin, BaseEstimator):
             raise ValueError(f"X has {n_frames} rows with an observed value (the others are all "
                              f"NaN: missing frames), fewer than n_states={n}")
         rng = check_random_state(self.random_state)
+        P, init_right, init_left, warm = self._start(D, rng, lambda: Xc)
+        # every computation of fit runs with data and means shifted by the data's mean
+        shift = np.nanmean(Xc, axis=0)
+        Xs = np.ascontiguousarray(Xc - shift)
+
+        def estep(P, first_order=False, init=None):
+            r = self._solve(Xs, offsets, "structured", P, want_stats=True,
+                            first_order=first_order, init=init)
+            return r, offsets
+
+        return self._em(estep, P, shift, float(np.nanstd(Xc)), N, rng, warm, init_right,
+                        init_left, "ContextHMM.fit")
+
+    def _start(self, D, rng, data):
+        """fit's starting parameters: the current ones (``warm_start``) or those that
+        ``init_params`` asks for (``data()``: the training data, read only for k-means);
+        returns ``(P, init_right, init_left, warm)``."""
         warm = bool(self.warm_start) and getattr(self, "means_", None) is not None
         if warm:
             P, init_right, init_left = self._params(), False, False
             if P[2].shape[1] != D:
                 raise ValueError(f"means_ has {P[2].shape[1]} columns but X has {D}")
         else:
-            P, init_right, init_left = self._init(Xc, D, rng)
-        # every computation of fit runs with data and means shifted by the data's mean
-        shift = np.nanmean(Xc, axis=0)
-        Xs = np.ascontiguousarray(Xc - shift)
+            P, init_right, init_left = self._init(data, D, rng)
+        return P, init_right, init_left, warm
+
+    def _em(self, estep, P, shift, std, n_rows, rng, warm, init_right, init_left, desc):
+        """fit's EM: Baum-Welch on the first-order model, then mean-field EM; sets the fitted
+        attributes and returns ``self``.
+
+        The one training loop of ContextHMM, whatever holds the data: ``estep(P,
+        first_order=False, init=None)`` returns ``(r, offsets)``, the E-step's statistics at
+        the parameters ``P`` (data and means shifted by ``shift``) in the layout of the
+        kernel's ``want_stats`` answer (``bound``, ``converged``, ``gamma`` whose rows
+        ``offsets[:-1]`` are first steps, ``xi``, ``H``, ``g``, and ``logpot``: the chain's
+        potentials, handed back as ``init`` to warm-start the next E-step).  ``fit`` computes
+        it on the array in memory, the data-parallel fit (:meth:`_dask_fit`) as sums over
+        partitions.  ``std``: the data's standard deviation (the scale of the drawn context
+        means); ``n_rows``: the number of time steps (``tol`` is per step)."""
+        n = int(self.n_states)
+        D = P[2].shape[1]
         U_start = P[2]
         P = (P[0], P[1], np.ascontiguousarray(P[2] - shift), P[3], P[4])
         U_start_shifted = P[2]
-        tol = None if self.tol is None else float(self.tol) * N
+        tol = None if self.tol is None else float(self.tol) * n_rows
         history, bw_n_iter, converged, last_r = [], 0, False, None
         n_bw = 0 if warm else int(self.bw_max_iter)
         n_mf = int(self.max_iter)
@@ -927,12 +961,11 @@ class ContextHMM(PersistMixin, BaseEstimator):
                                              (2, "l", self._left))
                   if code in self.params and present]
 
-        with progress_bar(total=n_bw + n_mf, desc="ContextHMM.fit",
-                          disable=not self.progress) as bar:
+        with progress_bar(total=n_bw + n_mf, desc=desc, disable=not self.progress) as bar:
             # -- Baum-Welch on the first-order model (context means ignored)
             prev, saved = -np.inf, None
             for _ in range(n_bw):
-                r = self._solve(Xs, offsets, "structured", P, want_stats=True, first_order=True)
+                r, offsets = estep(P, first_order=True)
                 ll = float(r["bound"].sum())
                 if saved is not None and not ll >= prev:
                     P, converged = saved, True     # the M-step lowered it: rounding; stop
@@ -952,7 +985,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
             # -- mean-field EM
             if n_mf > 0:
                 converged = False
-                scale = float(self.context_init_scale) * float(np.nanstd(Xc))
+                scale = float(self.context_init_scale) * std
                 V, W = P[3], P[4]
                 if init_right:
                     V = np.ascontiguousarray(scale * rng.standard_normal((n, D)))
@@ -962,14 +995,13 @@ class ContextHMM(PersistMixin, BaseEstimator):
                 prev, logpot, saved = -np.inf, None, None
                 for it in range(n_mf + 1):
                     # E-step: coordinate ascent warm-started from the previous chain's potentials
-                    r = self._solve(Xs, offsets, "structured", P, want_stats=True, init=logpot)
+                    r, offsets = estep(P, init=logpot)
                     b = float(r["bound"].sum())
                     if saved is not None and not b >= prev:
                         # new transitions put the previous Q outside the chain family; with the
                         # old ones it is inside, and the new means alone cannot lower the bound
                         P_old = (saved[0], saved[1], P[2], P[3], P[4])
-                        r = self._solve(Xs, offsets, "structured", P_old, want_stats=True,
-                                        init=logpot)
+                        r, offsets = estep(P_old, init=logpot)
                         b = float(r["bound"].sum())
                         if not b >= prev:
                             P, converged = saved, True    # rounding at the precision limit
@@ -1009,3 +1041,62 @@ class ContextHMM(PersistMixin, BaseEstimator):
             warn_unconverged(last_r["converged"], "ContextHMM.fit (last E-step)",
                              _UNCONVERGED_HINT)
         return self
+
+    # --- dask hooks
+    # The data-parallel fit of mfengine._dask: it hands over a Partitions object (row blocks
+    # of a dask array, each holding whole sequences) and imports nothing from this module.
+    def _dask_fit(self, parts, y=None):
+        """``fit`` on a dask array: :meth:`_em` with an E-step whose statistics are summed
+        over the partitions (:meth:`_dask_estep` runs where each block is; the chain's
+        potentials stay there as the next warm start); the M-steps run on the client.
+
+        ``parts``: a ``mfengine._dask.Partitions`` whose ``lengths`` give the sequences of
+        each block.  The k-means of the initial means (scikit-learn's) reads the data on the
+        client: set ``means_`` and leave "m" out of ``init_params`` to keep every pass on the
+        workers."""
+        self._check_hyper(fitting=True)
+        N, n_cols = parts.shape
+        D = int(self.n_features) if self.n_features is not None else n_cols
+        if n_cols != D:
+            raise ValueError(f"X has {n_cols} features, but n_features={D}")
+        n = int(self.n_states)
+        if N < n:
+            raise ValueError(f"X has {N} rows, fewer than n_states={n}")
+        rng = check_random_state(self.random_state)
+        P, init_right, init_left, warm = self._start(D, rng, parts.gather)
+        shift, std = parts.mean_and_std()
+        shift = np.asarray(shift, dtype=np.float64)
+        shipped = copy.deepcopy(self)
+
+        def estep(P, first_order=False, init=None):
+            outs, logpot = parts.step(ContextHMM._dask_estep,
+                                      (shipped, P, shift, first_order, init is not None),
+                                      parts.lengths, init)
+            outs = [o for _, o in outs]
+            # one row per partition; its 'first step' is the partition's summed first steps
+            r = {"bound": np.array([o["bound"] for o in outs]),
+                 "converged": np.concatenate([o["converged"] for o in outs]),
+                 "gamma": np.array([o["gamma"] for o in outs]), "logpot": logpot}
+            for key in ("xi", "H", "g"):
+                if key in outs[0]:
+                    r[key] = np.array([o[key] for o in outs])
+            return r, np.arange(len(outs) + 1)
+
+        return self._em(estep, P, shift, float(std), N, rng, warm, init_right, init_left,
+                        "ContextHMM.fit (dask)")
+
+    @staticmethod
+    def _dask_estep(block, state, shared, lengths):
+        """One partition's E-step (whole sequences, run where the block is): its summed
+        statistics, and the chain's log-potentials as its next warm start."""
+        model, P, shift, first_order, use_init = shared
+        Xc, offsets = model._check_X(np.asarray(block), lengths, n_features=shift.shape[0])
+        Xs = np.ascontiguousarray(Xc - shift)
+        r = model._solve(Xs, offsets, "structured", P, want_stats=True, first_order=first_order,
+                         init=state if use_init else None)
+        small = {"bound": float(r["bound"].sum()), "converged": r["converged"],
+                 "gamma": r["gamma"][offsets[:-1]].sum(0)}
+        for key in ("xi", "H", "g"):
+            if r.get(key) is not None:
+                small[key] = r[key].sum(0)
+        return small, r.get("logpot")
