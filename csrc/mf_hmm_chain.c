@@ -58,6 +58,9 @@ void mf_hmm__xchain_layout(arena_t *a, xchain_t *x, const mf_hmm_model *m, ptrdi
     x->tmp = (double *)take(a, n, n, sizeof(double));
     x->tmp2 = (double *)take(a, n, n, sizeof(double));
     x->v = (double *)take(a, 5, n, sizeof(double));
+    x->bar = (double *)take(a, 3 * T, m->D, sizeof(double));
+    x->cov = (double *)take(a, T, m->D, sizeof(double));
+    x->cnd = (double *)take(a, 2 * n, m->D, sizeof(double));
     lr_layout(a, x);
 }
 
@@ -585,6 +588,90 @@ int mf_hmm__xchain_objective(xchain_t *x, const double *h, double *xi_sum, doubl
                 }
         }
     }
+    if (!isfinite(F)) return HMM_NONFINITE;
+    *value = F;
+    return MF_OK;
+}
+
+/* cov[d] += Cov_Q(A[s_la, d], B[s_lb, d]) (la < lb, A = table ka, B = table kb) for the observed
+ * coordinates d of output o: E[B(s_lb) - Bbar | s_la = i] carried back from lb to la through
+ * the conditional matrices R, then summed against gamma_la (A - Abar), every factor centred. */
+static void careful_cov(xchain_t *x, ptrdiff_t o, ptrdiff_t la, int ka, ptrdiff_t lb, int kb,
+                        double *cov)
+{
+    const mf_hmm_model *m = x->m;
+    const ptrdiff_t T = x->T, n = x->n, D = m->D;
+    const double *A = table(m, ka), *B = table(m, kb);
+    const double *abar = x->bar + (ka * T + la) * D, *bbar = x->bar + (kb * T + lb) * D;
+    const double *g = x->gam + la * n;
+    double *c = x->cnd, *c2 = x->cnd + n * D, *sw;
+    ptrdiff_t s, i, j, d;
+    for (j = 0; j < n; j++)
+        for (d = 0; d < D; d++) c[j * D + d] = B[j * D + d] - bbar[d];
+    for (s = lb - 1; s >= la; s--) {
+        rmat(x, s, x->tmp);
+        for (i = 0; i < n; i++) {
+            double *out = c2 + i * D;
+            for (d = 0; d < D; d++) out[d] = 0.0;
+            for (j = 0; j < n; j++) {
+                const double r = x->tmp[i * n + j];
+                if (r == 0.0) continue;
+                for (d = 0; d < D; d++) out[d] += r * c[j * D + d];
+            }
+        }
+        sw = c;
+        c = c2;
+        c2 = sw;
+    }
+    for (d = 0; d < D; d++) {
+        double acc = 0.0;
+        if (!seen(x->X, D, o, d)) continue;
+        for (i = 0; i < n; i++)
+            if (g[i] > 0.0) acc += g[i] * (A[i * D + d] - abar[d]) * c[i * D + d];
+        cov[d] += acc;
+    }
+}
+
+int mf_hmm__xchain_careful(xchain_t *x, const double *h, double *value)
+{
+    const mf_hmm_model *m = x->m;
+    const ptrdiff_t T = x->T, n = x->n, D = m->D, lag = x->lag;
+    double *hs = x->cr, logz, F;
+    ptrdiff_t t, i;
+    int status;
+    /* E_Q[ln P(s)] + H(Q) = ln Z - sum_t gamma_t . h_t, with each h_t shifted to a largest
+     * entry of 0 (Q is unchanged) so that neither term carries the potentials' size */
+    for (t = 0; t < T; t++) {
+        double mx = -INFINITY;
+        for (i = 0; i < n; i++)
+            if (h[t * n + i] > mx) mx = h[t * n + i];
+        if (!isfinite(mx)) mx = 0.0;   /* the pass below reports what is wrong */
+        for (i = 0; i < n; i++) hs[t * n + i] = h[t * n + i] - mx;
+    }
+    if ((status = xchain_pass(x, hs, &logz)) != MF_OK) return status;
+    F = logz;
+    for (t = 0; t < T; t++) {
+        double *g = x->gam + t * n, s = 0.0;
+        for (i = 0; i < n; i++) {
+            g[i] = x->alpha[t * n + i] * x->beta[t * n + i];
+            s += g[i];
+        }
+        for (i = 0; i < n; i++) {
+            g[i] /= s;
+            if (g[i] > 0.0) F -= g[i] * hs[t * n + i];
+        }
+    }
+    mf_hmm__bar_means(m, T, x->gam, x->bar);
+    memset(x->cov, 0, (size_t)(T * D) * sizeof(double));
+    if (x->has1)
+        for (t = 0; t < T; t++) {
+            const int r = m->right && lag < T - t, l = m->left && t >= lag;
+            if (x->rc[t] == ROW_MISSING) continue;
+            if (r) careful_cov(x, t, t, 0, t + lag, 1, x->cov + t * D);             /* U, V */
+            if (l) careful_cov(x, t, t - lag, 2, t, 0, x->cov + t * D);             /* W, U */
+            if (r && l) careful_cov(x, t, t - lag, 2, t + lag, 1, x->cov + t * D);  /* W, V */
+        }
+    F += mf_hmm__emission(m, T, x->X, x->gam, x->bar, x->cov);
     if (!isfinite(F)) return HMM_NONFINITE;
     *value = F;
     return MF_OK;

@@ -56,6 +56,50 @@ double mf_hmm__site_terms(const mf_hmm_model *m, ptrdiff_t T, const double *X, d
     return cst;
 }
 
+void mf_hmm__bar_means(const mf_hmm_model *m, ptrdiff_t T, const double *gam, double *bar)
+{
+    const ptrdiff_t n = m->n, D = m->D;
+    ptrdiff_t t, d;
+    int k;
+    for (k = 0; k < 3; k++) {
+        const double *tab = table(m, k);
+        if ((k == 1 && !m->right) || (k == 2 && !m->left)) continue;
+        for (t = 0; t < T; t++)
+            for (d = 0; d < D; d++) bar[(k * T + t) * D + d] = dot_gamma(gam + t * n, tab, n, D, d);
+    }
+}
+
+double mf_hmm__emission(const mf_hmm_model *m, ptrdiff_t T, const double *X, const double *gam,
+                        const double *bar, const double *cov)
+{
+    const ptrdiff_t n = m->n, D = m->D, lag = m->lag;
+    double s = 0.0;
+    ptrdiff_t t, d;
+    for (t = 0; t < T; t++) {
+        const int r = m->right && lag < T - t, l = m->left && t >= lag;   /* output t's terms */
+        for (d = 0; d < D; d++) {
+            const double x = X[t * D + d], mu = bar[t * D + d];
+            double res, var;
+            if (isnan(x)) continue;
+            res = x - mu;
+            var = var_gamma(gam + t * n, m->U, n, D, d, mu);
+            if (r) {
+                const double mv = bar[(T + t + lag) * D + d];
+                res -= mv;
+                var += var_gamma(gam + (t + lag) * n, m->V, n, D, d, mv);
+            }
+            if (l) {
+                const double mw = bar[(2 * T + t - lag) * D + d];
+                res -= mw;
+                var += var_gamma(gam + (t - lag) * n, m->W, n, D, d, mw);
+            }
+            if (cov) var += 2.0 * cov[t * D + d];
+            s -= 0.5 * (res * res + var) + HALF_LOG_2PI;
+        }
+    }
+    return s;
+}
+
 ptrdiff_t mf_hmm__build_pairs(const mf_hmm_model *m, ptrdiff_t T, pair_t *p)
 {
     const ptrdiff_t lag = m->lag;

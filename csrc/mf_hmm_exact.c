@@ -105,17 +105,19 @@ int mf_hmm_exact(const mf_hmm_model *m0, ptrdiff_t T, const double *X, double *l
             for (o = start[k]; o < start[k + 1]; o++) {
                 const ptrdiff_t tt = outs[o];
                 const double *x = X + tt * D, *u = m->U + dig[tt - k] * D;
-                for (d = 0; d < D; d++) mean[d] = u[d];
+                /* the residual x - U - V - W, subtracted term by term from x (adding a small
+                 * context mean to a large U first would round at U's scale) */
+                for (d = 0; d < D; d++) mean[d] = x[d] - u[d];
                 if (m->right && lag < T - tt) {
                     const double *v = m->V + dig[tt + lag - k] * D;
-                    for (d = 0; d < D; d++) mean[d] += v[d];
+                    for (d = 0; d < D; d++) mean[d] -= v[d];
                 }
                 if (m->left && tt >= lag) {
                     const double *v = m->W + dig[tt - lag - k] * D;
-                    for (d = 0; d < D; d++) mean[d] += v[d];
+                    for (d = 0; d < D; d++) mean[d] -= v[d];
                 }
                 for (d = 0; d < D; d++)   /* a missing coordinate (NaN) is left out */
-                    if (!isnan(x[d])) l -= 0.5 * sq(x[d] - mean[d]) + HALF_LOG_2PI;
+                    if (!isnan(x[d])) l -= 0.5 * sq(mean[d]) + HALF_LOG_2PI;
             }
             if (k == 0) {
                 double pr = m->startprob[dig[0]];

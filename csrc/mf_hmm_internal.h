@@ -191,6 +191,26 @@ static inline double var_gamma(const double *g, const double *tab, ptrdiff_t n, 
     return s;
 }
 
+/* The reported bound, evaluated without cancellation (mf_hmm_common.c).  The sweeps work with
+ * the expanded form of ln p(x | s) -- site terms x.a - |a|^2/2 and couplings -a.b -- whose
+ * pieces grow as the square of the distance between the data and the state means and cancel
+ * in the sum: beyond a spread of about 1e4 the rounding of that form (eps * spread^2 per
+ * output) can lift the value above the exact ln P(x).  The bound a kernel reports is therefore
+ * recomputed from
+ *   E_Q[ln p(x_t | s)] = sum over observed d of -1/2 [(x_td - E m_td)^2 + Var m_td] - ln(2 pi)/2,
+ * m_t = U[s_t] + V[s_{t+lag}] + W[s_{t-lag}], each variance and covariance summed over centred
+ * values, so that every term is of the size of the answer.
+ *
+ * bar (3, T, D): bar[k][t, d] = sum_i gamma_t(i) table_k[i, d] (tables absent from the model
+ * left untouched). */
+MF_HMM_INTERNAL void mf_hmm__bar_means(const mf_hmm_model *m, ptrdiff_t T, const double *gam,
+                                       double *bar);
+/* sum_t E_Q[ln p(x_t | s)] from the marginals gam (T, n), bar, and cov (T, D) (or NULL for a
+ * product Q): the summed covariances of the three terms of m_td, each counted once. */
+MF_HMM_INTERNAL double mf_hmm__emission(const mf_hmm_model *m, ptrdiff_t T, const double *X,
+                                        const double *gam, const double *bar,
+                                        const double *cov);
+
 /* ----------------------------------------------------------------------------------------- */
 /* Forward-backward (mf_hmm_fb.c)                                                             */
 
@@ -216,7 +236,6 @@ MF_HMM_INTERNAL int mf_hmm__link(const mf_hmm_model *m, ptrdiff_t T, const doubl
 
 typedef struct {
     double *e, *work, *means, *pot, *cpl, *logsp, *logA;
-    pair_t *pairs;
 } naive_bufs;
 
 MF_HMM_INTERNAL void mf_hmm__naive_layout(arena_t *a, const mf_hmm_model *m, ptrdiff_t T,
@@ -255,6 +274,8 @@ typedef struct {
     ptrdiff_t blk, nck;         /* block length of the right rows, checkpoints */
     double *mk;                 /* (T, D) 1 where observed, 0 where missing */
     double *ck, *bk, *rr, *ll;  /* checkpoints (nck rows), block (blk rows), 2 right rows, 3 left */
+    /* the careful evaluation of the reported bound (mf_hmm__xchain_careful) */
+    double *bar, *cov, *cnd;    /* (3, T, D) means under Q, (T, D) covariances, (2, n, D) */
 } xchain_t;
 
 /* Which path the chain objective and sweep take: 0 by cost (the default), 1 the low-rank
@@ -281,6 +302,9 @@ MF_HMM_INTERNAL const double *mf_hmm__k2(xchain_t *x, ptrdiff_t l);
 MF_HMM_INTERNAL int mf_hmm__xchain_objective(xchain_t *x, const double *h, double *xi_sum,
                                              double *pair1, double *pair2, double *pmask,
                                              double *value);
+/* F(h) evaluated without cancellation (see mf_hmm__emission): the value a kernel reports.
+ * Overwrites the messages, gam and cr (used as scratch). */
+MF_HMM_INTERNAL int mf_hmm__xchain_careful(xchain_t *x, const double *h, double *value);
 /* Coordinate ascent from h (in place); history[0..*n_sweeps] (within hist_len).  MF_OK when a
  * sweep raised F by at most tol * T (or there is nothing to optimise), MF_NOT_CONVERGED when
  * the budget ran out first. */

@@ -29,28 +29,27 @@ static void naive_means(const mf_hmm_model *m, const double *q, ptrdiff_t t, dou
     }
 }
 
-static double naive_bound(const mf_hmm_model *m, ptrdiff_t T, const double *X, const double *q,
-                          const double *e, double cst, const pair_t *pairs, ptrdiff_t np,
-                          const double *means, const double *logsp, const double *logA)
+/* E_Q[ln P(s)] + H(Q) of the product Q: every term of the bound but the emissions. */
+static double naive_chain_terms(ptrdiff_t n, ptrdiff_t T, const double *q, const double *logsp,
+                                const double *logA)
 {
-    const ptrdiff_t n = m->n, D = m->D;
-    double B = cst;
-    ptrdiff_t t, i, p, d;
-    B += qlog(q, logsp, n, 1);
-    for (t = 0; t < T; t++) {
+    double B = qlog(q, logsp, n, 1);
+    ptrdiff_t t, i;
+    for (t = 0; t < T; t++)
         for (i = 0; i < n; i++) {
             const double qi = q[t * n + i];
-            if (qi > 0.0) B += qi * (e[t * n + i] - log(qi));
+            if (qi > 0.0) B -= qi * log(qi);
             if (t + 1 < T && qi > 0.0) B += qi * qlog(q + (t + 1) * n, logA + i * n, n, 1);
         }
-    }
-    for (p = 0; p < np; p++) {
-        const double *ma = means + (pairs[p].ta * T + pairs[p].sa) * D;
-        const double *mb = means + (pairs[p].tb * T + pairs[p].sb) * D;
-        for (d = 0; d < D; d++)
-            if (seen(X, D, pairs[p].out, d)) B -= ma[d] * mb[d];
-    }
     return B;
+}
+
+/* The bound, evaluated without cancellation (mf_hmm__emission): a product Q has no
+ * covariances between the terms of an output's mean.  means holds E_Q of the tables. */
+static double naive_bound(const mf_hmm_model *m, ptrdiff_t T, const double *X, const double *q,
+                          const double *means, const double *logsp, const double *logA)
+{
+    return naive_chain_terms(m->n, T, q, logsp, logA) + mf_hmm__emission(m, T, X, q, means, NULL);
 }
 
 void mf_hmm__naive_layout(arena_t *a, const mf_hmm_model *m, ptrdiff_t T, naive_bufs *b)
@@ -61,7 +60,6 @@ void mf_hmm__naive_layout(arena_t *a, const mf_hmm_model *m, ptrdiff_t T, naive_
     b->means = (double *)take(a, 3 * T, D, sizeof(double));
     b->pot = (double *)take(a, n, 1, sizeof(double));
     b->cpl = (double *)take(a, 3, D, sizeof(double));
-    b->pairs = (pair_t *)take(a, 3 * T + 1, 1, sizeof(pair_t));
     b->logsp = (double *)take(a, n, 1, sizeof(double));
     b->logA = (double *)take(a, n, n, sizeof(double));
 }
@@ -74,8 +72,8 @@ int mf_hmm__naive(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t
     arena_t a = {NULL, 0, 0};
     naive_bufs b;
     int status, converged = 1;
-    ptrdiff_t it, np, t, i, j, d, k;
-    double cst, logz, B = -INFINITY, prev = -INFINITY;
+    ptrdiff_t it, t, i, j, d, k;
+    double logz, B = -INFINITY, prev = -INFINITY;
     double *e, *means, *pot, *cpl;
 
     mf_hmm__naive_layout(&a, m, T, &b);
@@ -88,14 +86,13 @@ int mf_hmm__naive(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t
     memset(means, 0, (size_t)(3 * T * D) * sizeof(double));
     for (i = 0; i < n; i++) b.logsp[i] = m->startprob[i] > 0.0 ? log(m->startprob[i]) : -INFINITY;
     for (i = 0; i < n * n; i++) b.logA[i] = m->transmat[i] > 0.0 ? log(m->transmat[i]) : -INFINITY;
-    cst = mf_hmm__site_terms(m, T, X, e);
-    np = mf_hmm__build_pairs(m, T, b.pairs);
+    (void)mf_hmm__site_terms(m, T, X, e);   /* the potentials' single-site part */
     status = mf_hmm__fb(T, n, m->startprob, m->transmat, e, q, NULL, b.work, &logz);
     if (status) goto done;
     for (t = 0; t < T; t++) naive_means(m, q, t, means, T);
 
     for (it = 0;; it++) {
-        B = naive_bound(m, T, X, q, e, cst, b.pairs, np, means, b.logsp, b.logA);
+        B = naive_bound(m, T, X, q, means, b.logsp, b.logA);
         if (isnan(B) || B == INFINITY) { status = HMM_NONFINITE; goto done; }
         put_history(history, hist_len, it, B);
         if (it > 0 && B - prev <= tol * (double)T) break;

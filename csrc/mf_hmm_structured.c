@@ -134,6 +134,9 @@ static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
     memcpy(gamma, x.gam, (size_t)Tn * sizeof(double));
     if (logpot) memcpy(logpot, b.hbest, (size_t)Tn * sizeof(double));
     if (stat_H && stat_g) mstep_stats(m, T, X, x.gam, b.pmask, stat_H, stat_g);
+    /* the reported value: the kept chain's F evaluated without cancellation (mf_hmm__emission) */
+    status = mf_hmm__xchain_careful(&x, b.hbest, &best);
+    if (status) goto done;
     *n_sweeps = nbest;
     *bound = best;
     status = conv_best;
