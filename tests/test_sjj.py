@@ -265,3 +265,30 @@ def test_batch_of_nets_equals_nets_one_by_one():
             np.testing.assert_allclose(r.bound[k], one.bound, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(batch.exact_log_likelihood(V),
                                [n.exact_log_likelihood(V[k]) for k, n in enumerate(nets)], rtol=1e-12)
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "noisy_or"])
+def test_default_start_written_by_the_threads_equals_the_explicit_start(activation):
+    """sjj.solve leaves mu and xi unwritten (np.empty) when no start is given and the kernel's
+    threads write the default start into each item's rows: the same answer, bit for bit, as
+    that start given explicitly, on any thread count, whatever the fresh memory held."""
+    rng = np.random.default_rng(21)
+    net = random_dag(rng, 9, 4, activation)
+    s, n = net.structure, len(net.h)
+    w, h = s.pack(net.W)[None], net.h[None]
+    n_items = 37
+    clamp = np.full((n_items, n), np.nan)
+    clamp[:, net.visible] = rng.integers(0, 2, (n_items, 4))
+    net_of = np.zeros(n_items, np.intp)
+    n_xi = s.nnz if activation == "noisy_or" else n
+    ref = sjj.solve(s, w, h, net_of, clamp, n_threads=1, activation=activation,
+                    init_mu=np.full((n_items, n), 0.5),
+                    init_xi=np.full((n_items, n_xi), 1.0 if activation == "noisy_or" else 0.5))
+    for n_threads in (1, 2, 3):
+        for _ in range(3):      # recycled memory holding other values
+            junk = np.full((n_items, max(n, n_xi)), 7.0)
+            del junk
+            got = sjj.solve(s, w, h, net_of, clamp, n_threads=n_threads, activation=activation)
+            for a, b in zip(ref, got):
+                np.testing.assert_array_equal(a, b)
+    assert np.all(np.isfinite(ref[1])) and np.all(ref[4])

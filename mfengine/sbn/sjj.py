@@ -438,13 +438,18 @@ def solve(structure, w, h, net_of, clamp, tol=1e-6, inner_tol=1e-9, max_sweeps=2
                          "is -inf; h has entries <= 0")
     n_items, n = clamp.shape
     nnz = arrays[1].size
-    if init_mu is None:
-        mu = np.full((n_items, n), 0.5)
+    # Outputs the kernel starts from its defaults (means 0.5, xi 0.5, noisy-OR q uniform) are
+    # left unwritten here: each item's rows are first written by the thread that solves it,
+    # so that the page faults of fresh memory (n_items x nnz q for noisy-OR) are taken by all
+    # the threads, not serially before the kernel.
+    fill_mu, fill_xi = init_mu is None, init_xi is None
+    if fill_mu:
+        mu = np.empty((n_items, n))
     else:
         mu = check_means(init_mu, clamp, "init_mu")
     n_xi = nnz if noisy else n
-    if init_xi is None:
-        xi = np.full((n_items, n_xi), -1.0 if noisy else 0.5)   # -1: uniform q
+    if fill_xi:
+        xi = np.empty((n_items, n_xi))
     else:
         xi = _check_xi(init_xi, n_items, n_xi, noisy, "init_xi")
     bound = np.empty(n_items)
@@ -454,7 +459,7 @@ def solve(structure, w, h, net_of, clamp, tol=1e-6, inner_tol=1e-9, max_sweeps=2
     hist = np.full((n_items, max_sweeps + 1), np.nan) if record else np.empty((0, 0))
     _sjj = _kernel()
     rc = _sjj.solve(*arrays, w, h, net_of, clamp, mu, xi, bound, n_sweeps, conv, status, hist,
-                    tol, inner_tol, max_sweeps, threads, noisy)
+                    tol, inner_tol, max_sweeps, threads, noisy, True, fill_mu, fill_xi)
     _raise_status(rc, status, "sjj.solve", (15 * n + 12 * nnz) * 8 + 64)
     out = (bound, mu, xi, n_sweeps, conv.astype(bool))
     return out + (hist,) if record else out
