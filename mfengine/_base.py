@@ -336,6 +336,11 @@ def _route_call(model, name, func, sequences, kind, args, kwargs):
     if kind == "dask":
         from mfengine import _dask
 
+        if name == "partial_fit":   # the on-disk arrays' streaming pass, over the dask blocks
+            args, kwargs = list(args), dict(kwargs)
+            X = args.pop(0) if args else kwargs.pop("X")
+            X, chunk, read = _dask.block_reader(X, f"{type(model).__name__}.partial_fit")
+            return _partial_fit_pass(model, (X, *args), kwargs, chunk_size=chunk, reader=read)
         return _dask.route(model, name, func, args, kwargs)
     # an on-disk array: rows are independent patterns except for the sequence models, whose
     # chunks hold whole sequences

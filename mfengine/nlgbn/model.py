@@ -16,6 +16,7 @@ Every call into the compiled code first validates the model's current parameters
 ones a user assigned after construction), the data and the solver's settings, and the kernel
 checks the layout of what it is given again (``mf_nlgbn_net_check``).
 """
+import copy
 import numbers
 import os
 import warnings
@@ -1182,37 +1183,58 @@ class NLGBN(PersistMixin, BaseEstimator):
         X = self._check_X(X, net.sizes[-1])
         if X.shape[0] == 0:
             raise ValueError("X must hold at least one pattern to fit")
-        floors = [MIN_HIDDEN_VARIANCE] * (len(net.sizes) - 1) + [p["min_variance"]]
-        if any(np.any(v < f) for v, f in zip(net.variances, floors)):
-            # start inside the M-step's constraint set, so that no step can lower the bound
-            self.variances_ = [np.maximum(v, f) for v, f in zip(net.variances, floors)]
-            net = self._network()
+        net = self._variance_floors(p, net)
         self.n_features_in_ = X.shape[1]
         n = X.shape[0]
         solve = dict(tol=p["infer_tol"], max_sweeps=p["infer_max_iter"], n_threads=p["n_threads"],
                      miss=miss)
-        try:
-            mu, lv = net.prior_state(n)
+
+        def estep(net, state):
+            mu, lv = net.prior_state(n) if state is None else (state[0].copy(), state[1].copy())
             bound, _, conv, stats = self._solve(X, mu, lv, want_stats=True, flat=net.flat(),
                                                 **solve)
+            return float(bound.mean()), stats.sum(axis=0), conv, (mu, lv)
+
+        return self._em(estep, p, net, n, drawn, "NLGBN EM")
+
+    def _variance_floors(self, p, net):
+        """The network with every variance raised to its floor (the M-step's constraint set,
+        so that no step can lower the bound)."""
+        floors = [MIN_HIDDEN_VARIANCE] * (len(net.sizes) - 1) + [p["min_variance"]]
+        if any(np.any(v < f) for v, f in zip(net.variances, floors)):
+            self.variances_ = [np.maximum(v, f) for v, f in zip(net.variances, floors)]
+            net = self._network()
+        return net
+
+    def _em(self, estep, p, net, n, drawn, desc):
+        """fit's variational EM loop; returns the last kept E-step's state.
+
+        The one training loop of NLGBN, whatever holds the data: ``estep(net, state)``
+        returns ``(mean bound per pattern, statistics summed over the patterns, converged,
+        new state)`` for the network ``net``, warm-started from ``state`` (None: the prior
+        means), leaving ``state`` itself unchanged (an undone iteration goes back to it).
+        ``fit`` runs it on the array in memory (the state: the posteriors), the data-parallel
+        fit (:meth:`_dask_fit`) over partitions (the state: the partitions' posteriors, kept
+        on the workers).  ``n``: the number of patterns; ``drawn``: the parameters were drawn
+        by this fit (an overflow in the first E-step then names ``weight_scale``)."""
+        try:
+            bound, stats, conv, state = estep(net, None)
         except ValueError as exc:
             if drawn and ("too extreme" in str(exc) or "overflows" in str(exc)):
                 raise ValueError(f"{exc}; the initial parameters were drawn with weight_scale="
                                  f"{self.weight_scale!r}: lower it") from None
             raise
-        history = [float(bound.mean())]
+        history = [bound]
         kept_stats = stats
         met_tol = False
-        with progress_bar(total=p["max_iter"], desc="NLGBN EM", disable=not p["progress"]) as bar:
+        with progress_bar(total=p["max_iter"], desc=desc, disable=not p["progress"]) as bar:
             for it in range(p["max_iter"]):
-                saved = (self.weights_, self.biases_, self.variances_, mu.copy(), lv.copy(), conv)
+                saved = (self.weights_, self.biases_, self.variances_, state, conv)
                 problem = None
                 try:
-                    self._m_step(stats.sum(axis=0) / n, p["min_variance"], net)
+                    self._m_step(stats / n, p["min_variance"], net)
                     net = self._network()
-                    bound, _, conv, stats = self._solve(X, mu, lv, want_stats=True,
-                                                        flat=net.flat(), **solve)
-                    new = float(bound.mean())
+                    new, stats, conv, state = estep(net, state)
                     if not new >= history[-1]:
                         drop = history[-1] - new
                         if drop > 1e-9 * max(1.0, abs(history[-1])):
@@ -1222,7 +1244,7 @@ class NLGBN(PersistMixin, BaseEstimator):
                 except ValueError as exc:
                     problem = f"a number was not finite ({exc})"
                 if problem is not None:
-                    self.weights_, self.biases_, self.variances_, mu, lv, conv = saved
+                    self.weights_, self.biases_, self.variances_, state, conv = saved
                     if problem:
                         warnings.warn(
                             f"NLGBN.fit: EM iteration {it + 1} was undone because {problem}; the "
@@ -1243,7 +1265,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         self.history_ = np.array(history)
         self.n_iter_ = len(history) - 1
         # partial_fit continues from here: the statistics of the kept parameters' E-step
-        self.stats_ = kept_stats.sum(axis=0) / n
+        self.stats_ = kept_stats / n
         self.n_batches_ = 1
         if p["tol"] is not None and not met_tol and p["max_iter"] > 0:
             warnings.warn(
@@ -1252,7 +1274,7 @@ class NLGBN(PersistMixin, BaseEstimator):
                 ConvergenceWarning, stacklevel=user_stacklevel(),
             )
         warn_unconverged(conv, "NLGBN.fit (the last E-step)", _HINT)
-        return mu, lv
+        return state
 
     def partial_fit(self, X, y=None, missing=None):
         """One step of online (stepwise) EM on a mini-batch (for data in chunks).
@@ -1374,3 +1396,51 @@ class NLGBN(PersistMixin, BaseEstimator):
         self.weights_ = new_w
         self.biases_ = new_b
         self.variances_ = new_v
+
+    # --- dask hooks
+    # The data-parallel fit of mfengine._dask: it hands over a Partitions object (the row
+    # blocks of a dask array) and imports nothing from this module.
+    def _dask_fit(self, parts, y=None):
+        """``fit`` on a dask array: :meth:`_em` with an E-step run where each block is
+        (:meth:`_dask_estep`, warm-started from the block's previous posteriors, which stay
+        there) returning the block's summed statistics and bound; the M-step runs on the
+        client from their sums.  ``parts``: a ``mfengine._dask.Partitions``."""
+        p = self._check_fit_params()
+        n, n_cols = parts.shape
+        drawn = not (p["warm_start"] and self._has_params())
+        if drawn:
+            self._draw_params(n_features=n_cols)
+        net = self._network()
+        if n_cols != net.sizes[-1]:
+            raise ValueError(f"X must have {net.sizes[-1]} columns (one per visible unit), got "
+                             f"{n_cols}")
+        if n == 0:
+            raise ValueError("X must hold at least one pattern to fit")
+        net = self._variance_floors(p, net)
+        self.n_features_in_ = n_cols
+        solve = dict(tol=p["infer_tol"], max_sweeps=p["infer_max_iter"], n_threads=p["n_threads"])
+
+        def estep(net, states):
+            outs, states = parts.step(NLGBN._dask_estep, (copy.deepcopy(self), net, solve),
+                                      None, states)
+            outs = [o for _, o in outs]
+            bound = sum(o[0] for o in outs)
+            stats = np.sum([o[1] for o in outs], axis=0)
+            return bound / n, stats, np.concatenate([o[2] for o in outs]), states
+
+        self._em(estep, p, net, n, drawn, "NLGBN EM (dask)")
+        return self
+
+    @staticmethod
+    def _dask_estep(block, state, shared, _):
+        """One partition's E-step (run where the block is; NaN entries are missing),
+        warm-started from its previous posteriors: its summed bound and statistics."""
+        model, net, solve = shared
+        Xb, miss = model._check_data(np.asarray(block), None, net.sizes[-1])
+        if state is None:
+            mu, lv = net.prior_state(Xb.shape[0])
+        else:
+            mu, lv = state[0].copy(), state[1].copy()
+        bound, _, conv, stats = model._solve(Xb, mu, lv, want_stats=True, flat=net.flat(),
+                                             miss=miss, **solve)
+        return (float(bound.sum()), stats.sum(axis=0), conv), (mu, lv)

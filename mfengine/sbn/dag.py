@@ -919,6 +919,16 @@ class BeliefNet(_DagModel):
             out[start : start + chunk] = logsumexp(self._log_joint(S), axis=1)
         return out
 
+    # --- dask hooks
+    # The data-parallel fit of mfengine._dask: it hands over a Partitions object (the row
+    # blocks of a dask array) and imports nothing from this module.
+    def _dask_fit(self, parts, y=None):
+        """``fit`` on a dask array: mfengine.sbn.learning.fit_dag_partitions (each mini-batch's
+        gradient summed over the partitions).  ``parts``: a ``mfengine._dask.Partitions``."""
+        from mfengine.sbn.learning import fit_dag_partitions
+
+        return fit_dag_partitions(self, parts)
+
 
 class BeliefNetBatch(_DagModel):
     """Many belief nets over one DAG, solved in one compiled, parallel call.

@@ -4,6 +4,7 @@ Layers are listed top first; the last layer is visible.  Unit i of layer l+1 fir
 probability ``sigmoid(biases[l+1][i] + weights[l][i] @ S^l)``; top-layer units with
 ``sigmoid(biases[0])``.
 """
+import copy
 import numbers
 
 import numpy as np
@@ -1115,6 +1116,112 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         self.history_ = dag.history_
         self.n_iter_ = dag.n_iter_
         return self
+
+    # --- dask hooks
+    # The data-parallel fit of mfengine._dask: it hands over a Partitions object (the row
+    # blocks of a dask array) and imports nothing from this module.
+    def _dask_fit(self, parts, y=None):
+        """``fit`` on a dask array: the steps of the compiled epoch loop, each mini-batch's
+        patterns solved where their blocks are (:meth:`_dask_batch_gradient`), their summed
+        gradients added on the client.  ``parts``: a ``mfengine._dask.Partitions``."""
+        from mfengine._progress import progress_bar
+
+        method = self.method
+        if not isinstance(method, str) or method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        warm = check_flag(self.warm_start, "warm_start")
+        if check_callback(self.callback) is not None:
+            raise ValueError("SigmoidBeliefNet.fit on a dask array does not take a callback")
+        n_rows, n_cols = parts.shape
+        if not warm or "weights_" not in vars(self):
+            self._init_params(n_cols)
+        self._check_params()
+        if n_cols != self.biases_[-1].shape[0]:
+            raise ValueError(f"X must have {self.biases_[-1].shape[0]} columns (the visible "
+                             f"units), got {n_cols}")
+        if n_rows < 1:
+            raise ValueError("X has no patterns: fit needs at least one")
+        if method in DAG_METHODS:      # train to_dag() data-parallel, copy back
+            dag = self.to_dag()
+            dag._dask_fit(parts)
+            self._copy_from_dag(dag)
+            self.history_, self.n_iter_ = dag.history_, dag.n_iter_
+            self.n_features_in_ = n_cols
+            return self
+        sums = parts.map(SigmoidBeliefNet._dask_check_rows, self)
+        n = int(sum(s[1] for s in sums))
+        self.n_features_in_ = n_cols
+        rates = schedule(self.max_iter, self.learning_rate, PAPER_RATES)
+        batch_size = check_int(self.batch_size, "batch_size", 1)
+        batch_size = min(batch_size, max(n, 1))
+        tol = check_tol(self.tol, "tol", allow_none=True)
+        itol = check_tol(self.infer_tol, "infer_tol")
+        imax = check_int(self.infer_max_iter, "infer_max_iter", 1)
+        progress = check_flag(self.progress, "progress")
+        rng = check_random_state(self.random_state)
+        if check_flag(self.init_visible_biases, "init_visible_biases"):
+            p = np.sum([s[0] for s in sums], axis=0) / n
+            p = np.clip(p, 1.0 / (n + 2), 1.0 - 1.0 / (n + 2))
+            self.biases_[-1] = np.log(p) - np.log1p(-p)
+        history, converged, states = [], [], None
+        n_batches = (n + batch_size - 1) // batch_size
+        bar = progress_bar(total=len(rates) * n_batches, desc="fit (dask)", disable=not progress,
+                           unit="batch")
+        try:
+            for lr in rates:
+                if not warm:
+                    states = None
+                order = rng.permutation(n).astype(np.intp)
+                total = 0.0
+                for plan in parts.batches(order, batch_size):
+                    size = sum(len(p) for p in plan if p is not False)
+                    shared = (copy.deepcopy(self), itol, imax, warm)
+                    outs, states = parts.step(SigmoidBeliefNet._dask_batch_gradient, shared,
+                                              plan, states)
+                    step = float(lr) / size
+                    gW = [sum(o[0][l] for _, o in outs) for l in range(len(self.weights_))]
+                    gb = [sum(o[1][l] for _, o in outs) for l in range(len(self.biases_))]
+                    for l, g in enumerate(gW):
+                        self.weights_[l] += step * g
+                    for l, g in enumerate(gb):
+                        self.biases_[l] += step * g
+                    total += sum(o[2] for _, o in outs)
+                    converged.extend(o[3] for _, o in outs)
+                    self._check_params()
+                    bar.update(1)
+                history.append(total / n)
+                bar.set_postfix(bound=f"{history[-1]:.3f}")
+                if stop(history, tol):
+                    break
+        finally:
+            bar.close()
+        return self._finish_fit(history, tol, len(rates))
+
+    @staticmethod
+    def _dask_check_rows(block, net):
+        """Validate a block where it is; returns its column sums and row count."""
+        V, _ = net._check_data(np.asarray(block))
+        return V.sum(axis=0), V.shape[0]
+
+    @staticmethod
+    def _dask_batch_gradient(block, state, shared, local):
+        """One partition's part of one mini-batch (run where the block is): solve its
+        patterns ``local`` (block rows) and sum their gradients at the solutions; the
+        solutions stay there as warm starts when ``warm_start``."""
+        net, itol, imax, warm = shared
+        V, _ = net._check_data(np.asarray(block)[local])
+        H = net.n_hidden
+        init = None if state is None else state[local]
+        r = net._infer(V, None, method="gaussian", tol=itol, max_iter=imax, init_mu=init,
+                       progress=False)
+        gW, gb = net._gradient_from_solution(V, None, r.mu, r.xi)
+        if warm:
+            if state is None:
+                state = np.full((np.shape(block)[0], H), 0.5)
+            else:
+                state = state.copy()
+            state[local] = np.concatenate(r.mu[:-1], axis=1)
+        return (gW, gb, float(r.bound.sum()), r.converged), state
 
 
 def _check_n_samples(n_samples):

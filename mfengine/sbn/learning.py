@@ -8,6 +8,7 @@ solution the mean-field variables are stationary, so the partial derivatives in 
 parameters are the total ones.  Noisy-OR parameters are kept feasible by projection (weights
 >= 0, biases >= ``MIN_NOISY_OR_BIAS``).
 """
+import copy
 import warnings
 
 import numpy as np
@@ -17,7 +18,7 @@ from mfengine._validation import check_random_state, effective_n_threads
 from mfengine.sbn._hyper import check_callback, check_flag, check_int, check_tol, schedule, stop
 from mfengine.sbn._solve import DAG_METHODS, check_solve_args, dag_items, solve_items
 
-__all__ = ["fit_dag", "objective_gradient"]
+__all__ = ["fit_dag", "fit_dag_partitions", "objective_gradient"]
 
 #: Smallest noisy-OR bias kept during learning: a zero bias makes a unit with all parents off
 #: unable to fire, and the bounds -inf.
@@ -161,3 +162,117 @@ def fit_dag(net, X, missing=None, partial=False):
                          f"the mean objective still changed by more than tol={tol} in the last "
                          f"of {len(rates)} epochs; raise max_iter or loosen tol")
     return net
+
+
+def fit_dag_partitions(net, parts):
+    """``fit_dag`` on a dask array (``BeliefNet.fit``'s data-parallel form): for each
+    mini-batch, every partition solves the batch's patterns it holds where its block is
+    (:func:`_partition_gradient`) and returns their summed gradient; the client adds them and
+    takes the step.  ``parts``: a ``mfengine._dask.Partitions`` (the only view of dask this
+    module has).  No callback, no ``missing``; the warm starts stay on the workers."""
+    from mfengine._progress import progress_bar
+
+    method = net.method
+    if method not in DAG_METHODS:
+        raise ValueError(f"method must be one of {DAG_METHODS}, got {method!r}")
+    if getattr(net, "_batch", False):
+        raise TypeError("BeliefNetBatch.fit has no data-parallel form")
+    _, itol, imax, _ = check_solve_args(method, net.infer_tol, net.infer_max_iter, None,
+                                        names=("infer_tol", "infer_max_iter"))
+    rates = schedule(net.max_iter, net.learning_rate, 0.1)
+    batch_size = check_int(net.batch_size, "batch_size", 1)
+    tol = check_tol(net.tol, "tol", allow_none=True)
+    progress = check_flag(net.progress, "progress")
+    if check_callback(net.callback) is not None:
+        raise ValueError("BeliefNet.fit on a dask array does not take a callback")
+    if not check_flag(net.warm_start, "warm_start"):
+        for k in ("W_", "h_", "visible_"):
+            vars(net).pop(k, None)
+    net._params()
+    n = int(parts.offsets[-1])
+    if n == 0:
+        raise ValueError("X has no patterns: fit needs at least one")
+    parts.map(_check_block, net)
+    rng = check_random_state(net.random_state)
+    noisy = net.activation == "noisy_or"
+    w = net._packed_w().copy()
+    h = net.h_[None].copy()
+    if noisy and method == "sjj":
+        np.maximum(h, MIN_NOISY_OR_BIAS, out=h)
+    history, converged, states = [], [], None
+    n_batches = (n + batch_size - 1) // batch_size
+    bar = progress_bar(total=len(rates) * n_batches, desc=f"fit ({method}, dask)",
+                       disable=not progress, unit="batch")
+    try:
+        for epoch, lr in enumerate(rates):
+            order = rng.permutation(n)
+            total = 0.0
+            for plan in parts.batches(order, batch_size):
+                size = sum(len(p) for p in plan if p is not False)
+                net._set_learned(w[0].copy(), h[0].copy())
+                shared = (copy.deepcopy(net), method, itol, imax)
+                outs, states = parts.step(_partition_gradient, shared, plan, states)
+                step = lr / size
+                w[0] += step * sum(o[0] for _, o in outs)
+                h[0] += step * sum(o[1] for _, o in outs)
+                if noisy:
+                    np.maximum(w, 0.0, out=w)
+                    np.maximum(h, MIN_NOISY_OR_BIAS, out=h)
+                total += sum(o[2] for _, o in outs)
+                converged.extend(o[3] for _, o in outs)
+                bar.update(1)
+            history.append(total / n)
+            if stop(history, tol):
+                break
+    finally:
+        bar.close()
+    net._set_learned(w[0], h[0].copy())
+    net._params()
+    warn_unconverged(np.concatenate(converged), f"BeliefNet.fit(method={method!r}): the "
+                     "mean-field solves", "raise infer_max_iter or loosen infer_tol")
+    net.history_ = np.asarray(history, dtype=np.float64)
+    net.n_iter_ = len(history)
+    net.n_features_in_ = int(np.count_nonzero(net.visible_))
+    if tol is not None and not stop(history, tol):
+        warn_unconverged([False], "BeliefNet.fit",
+                         f"the mean objective still changed by more than tol={tol} in the last "
+                         f"of {len(rates)} epochs; raise max_iter or loosen tol")
+    return net
+
+
+def _check_block(block, net):
+    """Validate one partition's block where it is."""
+    net._check_data(np.asarray(block))
+
+
+def _partition_gradient(block, state, shared, local):
+    """One partition's part of one mini-batch of :func:`fit_dag_partitions` (run where the
+    block is): solve the patterns ``local`` (block rows), warm-started from the block's
+    previous solutions (the state, kept there), and sum their gradients."""
+    net, method, itol, imax = shared
+    batch, w, clamp, _, _ = dag_items(net, np.asarray(block)[local])
+    h = batch.h_
+    m = clamp.shape[0]
+    nb = np.shape(block)[0]
+    if state is None:
+        mu_state, xi_state = np.full((nb, net.n_units), 0.5), None
+    else:
+        mu_state, xi_state = state[0].copy(), None if state[1] is None else state[1].copy()
+    net_of = np.zeros(m, dtype=np.intp)
+    init_xi = None if xi_state is None else xi_state[local]
+    bound, mu, xi, _, conv = solve_items(batch, w, clamp, net_of, method, itol, imax, 1,
+                                         mu_state[local], None, init_xi)
+    gw, gh = objective_gradient(batch, w, h, clamp, net_of, method, mu, xi)
+    mu_state[local] = mu
+    if xi is not None:
+        if xi_state is None:
+            xi_state = np.empty((nb, xi.shape[1]))
+            if net.activation == "noisy_or":
+                s = batch._structure
+                k = np.diff(s.par_ptr)
+                xi_state[:] = np.repeat(1.0 / np.maximum(k, 1), k)
+            else:
+                xi_state[:] = 0.5
+        xi_state[local] = xi
+    return (gw.sum(axis=0), gh.sum(axis=0), float(bound.sum()), np.asarray(conv, dtype=bool)), \
+        (mu_state, xi_state)
