@@ -291,7 +291,12 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
                         if warm else
                         f"try a smaller weight_scale (now {self.weight_scale!r}) or learning_rate")
                 raise ValueError(
-                    f"training the net of class {classes[c]!r} failed: {exc}; {hint}"
+                    f"training the net of class {classes[c].tolist()!r} failed: {exc}; {hint}"
+                ) from exc
+            except MemoryError as exc:
+                raise MemoryError(
+                    f"training the net of class {classes[c].tolist()!r}: not enough memory for layer "
+                    f"sizes {list(sizes)} (hidden={self.hidden!r} + one unit per pixel): {exc}"
                 ) from exc
 
         # The nets are independent and each epoch runs compiled without the GIL: train them
