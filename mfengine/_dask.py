@@ -74,7 +74,7 @@ The protocol a family implements (this module imports no family)
     ``func(block, state, shared, extra_k)`` where each block is (``func``: a module-level
     function or static method of the family, e.g. ``ContextHMM._dask_estep``) and returns
     the small answers and the new per-block states (warm starts, left on the workers);
-    ``parts.map``, ``parts.batches``, ``parts.gather`` and ``parts.mean_and_std`` cover
+    ``parts.map``, ``parts.split``, ``parts.gather`` and ``parts.mean_and_std`` cover
     validation, mini-batch plans, k-means on the client and data scales.  The EM families
     run the very loop of their in-memory ``fit`` (``ContextHMM._em``, ``NLGBN._em``) with an
     E-step that sums over partitions.  A model without ``_dask_fit`` has no data-parallel
@@ -569,19 +569,14 @@ class Partitions:
         Xf = X.astype(np.float64)
         return dask.compute(Xf.mean(axis=0), Xf.std())
 
-    def batches(self, order, batch_size):
-        """Per mini-batch of ``order`` (a permutation of the rows), per block: the batch's
-        rows that the block holds (block-local indices, in the order of the permutation), or
-        False; for ``step``'s ``extra``."""
-        n = order.shape[0]
+    def split(self, rows):
+        """Per block, the rows of ``rows`` (global indices, e.g. one mini-batch) that it
+        holds, as block-local indices in the order given, or False where it holds none: a
+        ``step``'s ``extra``."""
         offsets = self.offsets
-        owner = np.searchsorted(offsets, order, side="right") - 1
-        plans = []
-        for a in range(0, n, batch_size):
-            idx, own = order[a:a + batch_size], owner[a:a + batch_size]
-            plans.append([(idx[own == k] - offsets[k]) if np.any(own == k) else False
-                          for k in range(len(offsets) - 1)])
-        return plans
+        owner = np.searchsorted(offsets, rows, side="right") - 1
+        return [(rows[owner == k] - offsets[k]) if np.any(owner == k) else False
+                for k in range(len(offsets) - 1)]
 
 
 def fit(model, X, y=None, missing=None, **kwargs):

@@ -1173,7 +1173,8 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                     states = None
                 order = rng.permutation(n).astype(np.intp)
                 total = 0.0
-                for plan in parts.batches(order, batch_size):
+                for a in range(0, n, batch_size):
+                    plan = parts.split(order[a:a + batch_size])
                     size = sum(len(p) for p in plan if p is not False)
                     shared = (copy.deepcopy(self), itol, imax, warm)
                     outs, states = parts.step(SigmoidBeliefNet._dask_batch_gradient, shared,

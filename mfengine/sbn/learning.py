@@ -46,17 +46,7 @@ def fit_dag(net, X, missing=None, partial=False):
 
     ``partial``: one pass over ``X`` in the order given, with the first rate of the
     schedule, from the current parameters (``partial_fit``); ``history_`` gains one entry."""
-    from mfengine._progress import progress_bar
-
-    method = net.method
-    if method not in DAG_METHODS:
-        raise ValueError(f"method must be one of {DAG_METHODS}, got {method!r}")
-    _, itol, imax, _ = check_solve_args(method, net.infer_tol, net.infer_max_iter, None,
-                                        names=("infer_tol", "infer_max_iter"))
-    rates = schedule(net.max_iter, net.learning_rate, 0.1)
-    batch_size = check_int(net.batch_size, "batch_size", 1)
-    tol = check_tol(net.tol, "tol", allow_none=True)
-    progress = check_flag(net.progress, "progress")
+    method, itol, imax, rates, batch_size, tol, progress = _fit_settings(net)
     callback = check_callback(net.callback)
     past = []
     if partial:
@@ -72,18 +62,111 @@ def fit_dag(net, X, missing=None, partial=False):
         raise ValueError(f"Found array with 0 sample(s) (shape={clamp.shape}) while a minimum of 1 "
                          "is required: X has no patterns")
     rng = check_random_state(net.random_state)
-    noisy = net.activation == "noisy_or"
     s = batch._structure
-    h = batch.h_.copy()             # (1, n_units)
-    if noisy and method == "sjj":
-        np.maximum(h, MIN_NOISY_OR_BIAS, out=h)
     n_threads = effective_n_threads(net.n_threads)
     mu_state = np.full(clamp.shape, 0.5)
     xi_state = None
+
+    def batch_gradient(idx, w, h):
+        nonlocal xi_state
+        nt = max(1, min(n_threads, idx.size // 16))
+        net_of = np.zeros(idx.size, dtype=np.intp)
+        init_xi = None if xi_state is None else xi_state[idx]
+        batch.h_ = h
+        bound, mu, xi, _, conv = solve_items(batch, w, clamp[idx], net_of, method, itol, imax,
+                                             nt, mu_state[idx], None, init_xi)
+        gw, gh = objective_gradient(batch, w, h, clamp[idx], net_of, method, mu, xi)
+        mu_state[idx] = mu
+        if xi is not None:
+            if xi_state is None:
+                xi_state = _initial_xi(net, s, n, xi.shape[1])
+            xi_state[idx] = xi
+        return gw.sum(axis=0), gh.sum(axis=0), bound.sum(), np.asarray(conv, dtype=bool)
+
+    return _ascend(net, w, batch.h_.copy(), n, rates, batch_size, tol, progress, callback, rng,
+                   partial, past, batch_gradient, f"fit ({method})")
+
+
+def fit_dag_partitions(net, parts):
+    """``fit_dag`` on a dask array (``BeliefNet.fit``'s data-parallel form): the same loop
+    (:func:`_ascend`), each mini-batch's patterns solved where their blocks are
+    (:func:`_partition_gradient`, warm-started from solutions kept there) and the
+    partitions' summed gradients added on the client.  ``parts``: a
+    ``mfengine._dask.Partitions`` (the only view of dask this module has).  No callback and
+    no ``missing``."""
+    method, itol, imax, rates, batch_size, tol, progress = _fit_settings(net)
+    if check_callback(net.callback) is not None:
+        raise ValueError("BeliefNet.fit on a dask array does not take a callback")
+    if not check_flag(net.warm_start, "warm_start"):
+        for k in ("W_", "h_", "visible_"):
+            vars(net).pop(k, None)
+    net._params()
+    n = int(parts.offsets[-1])
+    if n == 0:
+        raise ValueError("X has no patterns: fit needs at least one")
+    parts.map(_check_block, net)
+    rng = check_random_state(net.random_state)
+    states = None
+
+    def batch_gradient(idx, w, h):
+        nonlocal states
+        net._set_learned(w[0].copy(), h[0].copy())
+        outs, states = parts.step(_partition_gradient, (copy.deepcopy(net), method, itol, imax),
+                                  parts.split(idx), states)
+        return (sum(o[0] for _, o in outs), sum(o[1] for _, o in outs),
+                sum(o[2] for _, o in outs), np.concatenate([o[3] for _, o in outs]))
+
+    return _ascend(net, net._packed_w().copy(), net.h_[None].copy(), n, rates, batch_size, tol,
+                   progress, None, rng, False, [], batch_gradient, f"fit ({method}, dask)")
+
+
+def _fit_settings(net):
+    """fit's method, solve settings and schedule, validated: (method, infer_tol,
+    infer_max_iter, rates, batch_size, tol, progress)."""
+    method = net.method
+    if method not in DAG_METHODS:
+        raise ValueError(f"method must be one of {DAG_METHODS}, got {method!r}")
+    _, itol, imax, _ = check_solve_args(method, net.infer_tol, net.infer_max_iter, None,
+                                        names=("infer_tol", "infer_max_iter"))
+    rates = schedule(net.max_iter, net.learning_rate, 0.1)
+    batch_size = check_int(net.batch_size, "batch_size", 1)
+    tol = check_tol(net.tol, "tol", allow_none=True)
+    progress = check_flag(net.progress, "progress")
+    return method, itol, imax, rates, batch_size, tol, progress
+
+
+def _initial_xi(net, s, n, width):
+    """The first variational parameters of the sjj solve for ``n`` patterns: each noisy-OR
+    unit's q uniform over its parents; 0.5 for sigmoid units."""
+    xi = np.empty((n, width))
+    if net.activation == "noisy_or":
+        k = np.diff(s.par_ptr)
+        xi[:] = np.repeat(1.0 / np.maximum(k, 1), k)
+    else:
+        xi[:] = 0.5
+    return xi
+
+
+def _ascend(net, w, h, n, rates, batch_size, tol, progress, callback, rng, partial, past,
+            batch_gradient, desc):
+    """The one training loop of ``BeliefNet.fit``: epochs of mini-batch gradient ascent on
+    the packed weights ``w`` (1, n_weights) and biases ``h`` (1, n_units), updated in place;
+    then the fitted attributes are set and ``net`` is returned.
+
+    ``batch_gradient(idx, w, h)`` solves the patterns ``idx`` at the current parameters and
+    returns their summed weight and bias gradients, summed objective and per-pattern
+    convergence flags: in memory (:func:`fit_dag`) or summed over partitions
+    (:func:`fit_dag_partitions`)."""
+    from mfengine._progress import progress_bar
+
+    method = net.method
+    noisy = net.activation == "noisy_or"
+    if noisy and method == "sjj":
+        np.maximum(h, MIN_NOISY_OR_BIAS, out=h)
     history = []
     converged = []
     n_batches = (n + batch_size - 1) // batch_size
-    bar = progress_bar(total=len(rates) * n_batches, desc=f"fit ({method})", disable=not progress,
+    bar = progress_bar(total=len(rates) * n_batches, desc=desc, disable=not progress,
                        unit="batch")
     warned = False
     try:
@@ -92,36 +175,19 @@ def fit_dag(net, X, missing=None, partial=False):
             total = 0.0
             for a in range(0, n, batch_size):
                 idx = order[a:a + batch_size]
-                nt = max(1, min(n_threads, idx.size // 16))
-                net_of = np.zeros(idx.size, dtype=np.intp)
-                init_xi = None if xi_state is None else xi_state[idx]
-                batch.h_ = h
                 try:
-                    bound, mu, xi, _, conv = solve_items(batch, w, clamp[idx], net_of, method,
-                                                         itol, imax, nt, mu_state[idx], None,
-                                                         init_xi)
-                    gw, gh = objective_gradient(batch, w, h, clamp[idx], net_of, method, mu, xi)
+                    gw, gh, bound, conv = batch_gradient(idx, w, h)
                 except OverflowError as exc:
                     raise OverflowError(
                         f"fit(method={method!r}) stopped in epoch {epoch}: the weights W (given, "
                         f"or learned so far with learning_rate={lr}) leave the range of the "
                         f"objective; use smaller weights, a lower learning_rate or "
                         f"method='sjj'. {exc}") from exc
-                converged.append(np.asarray(conv, dtype=bool))
-                mu_state[idx] = mu
-                if xi is not None:
-                    if xi_state is None:
-                        xi_state = np.empty((n, xi.shape[1]))
-                        if noisy:       # each unit's q uniform over its parents
-                            k = np.diff(s.par_ptr)
-                            xi_state[:] = np.repeat(1.0 / np.maximum(k, 1), k)
-                        else:
-                            xi_state[:] = 0.5
-                    xi_state[idx] = xi
-                total += bound.sum()
+                converged.append(conv)
+                total += bound
                 step = lr / idx.size
-                w[0] += step * gw.sum(axis=0)
-                h[0] += step * gh.sum(axis=0)
+                w[0] += step * gw
+                h[0] += step * gh
                 if noisy:
                     np.maximum(w, 0.0, out=w)
                     np.maximum(h, MIN_NOISY_OR_BIAS, out=h)
@@ -164,82 +230,6 @@ def fit_dag(net, X, missing=None, partial=False):
     return net
 
 
-def fit_dag_partitions(net, parts):
-    """``fit_dag`` on a dask array (``BeliefNet.fit``'s data-parallel form): for each
-    mini-batch, every partition solves the batch's patterns it holds where its block is
-    (:func:`_partition_gradient`) and returns their summed gradient; the client adds them and
-    takes the step.  ``parts``: a ``mfengine._dask.Partitions`` (the only view of dask this
-    module has).  No callback, no ``missing``; the warm starts stay on the workers."""
-    from mfengine._progress import progress_bar
-
-    method = net.method
-    if method not in DAG_METHODS:
-        raise ValueError(f"method must be one of {DAG_METHODS}, got {method!r}")
-    if getattr(net, "_batch", False):
-        raise TypeError("BeliefNetBatch.fit has no data-parallel form")
-    _, itol, imax, _ = check_solve_args(method, net.infer_tol, net.infer_max_iter, None,
-                                        names=("infer_tol", "infer_max_iter"))
-    rates = schedule(net.max_iter, net.learning_rate, 0.1)
-    batch_size = check_int(net.batch_size, "batch_size", 1)
-    tol = check_tol(net.tol, "tol", allow_none=True)
-    progress = check_flag(net.progress, "progress")
-    if check_callback(net.callback) is not None:
-        raise ValueError("BeliefNet.fit on a dask array does not take a callback")
-    if not check_flag(net.warm_start, "warm_start"):
-        for k in ("W_", "h_", "visible_"):
-            vars(net).pop(k, None)
-    net._params()
-    n = int(parts.offsets[-1])
-    if n == 0:
-        raise ValueError("X has no patterns: fit needs at least one")
-    parts.map(_check_block, net)
-    rng = check_random_state(net.random_state)
-    noisy = net.activation == "noisy_or"
-    w = net._packed_w().copy()
-    h = net.h_[None].copy()
-    if noisy and method == "sjj":
-        np.maximum(h, MIN_NOISY_OR_BIAS, out=h)
-    history, converged, states = [], [], None
-    n_batches = (n + batch_size - 1) // batch_size
-    bar = progress_bar(total=len(rates) * n_batches, desc=f"fit ({method}, dask)",
-                       disable=not progress, unit="batch")
-    try:
-        for epoch, lr in enumerate(rates):
-            order = rng.permutation(n)
-            total = 0.0
-            for plan in parts.batches(order, batch_size):
-                size = sum(len(p) for p in plan if p is not False)
-                net._set_learned(w[0].copy(), h[0].copy())
-                shared = (copy.deepcopy(net), method, itol, imax)
-                outs, states = parts.step(_partition_gradient, shared, plan, states)
-                step = lr / size
-                w[0] += step * sum(o[0] for _, o in outs)
-                h[0] += step * sum(o[1] for _, o in outs)
-                if noisy:
-                    np.maximum(w, 0.0, out=w)
-                    np.maximum(h, MIN_NOISY_OR_BIAS, out=h)
-                total += sum(o[2] for _, o in outs)
-                converged.extend(o[3] for _, o in outs)
-                bar.update(1)
-            history.append(total / n)
-            if stop(history, tol):
-                break
-    finally:
-        bar.close()
-    net._set_learned(w[0], h[0].copy())
-    net._params()
-    warn_unconverged(np.concatenate(converged), f"BeliefNet.fit(method={method!r}): the "
-                     "mean-field solves", "raise infer_max_iter or loosen infer_tol")
-    net.history_ = np.asarray(history, dtype=np.float64)
-    net.n_iter_ = len(history)
-    net.n_features_in_ = int(np.count_nonzero(net.visible_))
-    if tol is not None and not stop(history, tol):
-        warn_unconverged([False], "BeliefNet.fit",
-                         f"the mean objective still changed by more than tol={tol} in the last "
-                         f"of {len(rates)} epochs; raise max_iter or loosen tol")
-    return net
-
-
 def _check_block(block, net):
     """Validate one partition's block where it is."""
     net._check_data(np.asarray(block))
@@ -266,13 +256,7 @@ def _partition_gradient(block, state, shared, local):
     mu_state[local] = mu
     if xi is not None:
         if xi_state is None:
-            xi_state = np.empty((nb, xi.shape[1]))
-            if net.activation == "noisy_or":
-                s = batch._structure
-                k = np.diff(s.par_ptr)
-                xi_state[:] = np.repeat(1.0 / np.maximum(k, 1), k)
-            else:
-                xi_state[:] = 0.5
+            xi_state = _initial_xi(net, batch._structure, nb, xi.shape[1])
         xi_state[local] = xi
     return (gw.sum(axis=0), gh.sum(axis=0), float(bound.sum()), np.asarray(conv, dtype=bool)), \
         (mu_state, xi_state)
