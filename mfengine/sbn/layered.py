@@ -945,13 +945,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         if method in DAG_METHODS:
             return self._fit_dag(V, missing)
         n = V.shape[0]
-        rates = schedule(self.max_iter, self.learning_rate, PAPER_RATES)
-        batch_size = check_int(self.batch_size, "batch_size", 1)
-        tol = check_tol(self.tol, "tol", allow_none=True)
-        itol = check_tol(self.infer_tol, "infer_tol")
-        imax = check_int(self.infer_max_iter, "infer_max_iter", 1)
-        progress = check_flag(self.progress, "progress")
-        rng = check_random_state(self.random_state)
+        rates, batch_size, tol, itol, imax, progress, rng = self._fit_settings()
         from mfengine._progress import progress_bar
         from mfengine.sbn import _gaussian
 
@@ -981,6 +975,17 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             bar.close()
         self._check_params()
         return self._finish_fit(history, tol, len(rates))
+
+    def _fit_settings(self):
+        """fit's schedule and solve settings, validated: (rates, batch_size, tol, infer_tol,
+        infer_max_iter, progress, random generator)."""
+        return (schedule(self.max_iter, self.learning_rate, PAPER_RATES),
+                check_int(self.batch_size, "batch_size", 1),
+                check_tol(self.tol, "tol", allow_none=True),
+                check_tol(self.infer_tol, "infer_tol"),
+                check_int(self.infer_max_iter, "infer_max_iter", 1),
+                check_flag(self.progress, "progress"),
+                check_random_state(self.random_state))
 
     def _init_visible_biases(self, V, miss):
         """The paper's first pass: visible biases at the logits of the pixel means."""
@@ -1151,14 +1156,8 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         sums = parts.map(SigmoidBeliefNet._dask_check_rows, self)
         n = int(sum(s[1] for s in sums))
         self.n_features_in_ = n_cols
-        rates = schedule(self.max_iter, self.learning_rate, PAPER_RATES)
-        batch_size = check_int(self.batch_size, "batch_size", 1)
+        rates, batch_size, tol, itol, imax, progress, rng = self._fit_settings()
         batch_size = min(batch_size, max(n, 1))
-        tol = check_tol(self.tol, "tol", allow_none=True)
-        itol = check_tol(self.infer_tol, "infer_tol")
-        imax = check_int(self.infer_max_iter, "infer_max_iter", 1)
-        progress = check_flag(self.progress, "progress")
-        rng = check_random_state(self.random_state)
         if check_flag(self.init_visible_biases, "init_visible_biases"):
             p = np.sum([s[0] for s in sums], axis=0) / n
             p = np.clip(p, 1.0 / (n + 2), 1.0 - 1.0 / (n + 2))
