@@ -69,17 +69,19 @@ Data-parallel fit (the pattern of dask-ml's k-means: partitions compute, the cli
 The protocol a family implements (this module imports no family)
     ``model._dask_fit(parts, y=None)`` trains the model and returns it; ``parts`` is a
     :class:`Partitions` over ``X``'s row blocks (for sequence models, blocks of whole
-    sequences, with their ``lengths``).  The family keeps its own loop and asks the
-    partitions for sums: ``parts.step(func, shared, extra, states)`` runs
-    ``func(block, state, shared, extra_k)`` where each block is (``func``: a module-level
-    function or static method of the family, e.g. ``ContextHMM._dask_estep``) and returns
-    the small answers and the new per-block states (warm starts, left on the workers);
-    ``parts.map``, ``parts.split``, ``parts.gather`` and ``parts.mean_and_std`` cover
-    validation, mini-batch plans, k-means on the client and data scales.  The EM families
-    run the very loop of their in-memory ``fit`` (``ContextHMM._em``, ``NLGBN._em``) with an
-    E-step that sums over partitions.  A model without ``_dask_fit`` has no data-parallel
-    fit (a TypeError says so), except ``GenerativeClassifier``, trained here net by net
-    (each net's own ``_dask_fit``) until it has a hook of its own.
+    sequences, with their ``lengths``), ``y`` the labels read on the client (classifiers).
+    The family keeps its own loop and asks the partitions for sums:
+    ``parts.step(func, shared, extra, states)`` runs ``func(block, state, shared, extra_k)``
+    where each block is (``func``: a module-level function or static method of the family,
+    e.g. ``ContextHMM._dask_estep``) and returns the small answers and the new per-block
+    states (warm starts, left on the workers); ``parts.map``, ``parts.split``,
+    ``parts.take``, ``parts.gather`` and ``parts.mean_and_std`` cover validation,
+    mini-batches, sub-models' data, k-means on the client and data scales.  The families run
+    the very loop of their in-memory ``fit`` (``ContextHMM._em``, ``NLGBN._em``,
+    ``mfengine.sbn.learning._ascend``) with a step that sums over partitions;
+    SigmoidBeliefNet's "gaussian" epochs are compiled in memory, so its hook has a loop of
+    its own.  A model without ``_dask_fit`` has no data-parallel fit (a TypeError says so),
+    except ``GenerativeClassifier``, whose hook (:func:`_fit_classifier`) still lives here.
 """
 import copy
 import dataclasses
@@ -569,6 +571,12 @@ class Partitions:
         Xf = X.astype(np.float64)
         return dask.compute(Xf.mean(axis=0), Xf.std())
 
+    def take(self, rows):
+        """The rows ``rows`` (global indices) as a lazy dask array chunked by rows: the data
+        of a sub-model's own data-parallel fit (a classifier's net of one class)."""
+        X = self._X if self._persisted is None else self._persisted[0]
+        return _rows_array(X[rows], "the rows taken")
+
     def split(self, rows):
         """Per block, the rows of ``rows`` (global indices, e.g. one mini-batch) that it
         holds, as block-local indices in the order given, or False where it holds none: a
@@ -616,11 +624,13 @@ def fit(model, X, y=None, missing=None, **kwargs):
     if "lengths" in inspect.signature(type(model).fit).parameters:
         return _sequences(model, "fit", (X,), kwargs)
     X = _rows_array(X, f"{name}.fit")
+    if _is_dask_array(y):      # labels, one per pattern: read on the client
+        y = y.compute()
     hook = getattr(model, "_dask_fit", None)
     if hook is not None:
         return hook(Partitions(X), y)
     if name == "GenerativeClassifier":
-        return _fit_classifier(model, X, y)
+        return _fit_classifier(model, Partitions(X), y)
     raise TypeError(f"{name}.fit has no data-parallel form: fit it on an in-memory array "
                     "(for example X.compute())")
 
@@ -638,20 +648,21 @@ def _fit_sequences(model, X, lengths, **kwargs):
     return model._dask_fit(Partitions(X, lengths=by_block))
 
 
-def _fit_classifier(model, X, y):
+def _fit_classifier(model, parts, y=None):
     """GenerativeClassifier.fit, data-parallel: the classifier trains the net of each class
-    (``_train_net``) on a lazy selection of X's blocks, which sends each net's ``fit`` back
-    here (the nets' own data-parallel fit); the labels, one per pattern, are read on the
-    client.  Classes are trained one after another, each over the whole cluster; the nets
-    equal those of the in-memory fit (same per-class seeds).
+    (``_train_net``) on a lazy selection of the rows (``parts.take``), which sends each net's
+    ``fit`` back here (the net's own ``_dask_fit``); the labels, one per pattern, are read
+    on the client.  Classes are trained one after another, each over the whole cluster; the
+    nets equal those of the in-memory fit (same per-class seeds).
 
-    The classifier has no ``_dask_fit`` hook of its own yet (mfengine/classify.py): its
-    argument checks are taken from the module that defines them."""
+    This is the classifier's ``_dask_fit`` hook, written with the protocol alone
+    (``Partitions`` and the model's own methods) but kept here until mfengine/classify.py
+    takes it in (under ``# --- dask hooks``, with ``_check_binary_block``): its argument
+    checks come from mfengine.baselines, the one import from the package left in this
+    module."""
     from mfengine._validation import check_random_state
-    from mfengine.baselines import (_check_binary_values, _check_flag, _check_int,
-                                    _check_real, _check_targets)
+    from mfengine.baselines import _check_flag, _check_int, _check_real, _check_targets
 
-    dask, da = _dask()
     hidden = model._hidden_sizes()
     rates = model._rates()
     _check_int(model.batch_size, "batch_size", 1)
@@ -660,16 +671,16 @@ def _fit_classifier(model, X, y):
     _check_real(model.infer_tol, "infer_tol", 0.0, include_min=False)
     _check_int(model.infer_max_iter, "infer_max_iter", 1)
     warm = _check_flag(model.warm_start, "warm_start") and hasattr(model, "net_weights_")
+    n_rows, n_cols = parts.shape
     if y is None:
         raise ValueError("y must hold one class label per pattern of X, got None")
-    y = np.asarray(y.compute() if _is_dask_array(y) else y)
-    if y.ndim != 1 or y.shape[0] != X.shape[0]:
-        raise ValueError(f"y must be a 1-D array of {X.shape[0]} labels (one per pattern of X), "
+    y = np.asarray(y)
+    if y.ndim != 1 or y.shape[0] != n_rows:
+        raise ValueError(f"y must be a 1-D array of {n_rows} labels (one per pattern of X), "
                          f"got shape {y.shape}")
     classes, y_idx, counts = _check_targets(y)
-    dask.compute(*[dask.delayed(lambda b: _check_binary_values(
-        np.asarray(b, dtype=np.float64))[0].shape, pure=True)(b) for b in X.to_delayed().ravel()])
-    if warm and (model.n_features_in_ != X.shape[1]
+    parts.map(_check_binary_block)
+    if warm and (model.n_features_in_ != n_cols
                  or not np.array_equal(np.asarray(model.classes_), classes)):
         raise ValueError("warm_start=True continues nets of other classes or pixels than X, y "
                          "hold; set warm_start=False to train afresh")
@@ -677,12 +688,12 @@ def _fit_classifier(model, X, y):
     rngs = [np.random.default_rng(s)
             for s in np.random.SeedSequence(
                 check_random_state(model.random_state).integers(0, 2**63 - 1)).spawn(n_classes)]
-    sizes = hidden + (X.shape[1],)
+    sizes = hidden + (n_cols,)
     fits = []
     for c in range(n_classes):
-        Xc = _rows_array(X[np.flatnonzero(y_idx == c)], "GenerativeClassifier.fit")
         try:
-            fits.append(model._train_net(c, Xc, sizes, rates, rngs[c], None, warm))
+            fits.append(model._train_net(c, parts.take(np.flatnonzero(y_idx == c)), sizes,
+                                         rates, rngs[c], None, warm))
         except (FloatingPointError, ValueError) as exc:
             raise ValueError(f"training the net of class {classes[c]!r} failed: {exc}") from exc
     history = [f[2] for f in fits]
@@ -697,5 +708,12 @@ def _fit_classifier(model, X, y):
     model.class_log_prior_ = np.log(counts / counts.sum())
     model.history_ = history
     model.n_iter_ = np.array([h.shape[0] for h in history])
-    model.n_features_in_ = X.shape[1]
+    model.n_features_in_ = n_cols
     return model
+
+
+def _check_binary_block(block):
+    """Refuse a block of the classifier's patterns that is not binary (where it is)."""
+    from mfengine.baselines import _check_binary_values
+
+    _check_binary_values(np.asarray(block, dtype=np.float64))
