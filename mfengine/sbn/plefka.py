@@ -270,7 +270,9 @@ def _evaluate(structure, w, h, net_of, clamp, u, order, activation, want_grad):
         bad = np.flatnonzero(np.isinf(G))
         raise ValueError(
             f"G is +inf for items {bad[:10].tolist()} (a noisy-OR unit with mean > 0 has input "
-            f"exactly 0, so ln f = -inf): no gradient"
+            f"exactly 0, so ln f = -inf): no gradient; a noisy-OR unit needs a positive bias "
+            f"(a leak) in h (h_ of a BeliefNet), here {int(np.sum(h <= 0))} of its entries are "
+            f"<= 0"
         )
     return G, gu, gw, gh
 
