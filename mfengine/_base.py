@@ -16,7 +16,8 @@ parameters end in ``_``.  This module adds the pieces scikit-learn has no name f
   (lazy, block by block; data-parallel fit), and an on-disk array (a NumPy memmap, a zarr or
   h5py array) to :func:`map_chunked`, which reads it a chunk of rows at a time.  Arrays in
   memory take the families' own code, untouched; dask is imported only when a dask
-  collection arrives.
+  collection arrives.  The dependency runs one way: :mod:`mfengine._dask` imports nothing
+  from this module, and a family's data-parallel fit is its own ``_dask_fit`` hook.
 """
 import copy
 import functools

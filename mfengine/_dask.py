@@ -475,9 +475,9 @@ class Partitions:
 
     This is the whole of dask that a family's ``_dask_fit`` hook meets: it never imports
     dask (nor this module) and receives one of these.  The array is persisted (each block
-    stays on a worker) the first time a step needs it; per-block state (warm starts) is
-    handed back to the caller and passed in again, and lives on the workers as persisted
-    values.
+    stays on a worker, the source is read once) the first time its blocks are used;
+    per-block state (warm starts) is handed back to the caller and passed in again, and
+    lives on the workers as persisted values.
 
     Attributes
     ----------
@@ -498,11 +498,6 @@ class Partitions:
         self.sizes = np.array(X.chunks[0], dtype=np.intp)
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.intp)
         self.lengths = lengths
-
-    @property
-    def n_blocks(self):
-        """Number of blocks."""
-        return len(self.sizes)
 
     def _blocks(self):
         if self._persisted is None:
