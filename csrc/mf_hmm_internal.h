@@ -3,7 +3,7 @@
  *
  * The pieces, one idea per file:
  *   mf_hmm_common.c      argument checks, the effective lag, single-site terms and couplings,
- *                        scratch sizes (mf_hmm_work_size)
+ *                        the emission part of a reported bound without cancellation
  *   mf_hmm_fb.c          forward-backward and Viterbi on a chain with per-site potentials
  *   mf_hmm_link.c        the link bound (Gaussian link variables), a start of structured MF
  *   mf_hmm_naive.c       fully factorised mean field
@@ -11,6 +11,7 @@
  *   mf_hmm_structured.c  structured mean field: the best ascent from several starts, M-step
  *                        statistics
  *   mf_hmm_exact.c       exact likelihood over the augmented state
+ *   mf_hmm_work.c        scratch sizes (mf_hmm_work_size), from every method's layout
  *
  * Internal functions work on a model that has been through mf_hmm__prepare (lag < T, or no
  * context) and return the statuses of mf_status.h or the two internal outcomes below; the

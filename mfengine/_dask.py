@@ -624,8 +624,6 @@ def fit(model, X, y=None, missing=None, **kwargs):
     hook = getattr(model, "_dask_fit", None)
     if hook is not None:
         return hook(Partitions(X), y)
-    if name == "GenerativeClassifier":
-        return _fit_classifier(model, Partitions(X), y)
     raise TypeError(f"{name}.fit has no data-parallel form: fit it on an in-memory array "
                     "(for example X.compute())")
 
@@ -641,74 +639,3 @@ def _fit_sequences(model, X, lengths, **kwargs):
     stops = np.searchsorted(ends, edges[1:], side="right")
     by_block = [np.asarray(lengths[a:b]) for a, b in zip(starts, stops)]
     return model._dask_fit(Partitions(X, lengths=by_block))
-
-
-def _fit_classifier(model, parts, y=None):
-    """GenerativeClassifier.fit, data-parallel: the classifier trains the net of each class
-    (``_train_net``) on a lazy selection of the rows (``parts.take``), which sends each net's
-    ``fit`` back here (the net's own ``_dask_fit``); the labels, one per pattern, are read
-    on the client.  Classes are trained one after another, each over the whole cluster; the
-    nets equal those of the in-memory fit (same per-class seeds).
-
-    This is the classifier's ``_dask_fit`` hook, written with the protocol alone
-    (``Partitions`` and the model's own methods) but kept here until mfengine/classify.py
-    takes it in (under ``# --- dask hooks``, with ``_check_binary_block``): its argument
-    checks come from mfengine.baselines, the one import from the package left in this
-    module."""
-    from mfengine._validation import check_random_state
-    from mfengine.baselines import _check_flag, _check_int, _check_real, _check_targets
-
-    hidden = model._hidden_sizes()
-    rates = model._rates()
-    _check_int(model.batch_size, "batch_size", 1)
-    _check_real(model.weight_scale, "weight_scale", 0.0)
-    _check_real(model.tol, "tol", 0.0, include_min=False, allow_none=True)
-    _check_real(model.infer_tol, "infer_tol", 0.0, include_min=False)
-    _check_int(model.infer_max_iter, "infer_max_iter", 1)
-    warm = _check_flag(model.warm_start, "warm_start") and hasattr(model, "net_weights_")
-    n_rows, n_cols = parts.shape
-    if y is None:
-        raise ValueError("y must hold one class label per pattern of X, got None")
-    y = np.asarray(y)
-    if y.ndim != 1 or y.shape[0] != n_rows:
-        raise ValueError(f"y must be a 1-D array of {n_rows} labels (one per pattern of X), "
-                         f"got shape {y.shape}")
-    classes, y_idx, counts = _check_targets(y)
-    parts.map(_check_binary_block)
-    if warm and (model.n_features_in_ != n_cols
-                 or not np.array_equal(np.asarray(model.classes_), classes)):
-        raise ValueError("warm_start=True continues nets of other classes or pixels than X, y "
-                         "hold; set warm_start=False to train afresh")
-    n_classes = classes.shape[0]
-    rngs = [np.random.default_rng(s)
-            for s in np.random.SeedSequence(
-                check_random_state(model.random_state).integers(0, 2**63 - 1)).spawn(n_classes)]
-    sizes = hidden + (n_cols,)
-    fits = []
-    for c in range(n_classes):
-        try:
-            fits.append(model._train_net(c, parts.take(np.flatnonzero(y_idx == c)), sizes,
-                                         rates, rngs[c], None, warm))
-        except (FloatingPointError, ValueError) as exc:
-            raise ValueError(f"training the net of class {classes[c]!r} failed: {exc}") from exc
-    history = [f[2] for f in fits]
-    bad = np.array([not np.all(np.isfinite(h)) for h in history])
-    if np.any(bad):
-        raise ValueError(f"training the nets of classes {classes[bad].tolist()[:10]} gave a "
-                         "non-finite mean-field bound: use a smaller weight_scale or "
-                         "learning_rate")
-    model.classes_ = classes
-    model.net_weights_ = [f[0] for f in fits]
-    model.net_biases_ = [f[1] for f in fits]
-    model.class_log_prior_ = np.log(counts / counts.sum())
-    model.history_ = history
-    model.n_iter_ = np.array([h.shape[0] for h in history])
-    model.n_features_in_ = n_cols
-    return model
-
-
-def _check_binary_block(block):
-    """Refuse a block of the classifier's patterns that is not binary (where it is)."""
-    from mfengine.baselines import _check_binary_values
-
-    _check_binary_values(np.asarray(block, dtype=np.float64))

@@ -249,14 +249,7 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
         """
         from mfengine._progress import progress_bar
 
-        hidden = self._hidden_sizes()
-        rates = self._rates()
-        _check_int(self.batch_size, "batch_size", 1)
-        _check_real(self.weight_scale, "weight_scale", 0.0)
-        _check_real(self.tol, "tol", 0.0, include_min=False, allow_none=True)
-        _check_real(self.infer_tol, "infer_tol", 0.0, include_min=False)
-        _check_int(self.infer_max_iter, "infer_max_iter", 1)
-        warm = _check_flag(self.warm_start, "warm_start") and hasattr(self, "net_weights_")
+        hidden, rates, warm = self._fit_settings()
         _check_flag(self.progress, "progress")
         previous = (np.asarray(self.classes_), self.n_features_in_) if warm else None
         X, y = _validate_array(self, X, y=y, reset=True)
@@ -409,6 +402,74 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
     def _joint(self, X, missing):
         bounds = self.class_bounds(X, missing=missing)
         return bounds + _check_class_log_prior(self)
+
+
+    def _fit_settings(self):
+        """The checked training settings of fit and of its data-parallel form: the hidden
+        layer sizes, the per-epoch learning rates, and whether to continue the current nets."""
+        hidden = self._hidden_sizes()
+        rates = self._rates()
+        _check_int(self.batch_size, "batch_size", 1)
+        _check_real(self.weight_scale, "weight_scale", 0.0)
+        _check_real(self.tol, "tol", 0.0, include_min=False, allow_none=True)
+        _check_real(self.infer_tol, "infer_tol", 0.0, include_min=False)
+        _check_int(self.infer_max_iter, "infer_max_iter", 1)
+        warm = _check_flag(self.warm_start, "warm_start") and hasattr(self, "net_weights_")
+        return hidden, rates, warm
+
+    # --- dask hooks
+    def _dask_fit(self, parts, y=None):
+        """``fit``, data-parallel (the hook of mfengine._dask): the net of each class is
+        trained (``_train_net``) on a lazy selection of the rows (``parts.take``), which sends
+        each net's ``fit`` to the net's own ``_dask_fit``; the labels, one per pattern, are
+        read on the client.  Classes are trained one after another, each over the whole
+        cluster; the nets equal those of the in-memory fit (same per-class seeds)."""
+        hidden, rates, warm = self._fit_settings()
+        n_rows, n_cols = parts.shape
+        if y is None:
+            raise ValueError("y must hold one class label per pattern of X, got None")
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != n_rows:
+            raise ValueError(f"y must be a 1-D array of {n_rows} labels (one per pattern of X), "
+                             f"got shape {y.shape}")
+        classes, y_idx, counts = _check_targets(y)
+        parts.map(_check_binary_block)
+        if warm and (self.n_features_in_ != n_cols
+                     or not np.array_equal(np.asarray(self.classes_), classes)):
+            raise ValueError("warm_start=True continues nets of other classes or pixels than X, y "
+                             "hold; set warm_start=False to train afresh")
+        n_classes = classes.shape[0]
+        rngs = [np.random.default_rng(s)
+                for s in np.random.SeedSequence(
+                    check_random_state(self.random_state).integers(0, 2**63 - 1)).spawn(n_classes)]
+        sizes = hidden + (n_cols,)
+        fits = []
+        for c in range(n_classes):
+            try:
+                fits.append(self._train_net(c, parts.take(np.flatnonzero(y_idx == c)), sizes,
+                                             rates, rngs[c], None, warm))
+            except (FloatingPointError, ValueError) as exc:
+                raise ValueError(
+                    f"training the net of class {classes[c].tolist()!r} failed: {exc}") from exc
+        history = [f[2] for f in fits]
+        bad = np.array([not np.all(np.isfinite(h)) for h in history])
+        if np.any(bad):
+            raise ValueError(f"training the nets of classes {classes[bad].tolist()[:10]} gave a "
+                             "non-finite mean-field bound: use a smaller weight_scale or "
+                             "learning_rate")
+        self.classes_ = classes
+        self.net_weights_ = [f[0] for f in fits]
+        self.net_biases_ = [f[1] for f in fits]
+        self.class_log_prior_ = np.log(counts / counts.sum())
+        self.history_ = history
+        self.n_iter_ = np.array([h.shape[0] for h in history])
+        self.n_features_in_ = n_cols
+        return self
+
+
+def _check_binary_block(block):
+    """Refuse a block of the classifier's patterns that is not binary (where it is)."""
+    _check_binary_values(np.asarray(block, dtype=np.float64))
 
 
 def default_schedule(max_iter):
