@@ -908,6 +908,15 @@ class ContextHMM(PersistMixin, BaseEstimator):
         if n_frames < n:
             raise ValueError(f"X has {n_frames} rows with an observed value (the others are all "
                              f"NaN: missing frames), fewer than n_states={n}")
+        # the means are estimated from X: data spread beyond _MAX_MAGNITUDE would give means
+        # the kernels must refuse, so X is named here (measured from the median, which no
+        # value can push to infinity)
+        dev = np.abs(Xc - np.nanmedian(Xc, axis=0))
+        if np.nanmax(dev) > _MAX_MAGNITUDE:
+            raise ValueError(
+                f"X has values {np.nanmax(dev):.3g} away from the median of their column: beyond "
+                f"{_MAX_MAGNITUDE:g} the squared distances fit computes leave the range of "
+                "float64; rescale X")
         rng = check_random_state(self.random_state)
         P, init_right, init_left, warm = self._start(D, rng, lambda: Xc)
         # every computation of fit runs with data and means shifted by the data's mean

@@ -535,7 +535,8 @@ class NLGBN(PersistMixin, BaseEstimator):
         training data's columns, for ``sizes[-1] = None``)."""
         sizes = _check_layer_sizes(self.sizes, n_features)
         units = _check_units(self.units, sizes)
-        scale = _check_float(self.weight_scale, "weight_scale", 0.0, max_val=1e100)
+        # (+ 0.0 turns -0.0, which the check accepts as 0, into the 0.0 NumPy's normal takes)
+        scale = _check_float(self.weight_scale, "weight_scale", 0.0, max_val=1e100) + 0.0
         min_variance = self._check_min_variance()
         rng = _check_random_state(self.random_state)
         try:
@@ -648,7 +649,8 @@ class NLGBN(PersistMixin, BaseEstimator):
             said = (f"X has {X.shape[1]} features, but NLGBN is expecting {n_features} features "
                     "as input: " if name == "X" else "")
             raise ValueError(f"{said}{name} must have {n_features} columns (one per visible "
-                             f"unit), got {X.shape[1]}")
+                             f"unit: the last of sizes, or the rows of weights_[-1]), got "
+                             f"{X.shape[1]}")
         return X
 
     def _check_data(self, X, missing, n_features):
@@ -1412,8 +1414,8 @@ class NLGBN(PersistMixin, BaseEstimator):
             self._draw_params(n_features=n_cols)
         net = self._network()
         if n_cols != net.sizes[-1]:
-            raise ValueError(f"X must have {net.sizes[-1]} columns (one per visible unit), got "
-                             f"{n_cols}")
+            raise ValueError(f"X must have {net.sizes[-1]} columns (one per visible unit: the "
+                             f"last of sizes, or the rows of weights_[-1]), got {n_cols}")
         if n == 0:
             raise ValueError("X must hold at least one pattern to fit")
         net = self._variance_floors(p, net)
