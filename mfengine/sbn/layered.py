@@ -319,8 +319,10 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                     raise TypeError(f"{name}[{l}] must be numeric, got dtype {arr.dtype}")
                 if arr.ndim != ndim:
                     raise ValueError(f"{name}[{l}] must be {ndim}-D, got shape {arr.shape}")
-                if not isinstance(a, np.ndarray) or arr.dtype != np.float64 or not arr.flags.c_contiguous:
-                    arrays[l] = np.ascontiguousarray(arr, dtype=np.float64)
+                if (not isinstance(a, np.ndarray) or arr.dtype != np.float64
+                        or not arr.flags.c_contiguous or not arr.flags.writeable):
+                    # (a read-only array is copied: fit updates the parameters in place)
+                    arrays[l] = np.array(arr, dtype=np.float64, order="C")
         # A bias vector whose length disagrees with both neighbouring weight matrices (which
         # agree with each other) is the odd one: name it rather than the weights.
         for l, b in enumerate(self.biases_):
@@ -688,12 +690,17 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         rng = check_random_state(random_state)
         self._params()
         layers = []
-        p = np.broadcast_to(_sigmoid(self.biases_[0]), (n_samples, self.biases_[0].shape[0]))
-        S = (rng.random(p.shape) < p).astype(np.float64)
-        layers.append(S)
-        for w, b in zip(self.weights_, self.biases_[1:]):
-            S = (rng.random((n_samples, b.shape[0])) < _sigmoid(S @ w.T + b)).astype(np.float64)
+        try:
+            p = np.broadcast_to(_sigmoid(self.biases_[0]), (n_samples, self.biases_[0].shape[0]))
+            S = (rng.random(p.shape) < p).astype(np.float64)
             layers.append(S)
+            for w, b in zip(self.weights_, self.biases_[1:]):
+                S = (rng.random((n_samples, b.shape[0])) < _sigmoid(S @ w.T + b)).astype(np.float64)
+                layers.append(S)
+        except MemoryError:
+            need = 8 * n_samples * sum(b.shape[0] for b in self.biases_)
+            raise MemoryError(f"n_samples={n_samples}: the draws need about {need:,} bytes; "
+                              "draw fewer samples at a time") from None
         return layers if return_all else layers[-1]
 
     def log_joint(self, layers):
@@ -936,14 +943,21 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         warm = check_flag(self.warm_start, "warm_start")
         check_callback(self.callback)
-        if not warm or "weights_" not in vars(self):
+        drawn = not warm or "weights_" not in vars(self)
+        if drawn:
             n_visible = as_float_matrix(X, "X", allow_nan=True).shape[1]
             self._init_params(n_visible)
         self._check_params()
         V, miss = self._check_data(X, missing, min_rows=1)
         self.n_features_in_ = V.shape[1]
         if method in DAG_METHODS:
-            return self._fit_dag(V, missing)
+            try:
+                return self._fit_dag(V, missing)
+            except OverflowError as exc:
+                if not drawn:
+                    raise
+                raise OverflowError(f"{exc} (the starting weights were drawn with "
+                                    f"weight_scale={self.weight_scale!r}: lower it)") from exc
         n = V.shape[0]
         rates, batch_size, tol, itol, imax, progress, rng = self._fit_settings()
         from mfengine._progress import progress_bar
