@@ -335,3 +335,55 @@ def test_sample_arguments(net):
     np.testing.assert_array_equal(layers[-1], net.sample(5, random_state=0))
     with pytest.raises(TypeError, match="random_state"):
         net.sample(3, random_state="seed")
+
+
+# --- what the long fuzz found with further seeds (bench/fuzz_long.py --seed 11 / 23 / 47):
+# each error names the argument at fault, and valid input is not refused
+
+def test_errors_name_the_argument_found_by_further_fuzz_seeds():
+    X = np.sin(np.arange(20.0))[:, None] * np.ones(2) + 0.5
+    h = mf.ContextHMM(2, 2, lag=2, context="right", max_iter=2, bw_max_iter=2, random_state=0,
+                      progress=False)
+    with pytest.raises(ValueError, match="^X has values"):
+        h.fit(X * 1e150)                # was: means_ (estimated from X) named
+    Xb = X.copy()
+    Xb.flat[0] = np.finfo(float).max
+    with pytest.raises(ValueError, match="^X has values"):
+        h.fit(Xb)
+
+    g = mf.NLGBN([2, 3], max_iter=2, tol=1e-3, random_state=0, progress=False)
+    Xn = g.sample(6, random_state=1)
+    g.weight_scale = -0.0               # the valid 0 (was NumPy's "scale < 0")
+    assert np.all(np.isfinite(g.fit(Xn).history_))
+    g2 = mf.NLGBN([2, 3], max_iter=2, tol=1e-3, random_state=0, progress=False)
+    g2.sizes = np.array([1, 2])
+    with pytest.raises(ValueError, match="sizes"):
+        g2.score_samples(Xn)
+
+    s = mf.SigmoidBeliefNet([3, 4], method="plefka12", max_iter=2, random_state=0,
+                            progress=False)
+    Xs = s.sample(1, random_state=1)
+    s.weight_scale = 4e275
+    with pytest.raises(OverflowError, match=r"weight_scale=4e\+275"):
+        s.fit(Xs)
+
+    rng = np.random.default_rng(0)
+    W = np.tril(rng.uniform(0, 1, (5, 5)), -1) * 5.0
+    b = mf.BeliefNet(W, np.zeros(5), visible=[1, 2, 3, 4], activation="noisy_or",
+                     method="plefka22", max_iter=2, batch_size=3, progress=False)
+    Xo = np.ones((1, 4))
+    with pytest.raises(ValueError, match=r"positive bias \(a leak\) in h"):
+        b.fit(Xo)
+
+
+def test_fit_copies_a_read_only_parameter_instead_of_refusing_it():
+    m = mf.SigmoidBeliefNet([1, 2, 3], max_iter=2, random_state=0, progress=False)
+    X = m.sample(4, random_state=1)
+    frozen = np.array(m.weights_[1])
+    frozen.setflags(write=False)
+    before = frozen.copy()
+    m.weights_[1] = frozen
+    m.warm_start = True
+    m.fit(X)
+    np.testing.assert_array_equal(frozen, before)        # the user's array is untouched
+    assert m.weights_[1] is not frozen and m.weights_[1].flags.writeable
