@@ -108,6 +108,7 @@ import numpy as np
 from cython.parallel cimport prange, parallel, threadid
 from libc.math cimport fabs, log, log1p, exp, expm1, sqrt
 from libc.stdlib cimport malloc, free
+from libc.stdint cimport uintptr_t
 from mfengine._typedefs cimport intp_t, uint8_t, int8_t
 from mfengine.sbn._dag cimport (Dag, check_dag, check_items, MF_OK, MF_NOT_CONVERGED,
                                 MF_EBADARG, MF_ENOMEM, MF_EOVERFLOW)
@@ -610,6 +611,7 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
 
 
 # ---------------------------------------------------------------------------- fast path
+DEF REC_MIN_UNITS = 16384   # units from which the fast path keeps a record per unit (SJJF_REC)
 DEF FAST_SCALE = 256.0  # |h_i| + sum_in |W|, and sum_out |W|, at most this for every unit: fast path
 
 cdef extern from *:
@@ -630,6 +632,21 @@ cdef extern from *:
 #define SJJF_T_MAX 700.0
 #define SJJF_T_TOL 1e-12
 #define SJJF_MAX_IT 100
+/* Software prefetch of the next unit's scattered state (see sjjf_prefetch_*): only for nets
+ * whose per-unit state (about 17 arrays of n doubles) outgrows the caches. */
+#if defined(__GNUC__) || defined(__clang__)
+#define SJJF_PREFETCH(p, rw) __builtin_prefetch((p), (rw), 3)
+#else
+#define SJJF_PREFETCH(p, rw) ((void) 0)
+#endif
+#define SJJF_PF_MIN_UNITS 16384
+/* The record of a unit on large nets: mu, nu, pa, pb, xi, Z, isacc (and a spare) in one
+ * cache line, so that a parent's or a child's state read at random costs one miss, not 2-6
+ * (one per array).  SJJF_U(a, i, ST): the unit-i entry of such an array. */
+#define SJJF_REC 8
+#define SJJF_U(a, i, ST) ((a)[(Py_ssize_t) (i) * (ST)])
+static int sjjf_prefetch_on = 1;    /* _sjj._set_prefetch: off for same-run comparisons */
+static int sjjf_records_on = 1;     /* _sjj._set_records: off for same-run comparisons */
 
 typedef struct {
     Py_ssize_t n;
@@ -641,6 +658,8 @@ typedef struct {
     const unsigned char *free_;
     double *mu, *nu, *t, *xi;
     double *Z, *pa, *pb, *lnS, *isacc, *gA, *gB, *hA2, *hB2, *gD;   /* per unit */
+    Py_ssize_t stride;            /* of mu, nu, xi, pa, pb, Z, isacc: 1, or SJJF_REC when
+                                     they are interleaved in one 64-byte record per unit */
     double *al, *be;              /* per unit: e^{-xi h}, e^{(1 - xi) h} at its xi */
     double *ap, *bp;              /* per edge, parent order: e^{-xi_c w}, e^{(1 - xi_c) w} */
     double *aq, *bq;              /* the same in child order (pos[e]: edge e's place there) */
@@ -695,15 +714,15 @@ SJJF_INLINE double sjjf_entropy(double m, double nu)
  * = h + sum w mu. */
 SJJF_INLINE double sjjf_eval_impl(const sjjf_state *s, Py_ssize_t i, double x, int fresh,
                                   double *o_pa, double *o_pb, double *sums, double *o_z,
-                                  double *o_al, double *o_be, const int contig)
+                                  double *o_al, double *o_be, const int contig, const int ST)
 {
     const Py_ssize_t p0 = s->par_ptr[i], k = s->par_ptr[i + 1] - p0;
     const double *restrict w = s->w + p0;
     const double *restrict ew = s->ew + p0;
     const Py_ssize_t *restrict pj = s->par_idx + p0;
     const Py_ssize_t j0 = contig ? s->pfirst[i] : 0;
-    const double *restrict mu = s->mu + j0;
-    const double *restrict nuv = s->nu + j0;
+    const double *restrict mu = s->mu + j0 * ST;
+    const double *restrict nuv = s->nu + j0 * ST;
     double *restrict ta = s->ta;
     double *restrict tb = s->tb;
     Py_ssize_t e;
@@ -714,7 +733,7 @@ SJJF_INLINE double sjjf_eval_impl(const sjjf_state *s, Py_ssize_t i, double x, i
 #pragma omp simd reduction(*:PA, PB) reduction(+:z)
         for (e = 0; e < k; e++) {
             const Py_ssize_t j = contig ? e : pj[e];
-            double m = mu[j], nu = nuv[j], we = w[e];
+            double m = SJJF_U(mu, j, ST), nu = SJJF_U(nuv, j, ST), we = w[e];
             double a = sjjf_exp(-x * we), b = a * ew[e];
             ta[e] = a;
             tb[e] = b;
@@ -728,7 +747,8 @@ SJJF_INLINE double sjjf_eval_impl(const sjjf_state *s, Py_ssize_t i, double x, i
 #pragma omp simd reduction(*:PA, PB) reduction(+:gA, gB, hA2, hB2, gD, z)
         for (e = 0; e < k; e++) {
             const Py_ssize_t j = contig ? e : pj[e];
-            double m = mu[j], nu = nuv[j], a = ta[e], b = tb[e], we = w[e];
+            double m = SJJF_U(mu, j, ST), nu = SJJF_U(nuv, j, ST), a = ta[e], b = tb[e];
+            double we = w[e];
             double FA = nu + m * a, FB = nu + m * b;
             double inv = 1.0 / (FA * FB);
             double ra = m * a * FB * inv, rb = m * b * FA * inv;
@@ -756,17 +776,18 @@ SJJF_INLINE double sjjf_eval_impl(const sjjf_state *s, Py_ssize_t i, double x, i
 }
 
 SJJF_INLINE double sjjf_eval(const sjjf_state *s, Py_ssize_t i, double x, int fresh,
-                             double *o_pa, double *o_pb, double *sums, double *o_z, double *ab)
+                             double *o_pa, double *o_pb, double *sums, double *o_z, double *ab,
+                             const int ST)
 {
     if (s->pfirst[i] >= 0)
-        return sjjf_eval_impl(s, i, x, fresh, o_pa, o_pb, sums, o_z, ab, ab + 1, 1);
-    return sjjf_eval_impl(s, i, x, fresh, o_pa, o_pb, sums, o_z, ab, ab + 1, 0);
+        return sjjf_eval_impl(s, i, x, fresh, o_pa, o_pb, sums, o_z, ab, ab + 1, 1, ST);
+    return sjjf_eval_impl(s, i, x, fresh, o_pa, o_pb, sums, o_z, ab, ab + 1, 0, ST);
 }
 
 /* Store unit i's evaluation as its state (and, if fresh, its factors into ap, bp). */
 SJJF_INLINE void sjjf_store(sjjf_state *s, Py_ssize_t i, double x, int fresh, double lnS,
                             double pa, double pb, const double *sums, double z,
-                            const double *ab)
+                            const double *ab, const int ST)
 {
     s->al[i] = ab[0];
     s->be[i] = ab[1];
@@ -780,12 +801,12 @@ SJJF_INLINE void sjjf_store(sjjf_state *s, Py_ssize_t i, double x, int fresh, do
             s->bq[pos[e]] = s->tb[e];
         }
     }
-    s->xi[i] = x;
+    SJJF_U(s->xi, i, ST) = x;
     s->lnS[i] = lnS;
-    s->isacc[i] = 1.0;
-    s->pa[i] = pa;
-    s->pb[i] = pb;
-    s->Z[i] = z;
+    SJJF_U(s->isacc, i, ST) = 1.0;
+    SJJF_U(s->pa, i, ST) = pa;
+    SJJF_U(s->pb, i, ST) = pb;
+    SJJF_U(s->Z, i, ST) = z;
     s->gA[i] = sums[0]; s->gB[i] = sums[1]; s->hA2[i] = sums[2]; s->hB2[i] = sums[3];
     s->gD[i] = sums[4];
 }
@@ -793,11 +814,11 @@ SJJF_INLINE void sjjf_store(sjjf_state *s, Py_ssize_t i, double x, int fresh, do
 /* One safeguarded Newton step on unit i's xi from the derivative sums of its last evaluation
  * (taken before the last mean pass: slightly stale, which only affects the step; the step is
  * kept only if phi = ln S + x Z fell at the current means), then every cache of unit i anew. */
-SJJF_INLINE void sjjf_xi_step(sjjf_state *s, Py_ssize_t i, double gtol)
+SJJF_INLINE void sjjf_xi_step(sjjf_state *s, Py_ssize_t i, double gtol, const int ST)
 {
-    double x = s->xi[i], hi = s->h[i];
+    double x = SJJF_U(s->xi, i, ST), hi = s->h[i];
     double sums[5], npa, npb, z, lnS, xn = x, lo, hi_, phi_old, pa, pb, Z, ab[2], nab[2];
-    double lnS0 = sjjf_eval(s, i, x, 0, &pa, &pb, sums, &Z, ab);
+    double lnS0 = sjjf_eval(s, i, x, 0, &pa, &pb, sums, &Z, ab, ST);
     double d1 = pa * (-hi - sums[0]) + pb * (-hi - sums[1]) + Z;
     double d2 = pa * sums[2] + pb * sums[3] + pa * pb * sums[4] * sums[4];
     if (s->par_ptr[i + 1] > s->par_ptr[i] && fabs(d1) > gtol) {
@@ -808,19 +829,20 @@ SJJF_INLINE void sjjf_xi_step(sjjf_state *s, Py_ssize_t i, double gtol)
     }
     if (xn != x) {
         phi_old = lnS0 + x * Z;
-        lnS = sjjf_eval(s, i, xn, 1, &npa, &npb, sums, &z, nab);
+        lnS = sjjf_eval(s, i, xn, 1, &npa, &npb, sums, &z, nab, ST);
         if (lnS + xn * z <= phi_old) {
-            sjjf_store(s, i, xn, 1, lnS, npa, npb, sums, z, nab);
+            sjjf_store(s, i, xn, 1, lnS, npa, npb, sums, z, nab, ST);
             return;
         }
-        sjjf_eval(s, i, x, 0, &pa, &pb, sums, &Z, ab);
+        sjjf_eval(s, i, x, 0, &pa, &pb, sums, &Z, ab, ST);
     }
-    sjjf_store(s, i, x, 0, lnS0, pa, pb, sums, Z, ab);
+    sjjf_store(s, i, x, 0, lnS0, pa, pb, sums, Z, ab, ST);
 }
 
 /* Move mu_k to a local maximum of the bound uphill from where it is (as update_mu of the
  * careful path, from the cached products: no exponential per child); 1 if it moved. */
-SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, const int contig)
+SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, const int contig,
+                                    const int ST)
 {
     const Py_ssize_t q0 = s->ch_ptr[k], nc = s->ch_ptr[k + 1] - q0;
     const Py_ssize_t *restrict cc = s->ch_idx + q0;
@@ -828,17 +850,17 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
     const double *restrict bq = s->bq + q0;
     const double *restrict wq = s->wq + q0;
     const Py_ssize_t c0i = contig ? s->cfirst[k] : 0;
-    double *restrict pa = s->pa + c0i;
-    double *restrict pb = s->pb + c0i;
+    double *restrict pa = s->pa + c0i * ST;
+    double *restrict pb = s->pb + c0i * ST;
     double *restrict Ph = s->Ph;
     double *restrict Rh = s->Rh;
     double *restrict iA = s->iA;
     double *restrict iB = s->iB;
     double *restrict Iv = s->Iv;
-    const double *restrict mu = s->mu + c0i;
-    const double *restrict xi = s->xi + c0i;
-    const double mk = s->mu[k], nk = s->nu[k], t0 = s->t[k];
-    double c0 = s->Z[k], G = 0.0, pd = 1.0;
+    const double *restrict mu = s->mu + c0i * ST;
+    const double *restrict xi = s->xi + c0i * ST;
+    const double mk = SJJF_U(s->mu, k, ST), nk = SJJF_U(s->nu, k, ST), t0 = s->t[k];
+    double c0 = SJJF_U(s->Z, k, ST), G = 0.0, pd = 1.0;
     Py_ssize_t q, it;
 #pragma omp simd reduction(+:c0, G) reduction(*:pd)
     for (q = 0; q < nc; q++) {
@@ -846,13 +868,14 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
         double a = aq[q], b = bq[q];
         double FA = nk + mk * a, FB = nk + mk * b;
         double inv = 1.0 / (FA * FB), ia = FB * inv, ib = FA * inv;
-        double P = pa[c] * ia + pb[c] * ib;
-        double R = pa[c] * a * ia + pb[c] * b * ib;
+        double pac = SJJF_U(pa, c, ST), pbc = SJJF_U(pb, c, ST);
+        double P = pac * ia + pbc * ib;
+        double R = pac * a * ia + pbc * b * ib;
         Ph[q] = P;
         Rh[q] = R;
         iA[q] = ia;
         iB[q] = ib;
-        c0 += (mu[c] - xi[c]) * wq[q];
+        c0 += (SJJF_U(mu, c, ST) - SJJF_U(xi, c, ST)) * wq[q];
         G += R - P;           /* (R - P) / (nk P + mk R), that denominator being 1 */
         pd *= nk * P + mk * R;
     }
@@ -924,40 +947,40 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
     double gain = lin + dmu * c0 - log((pn * un_o * ud_n) / (pd * ud_o * un_n));
     if (!(gain > 0.0))
         return 0;
-    s->mu[k] = mun;
-    s->nu[k] = nun;
+    SJJF_U(s->mu, k, ST) = mun;
+    SJJF_U(s->nu, k, ST) = nun;
     s->t[k] = tn;
-    double *restrict Z = s->Z + c0i;
-    double *restrict isacc = s->isacc + c0i;
+    double *restrict Z = s->Z + c0i * ST;
+    double *restrict isacc = s->isacc + c0i * ST;
 #pragma omp simd
     for (q = 0; q < nc; q++) {
         const Py_ssize_t c = contig ? q : cc[q];
         double ir = (nk * Ph[q] + mk * Rh[q]) * Iv[q];
-        pa[c] *= (nun + mun * aq[q]) * iA[q] * ir;
-        pb[c] *= (nun + mun * bq[q]) * iB[q] * ir;
-        isacc[c] *= ir;
-        Z[c] += wq[q] * dmu;
+        SJJF_U(pa, c, ST) *= (nun + mun * aq[q]) * iA[q] * ir;
+        SJJF_U(pb, c, ST) *= (nun + mun * bq[q]) * iB[q] * ir;
+        SJJF_U(isacc, c, ST) *= ir;
+        SJJF_U(Z, c, ST) += wq[q] * dmu;
     }
     return 1;
 }
 
-SJJF_INLINE int sjjf_update_mu(sjjf_state *s, Py_ssize_t k, double gtol)
+SJJF_INLINE int sjjf_update_mu(sjjf_state *s, Py_ssize_t k, double gtol, const int ST)
 {
     if (s->cfirst[k] >= 0)
-        return sjjf_update_mu_impl(s, k, gtol, 1);
-    return sjjf_update_mu_impl(s, k, gtol, 0);
+        return sjjf_update_mu_impl(s, k, gtol, 1, ST);
+    return sjjf_update_mu_impl(s, k, gtol, 0, ST);
 }
 
 /* The bound from the caches, O(n_units). */
-SJJF_INLINE double sjjf_bound(const sjjf_state *s)
+SJJF_INLINE double sjjf_bound(const sjjf_state *s, const int ST)
 {
     /* the logarithms of the S-ratios and of the entropies' u as one product (its binary
      * exponent kept apart) */
     double total = 0.0, prod = 1.0, un, ud;
     int ex = 0, e;
     for (Py_ssize_t i = 0; i < s->n; i++) {
-        total += (s->mu[i] - s->xi[i]) * s->Z[i] - s->lnS[i];
-        prod *= s->isacc[i];
+        total += (SJJF_U(s->mu, i, ST) - SJJF_U(s->xi, i, ST)) * SJJF_U(s->Z, i, ST) - s->lnS[i];
+        prod *= SJJF_U(s->isacc, i, ST);
         if (s->free_[i]) {
             total += sjjf_entropy_t(s->t[i], &un, &ud);
             prod *= un / ud;
@@ -1029,32 +1052,72 @@ void sjjf_final(const sjjf_state *s, unsigned char *careful, double *total, doub
     *err = er;
 }
 
-/* Coordinate ascent for one item on the fast path; the means and xi are in s (initialised),
- * hist (or NULL) receives the bound after each sweep.  Returns 1 if it converged, the sweeps
- * in *sweeps_out. */
-SJJF_CLONES
-int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t max_sweeps,
-               double rel_floor, Py_ssize_t *sweeps_out)
+/* Prefetch what unit i's xi step reads and writes at scattered places: its parents' mu and
+ * nu, and the child-order places of its edges' factors (aq, bq).  Nothing for a unit whose
+ * parents are a run of consecutive units (read in order, the hardware prefetches them). */
+SJJF_INLINE void sjjf_prefetch_parents(const sjjf_state *s, Py_ssize_t i, const int ST)
+{
+    if (s->pfirst[i] >= 0)
+        return;
+    for (Py_ssize_t e = s->par_ptr[i]; e < s->par_ptr[i + 1]; e++) {
+        const Py_ssize_t j = s->par_idx[e], q = s->pos[e];
+        SJJF_PREFETCH(s->mu + j * ST, 0);
+        if (ST == 1)
+            SJJF_PREFETCH(s->nu + j, 0);
+        SJJF_PREFETCH(s->aq + q, 1);
+        SJJF_PREFETCH(s->bq + q, 1);
+    }
+}
+
+/* Prefetch what unit k's mean update reads and writes at its children: pa, pb, mu, xi, Z
+ * and the S-ratio. */
+SJJF_INLINE void sjjf_prefetch_children(const sjjf_state *s, Py_ssize_t k, const int ST)
+{
+    if (s->cfirst[k] >= 0 || !s->free_[k])
+        return;
+    for (Py_ssize_t q = s->ch_ptr[k]; q < s->ch_ptr[k + 1]; q++) {
+        const Py_ssize_t c = s->ch_idx[q];
+        SJJF_PREFETCH(s->pa + c * ST, 1);
+        if (ST == 1) {
+            SJJF_PREFETCH(s->pb + c, 1);
+            SJJF_PREFETCH(s->mu + c, 0);
+            SJJF_PREFETCH(s->xi + c, 0);
+            SJJF_PREFETCH(s->Z + c, 1);
+            SJJF_PREFETCH(s->isacc + c, 1);
+        }
+    }
+}
+
+/* sjjf_solve for one layout of the per-unit state (ST: its stride). */
+SJJF_INLINE int sjjf_solve_impl(sjjf_state *s, double *hist, double tol, double gtol,
+                                Py_ssize_t max_sweeps, double rel_floor, Py_ssize_t *sweeps_out,
+                                const int ST)
 {
     Py_ssize_t n = s->n, i, k, sweep = 0;
     double sums[5], pa, pb, z, lnS, bnd, prev, ab[2];
     int converged = 0;
     for (i = 0; i < n; i++) {
-        lnS = sjjf_eval(s, i, s->xi[i], 1, &pa, &pb, sums, &z, ab);
-        sjjf_store(s, i, s->xi[i], 1, lnS, pa, pb, sums, z, ab);
+        lnS = sjjf_eval(s, i, SJJF_U(s->xi, i, ST), 1, &pa, &pb, sums, &z, ab, ST);
+        sjjf_store(s, i, SJJF_U(s->xi, i, ST), 1, lnS, pa, pb, sums, z, ab, ST);
     }
-    prev = sjjf_bound(s);
+    prev = sjjf_bound(s, ST);
     if (hist != NULL) hist[0] = prev;
+    const int pf = sjjf_prefetch_on && n >= SJJF_PF_MIN_UNITS;
     while (sweep < max_sweeps) {
-        for (i = 0; i < n; i++)
-            sjjf_xi_step(s, i, gtol);
+        for (i = 0; i < n; i++) {
+            if (pf && i + 1 < n)
+                sjjf_prefetch_parents(s, i + 1, ST);
+            sjjf_xi_step(s, i, gtol, ST);
+        }
         for (i = 0; i < n; i++) {
             k = sweep % 2 == 0 ? i : n - 1 - i;
+            if (pf && i + 1 < n)
+                sjjf_prefetch_children(s, sweep % 2 == 0 ? i + 1 : n - 2 - i, ST);
             if (s->free_[k])
-                sjjf_update_mu(s, k, gtol);
+                sjjf_update_mu(s, k, gtol, ST);
         }
         sweep++;
-        bnd = sjjf_bound(s);
+        bnd = sjjf_bound(s, ST);
         if (hist != NULL) hist[sweep] = bnd;
         if (fabs(bnd - prev) < tol + rel_floor * fabs(bnd)) {
             converged = 1;
@@ -1064,6 +1127,19 @@ int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t 
     }
     *sweeps_out = sweep;
     return converged;
+}
+
+/* Coordinate ascent for one item on the fast path; the means and xi are in s (initialised;
+ * per-unit arrays of stride 1, or interleaved records of stride SJJF_REC), hist (or NULL)
+ * receives the bound after each sweep.  Returns 1 if it converged, the sweeps in
+ * *sweeps_out. */
+SJJF_CLONES
+int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t max_sweeps,
+               double rel_floor, Py_ssize_t *sweeps_out)
+{
+    if (s->stride == SJJF_REC)
+        return sjjf_solve_impl(s, hist, tol, gtol, max_sweeps, rel_floor, sweeps_out, SJJF_REC);
+    return sjjf_solve_impl(s, hist, tol, gtol, max_sweeps, rel_floor, sweeps_out, 1);
 }
     """
     ctypedef struct sjjf_state:
@@ -1095,6 +1171,7 @@ int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t 
         double *hA2
         double *hB2
         double *gD
+        Py_ssize_t stride
         double *al
         double *be
         double *ap
@@ -1108,17 +1185,40 @@ int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t 
         double *iA
         double *iB
         double *Iv
+    int sjjf_prefetch_on
+    int sjjf_records_on
     void sjjf_final(const sjjf_state *s, uint8_t *careful, double *total, double *err) nogil
     int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t max_sweeps,
                    double rel_floor, intp_t *sweeps_out) nogil
+
+
+def _set_prefetch(bint on):
+    """Whether the sweeps prefetch the next unit's scattered state on large nets (for the
+    benchmarks' same-run comparisons; the answers do not depend on it); returns the previous
+    setting."""
+    global sjjf_prefetch_on
+    cdef bint old = sjjf_prefetch_on
+    sjjf_prefetch_on = on
+    return old
+
+
+def _set_records(bint on):
+    """Whether the fast sigmoid sweep keeps one interleaved record per unit on large nets (for
+    the benchmarks' same-run comparisons; the answers do not depend on it); returns the
+    previous setting."""
+    global sjjf_records_on
+    cdef bint old = sjjf_records_on
+    sjjf_records_on = on
+    return old
 
 
 cdef inline Py_ssize_t fast_extra(Py_ssize_t n, Py_ssize_t nnz, Py_ssize_t maxin,
                                   Py_ssize_t maxout) noexcept nogil:
     """Doubles of thread scratch beyond the careful path's 14 n + 3 nnz doubles and 2 n bytes:
     the careful path's bytes (rounded up), the fast path's per-unit trial and per-child
-    scratch, the net cache (weights in child order, e^w) and its key."""
-    return (2 * n + 15) // 8 + 1 + 2 * maxin + 5 * maxout + 3 * nnz + 2
+    scratch, the net cache (weights in child order, e^w), the units' records on large nets
+    (REC_MIN_UNITS; 8 n doubles, and 8 to align them to 64 bytes) and the key."""
+    return (2 * n + 15) // 8 + 1 + 2 * maxin + 5 * maxout + 3 * nnz + 8 * n + 8 + 2
 
 
 cdef int net_is_fast(const Dag *g, const double *w, const double *h) noexcept nogil:
@@ -1182,10 +1282,13 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     cdef double *Iv = iB + maxout
     cdef double *wq = Iv + maxout
     cdef double *ew = wq + nnz
-    cdef intp_t *key = <intp_t *> (ew + 2 * nnz)    # [net cached, its fast flag]
+    # the units' records (SJJF_REC doubles each, 64-byte aligned), then the key
+    cdef double *rec = <double *> ((<uintptr_t> (ew + 2 * nnz) + 63) & ~(<uintptr_t> 63))
+    cdef intp_t *key = <intp_t *> (ew + 2 * nnz + 8 * n + 8)    # [net cached, its fast flag]
     cdef uint8_t *free_ = <uint8_t *> (work + 14 * n + 3 * nnz)
     cdef sjjf_state s
     cdef int converged
+    cdef bint records = n >= REC_MIN_UNITS and sjjf_records_on
     if key[0] == -2:
         return solve_item(g, w, h, clamp, mu, xi, hist, tol, gtol, max_sweeps, work, bound_out,
                           sweeps_out)
@@ -1240,11 +1343,37 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     s.iA = iA
     s.iB = iB
     s.Iv = Iv
+    s.stride = 1
     init_means(n, clamp, mu, s.nu, s.t, free_)
     for i in range(n):
         if not (0.0 <= xi[i] <= 1.0):
             xi[i] = 0.5
+    if records:
+        # a large net, whose state outgrows the caches: each unit's mu, nu, pa, pb, xi, Z and
+        # S-ratio in one 64-byte record, so that the sweep's scattered reads of a parent or a
+        # child cost one cache miss each instead of one per array (the same arithmetic)
+        for i in range(n):
+            rec[8 * i] = mu[i]
+            rec[8 * i + 1] = s.nu[i]
+            rec[8 * i + 4] = xi[i]
+        s.mu = rec
+        s.nu = rec + 1
+        s.pa = rec + 2
+        s.pb = rec + 3
+        s.xi = rec + 4
+        s.Z = rec + 5
+        s.isacc = rec + 6
+        s.stride = 8
     converged = sjjf_solve(&s, hist, tol, gtol, max_sweeps, REL_FLOOR, sweeps_out)
+    if records:
+        for i in range(n):
+            mu[i] = rec[8 * i]
+            work[i] = rec[8 * i + 1]
+            xi[i] = rec[8 * i + 4]
+        s.mu = mu
+        s.nu = work
+        s.xi = xi
+        s.stride = 1
     # the reported bound: from scratch, with its rounding allowance
     bound_out[0] = fast_bound_at(g, w, h, &s, free_ + n, work + 14 * n)
     if hist != NULL:

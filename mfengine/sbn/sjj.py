@@ -460,7 +460,7 @@ def solve(structure, w, h, net_of, clamp, tol=1e-6, inner_tol=1e-9, max_sweeps=2
     _sjj = _kernel()
     rc = _sjj.solve(*arrays, w, h, net_of, clamp, mu, xi, bound, n_sweeps, conv, status, hist,
                     tol, inner_tol, max_sweeps, threads, noisy, True, fill_mu, fill_xi)
-    _raise_status(rc, status, "sjj.solve", (15 * n + 12 * nnz) * 8 + 64)
+    _raise_status(rc, status, "sjj.solve", (23 * n + 12 * nnz) * 8 + 128)
     out = (bound, mu, xi, n_sweeps, conv.astype(bool))
     return out + (hist,) if record else out
 
