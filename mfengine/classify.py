@@ -306,6 +306,11 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
                 fits = [train(c) for c in range(n_classes)]
         finally:
             bar.close()
+        return self._set_fitted(classes, counts, fits, rates)
+
+    def _set_fitted(self, classes, counts, fits, rates):
+        """The fitted attributes from the trained nets ``fits`` (weights, biases, history per
+        class), after checking that every net's bound stayed finite; returns self."""
         history = [f[2] for f in fits]
         bad = np.array([not np.all(np.isfinite(h)) for h in history])
         if np.any(bad):
@@ -451,18 +456,7 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
             except (FloatingPointError, ValueError) as exc:
                 raise ValueError(
                     f"training the net of class {classes[c].tolist()!r} failed: {exc}") from exc
-        history = [f[2] for f in fits]
-        bad = np.array([not np.all(np.isfinite(h)) for h in history])
-        if np.any(bad):
-            raise ValueError(f"training the nets of classes {classes[bad].tolist()[:10]} gave a "
-                             "non-finite mean-field bound: use a smaller weight_scale or "
-                             "learning_rate")
-        self.classes_ = classes
-        self.net_weights_ = [f[0] for f in fits]
-        self.net_biases_ = [f[1] for f in fits]
-        self.class_log_prior_ = np.log(counts / counts.sum())
-        self.history_ = history
-        self.n_iter_ = np.array([h.shape[0] for h in history])
+        self._set_fitted(classes, counts, fits, rates)
         self.n_features_in_ = n_cols
         return self
 
