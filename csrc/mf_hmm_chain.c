@@ -677,38 +677,88 @@ int mf_hmm__xchain_careful(xchain_t *x, const double *h, double *value)
     return MF_OK;
 }
 
-/* One sweep of exact coordinate maximisation over h_0, ..., h_{T-1} (in place).  Needs the
- * messages and tl of mf_hmm__xchain_objective(h) just before. */
-static int xchain_sweep(xchain_t *x, double *h)
+/* The end of a sweep's step at t, shared by both paths: h_t = term (shifted to a largest
+ * reachable entry of 0), the forward message alpha_t it gives, and the left conditional sums
+ * cl for t + 1 (khi: the couplings whose later end is t). */
+static int set_site(xchain_t *x, ptrdiff_t t, const double *term, const double *khi, double *h,
+                    double *cl)
 {
-    const ptrdiff_t T = x->T, n = x->n, n2 = n * n, lag = x->lag;
+    const ptrdiff_t T = x->T, n = x->n;
     const double *A = x->m->transmat;
-    double *cl = x->v, *khi = x->v + n, *term = x->v + 2 * n, *w = x->v + 3 * n;
-    double *sd = x->v + 4 * n;
-    ptrdiff_t t, i, j, a;
-    const double *k;
+    double *w = x->v + 3 * n, *al = x->alpha + t * n, mx = -INFINITY, s = 0.0;
+    ptrdiff_t i, j;
+    for (i = 0; i < n; i++)
+        if (!isfinite(term[i])) return HMM_NONFINITE;
+    for (j = 0; j < n; j++) {
+        double pr;
+        if (t == 0) pr = x->m->startprob[j];
+        else {
+            pr = 0.0;
+            for (i = 0; i < n; i++) pr += x->alpha[(t - 1) * n + i] * A[i * n + j];
+        }
+        al[j] = pr;
+        if (pr > 0.0 && term[j] > mx) mx = term[j];
+    }
+    if (mx == -INFINITY) return HMM_IMPOSSIBLE;
+    for (j = 0; j < n; j++) {
+        const double dl = term[j] - mx;
+        h[t * n + j] = dl;
+        al[j] = al[j] > 0.0 ? al[j] * exp(dl) : 0.0;
+        s += al[j];
+    }
+    if (!(s > 0.0)) return HMM_NONFINITE;
+    for (j = 0; j < n; j++) al[j] /= s;
+    if (t + 1 < T) {
+        for (j = 0; j < n; j++) w[j] = cl[j] + x->e[t * n + j] - h[t * n + j] - khi[j];
+        lmat(x, t + 1, x->tmp);
+        for (i = 0; i < n; i++) {
+            double c = 0.0;
+            for (j = 0; j < n; j++) c += x->tmp[i * n + j] * w[j];
+            cl[i] = c;
+        }
+        shift_max(cl, n);
+    }
+    return MF_OK;
+}
 
-    /* cr[t](i) = E[sum_{u > t} (e_u - h_u)(s_u) - couplings with both ends > t | s_t = i],
-     * up to a constant in i */
+/* cr[t](i) = E[sum_{u > t} (e_u - h_u)(s_u) - couplings with both ends > t | s_t = i], up to a
+ * constant in i, for every t (a sweep's backward half, the same on both paths). */
+static void backward_cr(xchain_t *x, const double *h)
+{
+    const ptrdiff_t T = x->T, n = x->n;
+    double *w = x->v + 3 * n;
+    ptrdiff_t t, i, j;
     for (i = 0; i < n; i++) x->cr[(T - 1) * n + i] = 0.0;
     for (t = T - 1; t >= 1; t--) {
         for (j = 0; j < n; j++)
             w[j] = x->cr[t * n + j] + x->e[t * n + j] - h[t * n + j] - x->tl[t * n + j];
         rmat(x, t - 1, x->tmp);
         for (i = 0; i < n; i++) {
-            double s = 0.0;
-            for (j = 0; j < n; j++) s += x->tmp[i * n + j] * w[j];
-            x->cr[(t - 1) * n + i] = s;
+            double c = 0.0;
+            for (j = 0; j < n; j++) c += x->tmp[i * n + j] * w[j];
+            x->cr[(t - 1) * n + i] = c;
         }
         shift_max(x->cr + (t - 1) * n, n);
     }
+}
+
+/* One sweep of exact coordinate maximisation over h_0, ..., h_{T-1} (in place).  Needs the
+ * messages and tl of mf_hmm__xchain_objective(h) just before. */
+static int xchain_sweep(xchain_t *x, double *h)
+{
+    const ptrdiff_t T = x->T, n = x->n, n2 = n * n, lag = x->lag;
+    double *cl = x->v, *khi = x->v + n, *term = x->v + 2 * n, *sd = x->v + 4 * n;
+    ptrdiff_t t, i, a;
+    const double *k;
+    int status;
+
+    backward_cr(x, h);
 
     /* forward: cl(i) = E[sum_{u < t} (e_u - h_u)(s_u) - couplings with both ends < t | s_t = i] */
     for (i = 0; i < n; i++) cl[i] = 0.0;
     for (t = 0; t < T; t++) {
         const ptrdiff_t kl = x->kmax < t ? x->kmax : t;
         const ptrdiff_t kr = x->kmax < T - 1 - t ? x->kmax : T - 1 - t;
-        double s = 0.0;
         left_products(x, t, kl);    /* from alpha_{<t}, i.e. from h_{<t}: already updated */
         right_products(x, t, kr);   /* from h_{>t}: not updated yet in this sweep */
         for (i = 0; i < n; i++) {
@@ -734,42 +784,7 @@ static int xchain_sweep(xchain_t *x, double *h)
         for (i = 0; i < n; i++)
             term[i] = x->e[t * n + i] + cl[i] + x->cr[t * n + i] - x->tl[t * n + i] - khi[i]
                       - sd[i];
-        for (i = 0; i < n; i++)
-            if (!isfinite(term[i])) return HMM_NONFINITE;
-        /* new h_t and the forward message alpha_t it gives, scaled by the best reachable term */
-        {
-            double mx = -INFINITY;
-            double *al = x->alpha + t * n;
-            for (j = 0; j < n; j++) {
-                double pr;
-                if (t == 0) pr = x->m->startprob[j];
-                else {
-                    pr = 0.0;
-                    for (i = 0; i < n; i++) pr += x->alpha[(t - 1) * n + i] * A[i * n + j];
-                }
-                al[j] = pr;
-                if (pr > 0.0 && term[j] > mx) mx = term[j];
-            }
-            if (mx == -INFINITY) return HMM_IMPOSSIBLE;
-            for (j = 0; j < n; j++) {
-                const double dl = term[j] - mx;
-                h[t * n + j] = dl;
-                al[j] = al[j] > 0.0 ? al[j] * exp(dl) : 0.0;
-                s += al[j];
-            }
-        }
-        if (!(s > 0.0)) return HMM_NONFINITE;
-        for (j = 0; j < n; j++) x->alpha[t * n + j] /= s;
-        if (t + 1 < T) {
-            for (j = 0; j < n; j++) w[j] = cl[j] + x->e[t * n + j] - h[t * n + j] - khi[j];
-            lmat(x, t + 1, x->tmp);
-            for (i = 0; i < n; i++) {
-                double c = 0.0;
-                for (j = 0; j < n; j++) c += x->tmp[i * n + j] * w[j];
-                cl[i] = c;
-            }
-            shift_max(cl, n);
-        }
+        if ((status = set_site(x, t, term, khi, h, cl)) != MF_OK) return status;
     }
     return MF_OK;
 }
@@ -780,33 +795,17 @@ static int xchain_sweep(xchain_t *x, double *h)
 static int lr_sweep(xchain_t *x, double *h)
 {
     const ptrdiff_t T = x->T, n = x->n, lag = x->lag;
-    const double *A = x->m->transmat;
-    double *cl = x->v, *khi = x->v + n, *term = x->v + 2 * n, *w = x->v + 3 * n;
-    double *sd = x->v + 4 * n;
-    ptrdiff_t t, i, j;
+    double *cl = x->v, *khi = x->v + n, *term = x->v + 2 * n, *sd = x->v + 4 * n;
+    ptrdiff_t t, i;
+    int status;
 
-    /* backward: cr, as in xchain_sweep (the checkpoints of the right rows are lr_objective's) */
-    for (i = 0; i < n; i++) x->cr[(T - 1) * n + i] = 0.0;
-    for (t = T - 1; t >= 0; t--) {
-        if (t < T - 1) {
-            rmat(x, t, x->tmp);
-            for (j = 0; j < n; j++)
-                w[j] = x->cr[(t + 1) * n + j] + x->e[(t + 1) * n + j] - h[(t + 1) * n + j]
-                       - x->tl[(t + 1) * n + j];
-            for (i = 0; i < n; i++) {
-                double s = 0.0;
-                for (j = 0; j < n; j++) s += x->tmp[i * n + j] * w[j];
-                x->cr[t * n + i] = s;
-            }
-            shift_max(x->cr + t * n, n);
-        }
-    }
+    /* backward: cr (the checkpoints of the right rows are lr_objective's) */
+    backward_cr(x, h);
 
     for (i = 0; i < n; i++) cl[i] = 0.0;
     for (t = 0; t < T; t++) {
         double *L = x->ll + (t & 1) * x->rowL;
         const double *Lp = x->ll + ((t + 1) & 1) * x->rowL, *R;
-        double s = 0.0;
         if (t % x->blk == 0 && x->blk < T) lr_fill_block(x, t);
         R = x->bk + (t % x->blk) * x->rowR;
         lr_lstep(x, t, Lp, L);     /* from alpha_{<t}: h_{<t} already updated */
@@ -820,41 +819,7 @@ static int lr_sweep(xchain_t *x, double *h)
         for (i = 0; i < n; i++)
             term[i] = x->e[t * n + i] + cl[i] + x->cr[t * n + i] - x->tl[t * n + i] - khi[i]
                       - sd[i];
-        for (i = 0; i < n; i++)
-            if (!isfinite(term[i])) return HMM_NONFINITE;
-        {
-            double mx = -INFINITY;
-            double *al = x->alpha + t * n;
-            for (j = 0; j < n; j++) {
-                double pr;
-                if (t == 0) pr = x->m->startprob[j];
-                else {
-                    pr = 0.0;
-                    for (i = 0; i < n; i++) pr += x->alpha[(t - 1) * n + i] * A[i * n + j];
-                }
-                al[j] = pr;
-                if (pr > 0.0 && term[j] > mx) mx = term[j];
-            }
-            if (mx == -INFINITY) return HMM_IMPOSSIBLE;
-            for (j = 0; j < n; j++) {
-                const double dl = term[j] - mx;
-                h[t * n + j] = dl;
-                al[j] = al[j] > 0.0 ? al[j] * exp(dl) : 0.0;
-                s += al[j];
-            }
-        }
-        if (!(s > 0.0)) return HMM_NONFINITE;
-        for (j = 0; j < n; j++) x->alpha[t * n + j] /= s;
-        if (t + 1 < T) {
-            for (j = 0; j < n; j++) w[j] = cl[j] + x->e[t * n + j] - h[t * n + j] - khi[j];
-            lmat(x, t + 1, x->tmp);
-            for (i = 0; i < n; i++) {
-                double c = 0.0;
-                for (j = 0; j < n; j++) c += x->tmp[i * n + j] * w[j];
-                cl[i] = c;
-            }
-            shift_max(cl, n);
-        }
+        if ((status = set_site(x, t, term, khi, h, cl)) != MF_OK) return status;
     }
     return MF_OK;
 }
