@@ -645,6 +645,10 @@ cdef extern from *:
  * (one per array).  SJJF_U(a, i, ST): the unit-i entry of such an array. */
 #define SJJF_REC 8
 #define SJJF_U(a, i, ST) ((a)[(Py_ssize_t) (i) * (ST)])
+/* With records, the per-edge factors e^{-xi_c w}, e^{(1 - xi_c) w} are kept as one pair per
+ * edge in parent order (ap[2 e], ap[2 e + 1]; no child-order copy): the xi pass reads them in
+ * order, the mean pass reads a child edge's pair at ap[2 ch_w[q]] (one miss) instead of the
+ * xi pass scattering two copies into child order (two misses, written). */
 static int sjjf_prefetch_on = 1;    /* _sjj._set_prefetch: off for same-run comparisons */
 static int sjjf_records_on = 1;     /* _sjj._set_records: off for same-run comparisons */
 
@@ -742,12 +746,13 @@ SJJF_INLINE double sjjf_eval_impl(const sjjf_state *s, Py_ssize_t i, double x, i
             z += we * m;
         }
     } else {
-        ta = s->ap + p0;
-        tb = s->bp + p0;
+        ta = ST == 1 ? s->ap + p0 : s->ap + 2 * p0;
+        tb = ST == 1 ? s->bp + p0 : s->ap + 2 * p0 + 1;
 #pragma omp simd reduction(*:PA, PB) reduction(+:gA, gB, hA2, hB2, gD, z)
         for (e = 0; e < k; e++) {
             const Py_ssize_t j = contig ? e : pj[e];
-            double m = SJJF_U(mu, j, ST), nu = SJJF_U(nuv, j, ST), a = ta[e], b = tb[e];
+            double m = SJJF_U(mu, j, ST), nu = SJJF_U(nuv, j, ST);
+            double a = ST == 1 ? ta[e] : ta[2 * e], b = ST == 1 ? tb[e] : tb[2 * e];
             double we = w[e];
             double FA = nu + m * a, FB = nu + m * b;
             double inv = 1.0 / (FA * FB);
@@ -791,7 +796,14 @@ SJJF_INLINE void sjjf_store(sjjf_state *s, Py_ssize_t i, double x, int fresh, do
 {
     s->al[i] = ab[0];
     s->be[i] = ab[1];
-    if (fresh) {
+    if (fresh && ST != 1) {
+        const Py_ssize_t p0 = s->par_ptr[i], k = s->par_ptr[i + 1] - p0;
+        double *restrict d = s->ap + 2 * p0;
+        for (Py_ssize_t e = 0; e < k; e++) {
+            d[2 * e] = s->ta[e];
+            d[2 * e + 1] = s->tb[e];
+        }
+    } else if (fresh) {
         const Py_ssize_t p0 = s->par_ptr[i], k = s->par_ptr[i + 1] - p0;
         memcpy(s->ap + p0, s->ta, k * sizeof(double));
         memcpy(s->bp + p0, s->tb, k * sizeof(double));
@@ -848,6 +860,10 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
     const Py_ssize_t *restrict cc = s->ch_idx + q0;
     const double *restrict aq = s->aq + q0;
     const double *restrict bq = s->bq + q0;
+    const Py_ssize_t *restrict chw = s->ch_w + q0;
+    const double *restrict apb = s->ap;
+#define SJJF_AQ(q) (ST == 1 ? aq[q] : apb[2 * chw[q]])
+#define SJJF_BQ(q) (ST == 1 ? bq[q] : apb[2 * chw[q] + 1])
     const double *restrict wq = s->wq + q0;
     const Py_ssize_t c0i = contig ? s->cfirst[k] : 0;
     double *restrict pa = s->pa + c0i * ST;
@@ -865,7 +881,7 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
 #pragma omp simd reduction(+:c0, G) reduction(*:pd)
     for (q = 0; q < nc; q++) {
         const Py_ssize_t c = contig ? q : cc[q];
-        double a = aq[q], b = bq[q];
+        double a = SJJF_AQ(q), b = SJJF_BQ(q);
         double FA = nk + mk * a, FB = nk + mk * b;
         double inv = 1.0 / (FA * FB), ia = FB * inv, ib = FA * inv;
         double pac = SJJF_U(pa, c, ST), pbc = SJJF_U(pb, c, ST);
@@ -956,12 +972,14 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
     for (q = 0; q < nc; q++) {
         const Py_ssize_t c = contig ? q : cc[q];
         double ir = (nk * Ph[q] + mk * Rh[q]) * Iv[q];
-        SJJF_U(pa, c, ST) *= (nun + mun * aq[q]) * iA[q] * ir;
-        SJJF_U(pb, c, ST) *= (nun + mun * bq[q]) * iB[q] * ir;
+        SJJF_U(pa, c, ST) *= (nun + mun * SJJF_AQ(q)) * iA[q] * ir;
+        SJJF_U(pb, c, ST) *= (nun + mun * SJJF_BQ(q)) * iB[q] * ir;
         SJJF_U(isacc, c, ST) *= ir;
         SJJF_U(Z, c, ST) += wq[q] * dmu;
     }
     return 1;
+#undef SJJF_AQ
+#undef SJJF_BQ
 }
 
 SJJF_INLINE int sjjf_update_mu(sjjf_state *s, Py_ssize_t k, double gtol, const int ST)
@@ -1053,24 +1071,26 @@ void sjjf_final(const sjjf_state *s, unsigned char *careful, double *total, doub
 }
 
 /* Prefetch what unit i's xi step reads and writes at scattered places: its parents' mu and
- * nu, and the child-order places of its edges' factors (aq, bq).  Nothing for a unit whose
- * parents are a run of consecutive units (read in order, the hardware prefetches them). */
+ * nu, and the child-order places of its edges' factors (aq, bq); with records, the parents'
+ * records only.  Nothing for a unit whose parents are a run of consecutive units (read in
+ * order, the hardware prefetches them). */
 SJJF_INLINE void sjjf_prefetch_parents(const sjjf_state *s, Py_ssize_t i, const int ST)
 {
     if (s->pfirst[i] >= 0)
         return;
     for (Py_ssize_t e = s->par_ptr[i]; e < s->par_ptr[i + 1]; e++) {
-        const Py_ssize_t j = s->par_idx[e], q = s->pos[e];
+        const Py_ssize_t j = s->par_idx[e], q = ST == 1 ? s->pos[e] : 0;
         SJJF_PREFETCH(s->mu + j * ST, 0);
-        if (ST == 1)
+        if (ST == 1) {
             SJJF_PREFETCH(s->nu + j, 0);
-        SJJF_PREFETCH(s->aq + q, 1);
-        SJJF_PREFETCH(s->bq + q, 1);
+            SJJF_PREFETCH(s->aq + q, 1);
+            SJJF_PREFETCH(s->bq + q, 1);
+        }
     }
 }
 
 /* Prefetch what unit k's mean update reads and writes at its children: pa, pb, mu, xi, Z
- * and the S-ratio. */
+ * and the S-ratio (with records: the child's record and the edge's pair of factors). */
 SJJF_INLINE void sjjf_prefetch_children(const sjjf_state *s, Py_ssize_t k, const int ST)
 {
     if (s->cfirst[k] >= 0 || !s->free_[k])
@@ -1078,6 +1098,8 @@ SJJF_INLINE void sjjf_prefetch_children(const sjjf_state *s, Py_ssize_t k, const
     for (Py_ssize_t q = s->ch_ptr[k]; q < s->ch_ptr[k + 1]; q++) {
         const Py_ssize_t c = s->ch_idx[q];
         SJJF_PREFETCH(s->pa + c * ST, 1);
+        if (ST != 1)
+            SJJF_PREFETCH(s->ap + 2 * s->ch_w[q], 0);
         if (ST == 1) {
             SJJF_PREFETCH(s->pb + c, 1);
             SJJF_PREFETCH(s->mu + c, 0);
