@@ -645,12 +645,35 @@ cdef extern from *:
  * (one per array).  SJJF_U(a, i, ST): the unit-i entry of such an array. */
 #define SJJF_REC 8
 #define SJJF_U(a, i, ST) ((a)[(Py_ssize_t) (i) * (ST)])
-/* With records, the per-edge factors e^{-xi_c w}, e^{(1 - xi_c) w} are kept as one pair per
- * edge in parent order (ap[2 e], ap[2 e + 1]; no child-order copy): the xi pass reads them in
- * order, the mean pass reads a child edge's pair at ap[2 ch_w[q]] (one miss) instead of the
- * xi pass scattering two copies into child order (two misses, written). */
+/* With records, the per-edge factors a = e^{-xi_c w}, b = a e^w are kept as one pair per edge
+ * in parent order (ap[2 e], ap[2 e + 1]) for the xi pass, which reads them in order, and no
+ * child-order copy: the mean pass takes a child edge's factors anew from the child's xi (in
+ * its record, read anyway) and the child-order w and e^w (read in order), the same
+ * expressions as when they were stored, so the same doubles: one exponential per child
+ * instead of a cache miss (before: two copies scattered into child order by the xi pass,
+ * two misses written per edge). */
 static int sjjf_prefetch_on = 1;    /* _sjj._set_prefetch: off for same-run comparisons */
 static int sjjf_records_on = 1;     /* _sjj._set_records: off for same-run comparisons */
+/* Transparent huge pages for the thread scratch of large nets (the records and the edge
+ * factors, read at random: one 4 KB page per access otherwise, a TLB miss and in a virtual
+ * machine a two-dimensional page walk on top of the cache miss).  Advice only, on the
+ * 2 MB-aligned part of a range not yet touched; nothing where there is no MADV_HUGEPAGE. */
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+#include <stdint.h>
+static int sjjf_huge_on = 1;        /* _sjj._set_huge_pages: off for same-run comparisons */
+static void sjjf_advise_huge(void *p, size_t nbytes)
+{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const uintptr_t H = (uintptr_t) 1 << 21;
+    uintptr_t a = ((uintptr_t) p + H - 1) & ~(H - 1), b = ((uintptr_t) p + nbytes) & ~(H - 1);
+    if (sjjf_huge_on && p != NULL && b > a && nbytes >= 4 * H)
+        (void) madvise((void *) a, (size_t) (b - a), MADV_HUGEPAGE);
+#else
+    (void) p; (void) nbytes;
+#endif
+}
 
 typedef struct {
     Py_ssize_t n;
@@ -659,6 +682,8 @@ typedef struct {
                                            of consecutive units, else -1 */
     const double *w, *h;          /* this item's net: weights (parent order), biases */
     const double *wq, *ew;        /* the net's weights in child order, e^w in parent order */
+    const double *ewq;            /* e^w in child order (records mode) */
+    double *Aq, *Bq;              /* one unit's children's factors (records mode; max fan-out) */
     const unsigned char *free_;
     double *mu, *nu, *t, *xi;
     double *Z, *pa, *pb, *lnS, *isacc, *gA, *gB, *hA2, *hB2, *gD;   /* per unit */
@@ -860,10 +885,11 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
     const Py_ssize_t *restrict cc = s->ch_idx + q0;
     const double *restrict aq = s->aq + q0;
     const double *restrict bq = s->bq + q0;
-    const Py_ssize_t *restrict chw = s->ch_w + q0;
-    const double *restrict apb = s->ap;
-#define SJJF_AQ(q) (ST == 1 ? aq[q] : apb[2 * chw[q]])
-#define SJJF_BQ(q) (ST == 1 ? bq[q] : apb[2 * chw[q] + 1])
+    const double *restrict ewq = s->ewq + q0;
+    double *restrict Aq = s->Aq;
+    double *restrict Bq = s->Bq;
+#define SJJF_AQ(q) (ST == 1 ? aq[q] : Aq[q])
+#define SJJF_BQ(q) (ST == 1 ? bq[q] : Bq[q])
     const double *restrict wq = s->wq + q0;
     const Py_ssize_t c0i = contig ? s->cfirst[k] : 0;
     double *restrict pa = s->pa + c0i * ST;
@@ -881,7 +907,16 @@ SJJF_INLINE int sjjf_update_mu_impl(sjjf_state *s, Py_ssize_t k, double gtol, co
 #pragma omp simd reduction(+:c0, G) reduction(*:pd)
     for (q = 0; q < nc; q++) {
         const Py_ssize_t c = contig ? q : cc[q];
-        double a = SJJF_AQ(q), b = SJJF_BQ(q);
+        double a, b;
+        if (ST == 1) {
+            a = aq[q];
+            b = bq[q];
+        } else {
+            a = sjjf_exp(-SJJF_U(xi, c, ST) * wq[q]);
+            b = a * ewq[q];
+            Aq[q] = a;
+            Bq[q] = b;
+        }
         double FA = nk + mk * a, FB = nk + mk * b;
         double inv = 1.0 / (FA * FB), ia = FB * inv, ib = FA * inv;
         double pac = SJJF_U(pa, c, ST), pbc = SJJF_U(pb, c, ST);
@@ -1090,7 +1125,7 @@ SJJF_INLINE void sjjf_prefetch_parents(const sjjf_state *s, Py_ssize_t i, const 
 }
 
 /* Prefetch what unit k's mean update reads and writes at its children: pa, pb, mu, xi, Z
- * and the S-ratio (with records: the child's record and the edge's pair of factors). */
+ * and the S-ratio (with records: the child's record). */
 SJJF_INLINE void sjjf_prefetch_children(const sjjf_state *s, Py_ssize_t k, const int ST)
 {
     if (s->cfirst[k] >= 0 || !s->free_[k])
@@ -1098,8 +1133,6 @@ SJJF_INLINE void sjjf_prefetch_children(const sjjf_state *s, Py_ssize_t k, const
     for (Py_ssize_t q = s->ch_ptr[k]; q < s->ch_ptr[k + 1]; q++) {
         const Py_ssize_t c = s->ch_idx[q];
         SJJF_PREFETCH(s->pa + c * ST, 1);
-        if (ST != 1)
-            SJJF_PREFETCH(s->ap + 2 * s->ch_w[q], 0);
         if (ST == 1) {
             SJJF_PREFETCH(s->pb + c, 1);
             SJJF_PREFETCH(s->mu + c, 0);
@@ -1178,6 +1211,9 @@ int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t 
         const double *h
         const double *wq
         const double *ew
+        const double *ewq
+        double *Aq
+        double *Bq
         const uint8_t *free_
         double *mu
         double *nu
@@ -1209,6 +1245,8 @@ int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t 
         double *Iv
     int sjjf_prefetch_on
     int sjjf_records_on
+    int sjjf_huge_on
+    void sjjf_advise_huge(void *p, size_t nbytes) nogil
     void sjjf_final(const sjjf_state *s, uint8_t *careful, double *total, double *err) nogil
     int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t max_sweeps,
                    double rel_floor, intp_t *sweeps_out) nogil
@@ -1221,6 +1259,15 @@ def _set_prefetch(bint on):
     global sjjf_prefetch_on
     cdef bint old = sjjf_prefetch_on
     sjjf_prefetch_on = on
+    return old
+
+
+def _set_huge_pages(bint on):
+    """Whether the kernel advises transparent huge pages for the thread scratch of large nets
+    (for the benchmarks' same-run comparisons); returns the previous setting."""
+    global sjjf_huge_on
+    cdef bint old = sjjf_huge_on
+    sjjf_huge_on = on
     return old
 
 
@@ -1239,8 +1286,9 @@ cdef inline Py_ssize_t fast_extra(Py_ssize_t n, Py_ssize_t nnz, Py_ssize_t maxin
     """Doubles of thread scratch beyond the careful path's 14 n + 3 nnz doubles and 2 n bytes:
     the careful path's bytes (rounded up), the fast path's per-unit trial and per-child
     scratch, the net cache (weights in child order, e^w), the units' records on large nets
-    (REC_MIN_UNITS; 8 n doubles, and 8 to align them to 64 bytes) and the key."""
-    return (2 * n + 15) // 8 + 1 + 2 * maxin + 5 * maxout + 3 * nnz + 8 * n + 8 + 2
+    (REC_MIN_UNITS; 8 n doubles, and 8 to align them to 64 bytes), e^w in child order and
+    two more per-child arrays (records mode) and the key."""
+    return (2 * n + 15) // 8 + 1 + 2 * maxin + 7 * maxout + 4 * nnz + 8 * n + 8 + 2
 
 
 cdef int net_is_fast(const Dag *g, const double *w, const double *h) noexcept nogil:
@@ -1306,7 +1354,10 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     cdef double *ew = wq + nnz
     # the units' records (SJJF_REC doubles each, 64-byte aligned), then the key
     cdef double *rec = <double *> ((<uintptr_t> (ew + 2 * nnz) + 63) & ~(<uintptr_t> 63))
-    cdef intp_t *key = <intp_t *> (ew + 2 * nnz + 8 * n + 8)    # [net cached, its fast flag]
+    cdef double *ewq = ew + 2 * nnz + 8 * n + 8
+    cdef double *Aq = ewq + nnz
+    cdef double *Bq = Aq + maxout
+    cdef intp_t *key = <intp_t *> (Bq + maxout)    # [net cached, its fast flag]
     cdef uint8_t *free_ = <uint8_t *> (work + 14 * n + 3 * nnz)
     cdef sjjf_state s
     cdef int converged
@@ -1321,6 +1372,8 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
             for q in range(nnz):
                 wq[q] = w[g.ch_w[q]]
                 ew[q] = exp(w[q])
+            for q in range(nnz):
+                ewq[q] = ew[g.ch_w[q]]
     if not key[1]:
         return solve_item(g, w, h, clamp, mu, xi, hist, tol, gtol, max_sweeps, work, bound_out,
                           sweeps_out)
@@ -1337,6 +1390,9 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     s.h = h
     s.wq = wq
     s.ew = ew
+    s.ewq = ewq
+    s.Aq = Aq
+    s.Bq = Bq
     s.free_ = free_
     s.mu = mu
     s.nu = work
@@ -1486,6 +1542,8 @@ cdef int run_items(const Dag *g, const intp_t *pos, Py_ssize_t maxin, Py_ssize_t
     scratch = <double *> malloc(<size_t> stride * <size_t> n_threads * sizeof(double))
     if scratch == NULL:
         return MF_ENOMEM
+    if n >= REC_MIN_UNITS:
+        sjjf_advise_huge(scratch, <size_t> stride * <size_t> n_threads * sizeof(double))
     with parallel(num_threads=n_threads):
         work = scratch + threadid() * stride
         key = <intp_t *> (work + stride - 2)
