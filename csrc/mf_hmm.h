@@ -139,6 +139,16 @@ int mf_hmm_structured(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdi
                       double *history, ptrdiff_t hist_len, ptrdiff_t *n_sweeps, double *bound,
                       double *logpot, double *stat_H, double *stat_g);
 
+/* mf_hmm_structured with its three starts (init NULL) run on up to n_threads threads (more
+ * than 3 are never used: the starts are independent; fewer than 1 is taken as 1), each in a
+ * scratch block of its own (mf_hmm_work_size once more per extra thread).  Everything it
+ * writes is the same for any n_threads. */
+int mf_hmm_structured_threads(const mf_hmm_model *m, ptrdiff_t T, const double *X,
+                              ptrdiff_t max_sweeps, double tol, const double *init,
+                              double *gamma, double *xi_sum, double *history, ptrdiff_t hist_len,
+                              ptrdiff_t *n_sweeps, double *bound, double *logpot, double *stat_H,
+                              double *stat_g, int n_threads);
+
 /* Fully factorised mean field Q(s) = prod_t q_t(s_t), started from the first-order posterior
  * (the chain with the context couplings left out), sweeps alternately forward and backward in
  * t, each q_t set to its exact coordinate-wise maximiser.  Outputs as for mf_hmm_structured.

@@ -3,6 +3,10 @@
  * -- and the M-step statistics of that objective in the means.  See mf_hmm.h. */
 #include "mf_hmm_internal.h"
 
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
 /* M-step statistics of F in the means, for the chain whose marginals are gamma; pmask (3, D, n, n)
  * holds, per output coordinate d, the summed pairwise marginals of the couplings whose output is
  * observed in d (mf_hmm__xchain_objective).  A missing coordinate contributes nothing. */
@@ -70,19 +74,104 @@ void mf_hmm__structured_layout(arena_t *a, xchain_t *x, const mf_hmm_model *m, p
     b->pmask = (double *)take(a, 3 * m->D, m->n * m->n, sizeof(double));
 }
 
+/* Start k of the structured solver (see mf_hmm.h): potentials in b->h, the ascent's history
+ * in b->hist, its value in *F and sweeps in *ns; b->q and gam are scratch (gam: T n).  Returns
+ * the ascent's status, or HMM_IMPOSSIBLE for a naive start that has no finite value (the start
+ * is then skipped), or the first error. */
+static int run_start(int k, const mf_hmm_model *m, ptrdiff_t T, const double *X,
+                     ptrdiff_t max_sweeps, double tol, xchain_t *x, structured_bufs *b,
+                     double *gam, ptrdiff_t hist_len, double *F, ptrdiff_t *ns)
+{
+    double lb;
+    int status;
+    if (k == 0) {
+        /* link bound from the first-order posterior */
+        status = mf_hmm__link(m, T, X, max_sweeps, tol, NULL, gam, b->hist, hist_len, ns, &lb,
+                              b->h);
+    } else if (k == 1) {
+        /* link bound from the fully factorised solution */
+        status = mf_hmm__naive(m, T, X, max_sweeps, tol, b->q, b->hist, hist_len, ns, &lb);
+        /* zeros in the transitions can leave the product family without a finite start */
+        if (status == HMM_IMPOSSIBLE) return status;
+        if (status == MF_OK || status == MF_NOT_CONVERGED)
+            status = mf_hmm__link(m, T, X, max_sweeps, tol, b->q, gam, b->hist, hist_len, ns,
+                                  &lb, b->h);
+    } else {
+        memcpy(b->h, x->e, (size_t)(T * m->n) * sizeof(double));   /* first-order posterior */
+        status = MF_OK;
+    }
+    if (status != MF_OK && status != MF_NOT_CONVERGED) return status;
+    return mf_hmm__xchain_ascent(x, max_sweeps, tol, b->h, b->hist, hist_len, ns, F);
+}
+
+/* One worker's scratch for the parallel starts: its own chain and buffers. */
+typedef struct {
+    arena_t a;
+    xchain_t x;
+    structured_bufs b;
+    double *gam;
+} worker_t;
+
+static void worker_layout(worker_t *w, const mf_hmm_model *m, ptrdiff_t T, ptrdiff_t hist_len)
+{
+    mf_hmm__structured_layout(&w->a, &w->x, m, T, hist_len, &w->b);
+    w->gam = (double *)take(&w->a, T, m->n, sizeof(double));
+}
+
+/* The three starts on up to n_threads threads (at most 3), each start in a worker's block and
+ * its result (potentials, history, value, sweeps, status) kept apart, so that the start kept
+ * -- the highest value, the first on a tie -- and everything reported are the same for any
+ * n_threads.  Only the first error (in the starts' order) is returned. */
+static int parallel_starts(const mf_hmm_model *m, ptrdiff_t T, const double *X,
+                           ptrdiff_t max_sweeps, double tol, ptrdiff_t hist_len, int n_threads,
+                           double *h_out[3], double *hist_out[3], double F_out[3],
+                           ptrdiff_t ns_out[3], int st_out[3])
+{
+    worker_t w[3];
+    int nw = n_threads < 3 ? n_threads : 3, i, status = MF_OK;
+    for (i = 0; i < nw; i++) {
+        w[i].a.base = NULL;
+        w[i].a.used = 0;
+        w[i].a.bad = 0;
+        worker_layout(&w[i], m, T, hist_len);
+        if ((status = arena_alloc(&w[i].a)) != MF_OK) {
+            while (i-- > 0) free(w[i].a.base);
+            return status;
+        }
+        worker_layout(&w[i], m, T, hist_len);
+        mf_hmm__xchain_setup(&w[i].x, X);
+    }
+#if defined(_OPENMP)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nw)
+#endif
+    for (i = 0; i < 3; i++) {
+#if defined(_OPENMP)
+        worker_t *me = &w[omp_get_thread_num()];
+#else
+        worker_t *me = &w[0];
+#endif
+        st_out[i] = run_start(i, m, T, X, max_sweeps, tol, &me->x, &me->b, me->gam, hist_len,
+                              &F_out[i], &ns_out[i]);
+        memcpy(h_out[i], me->b.h, (size_t)(T * m->n) * sizeof(double));
+        memcpy(hist_out[i], me->b.hist, (size_t)hist_len * sizeof(double));
+    }
+    for (i = 0; i < nw; i++) free(w[i].a.base);
+    return status;
+}
+
 static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
                            ptrdiff_t max_sweeps, double tol, const double *init, double *gamma,
                            double *xi_sum, double *history, ptrdiff_t hist_len,
                            ptrdiff_t *n_sweeps, double *bound, double *logpot, double *stat_H,
-                           double *stat_g)
+                           double *stat_g, int n_threads)
 {
     const ptrdiff_t n = m->n, Tn = T * m->n;
     xchain_t x;
-    arena_t a = {NULL, 0, 0};
+    arena_t a = {NULL, 0, 0}, ka = {NULL, 0, 0};
     structured_bufs b;
-    double best = -INFINITY, F, lb;
-    ptrdiff_t k, ns = 0, nbest = 0;
-    int status, start, conv_best = MF_OK;
+    double best = -INFINITY, F, *hk[3], *histk[3], Fk[3];
+    ptrdiff_t k, nbest = 0, nsk[3];
+    int status, start, conv_best = MF_OK, stk[3];
 
     mf_hmm__structured_layout(&a, &x, m, T, hist_len, &b);
     if ((status = arena_alloc(&a)) != MF_OK) return status;
@@ -95,35 +184,42 @@ static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
         if (status != MF_OK && status != MF_NOT_CONVERGED) goto done;
         conv_best = status;
     } else {
+        /* the three starts and their ascents: one after another in this block, or on
+         * several threads in blocks of their own; each start's result kept apart */
         for (start = 0; start < 3; start++) {
-            if (start == 0) {
-                /* link bound from the first-order posterior */
-                status = mf_hmm__link(m, T, X, max_sweeps, tol, NULL, gamma, b.hist, hist_len, &ns,
-                                   &lb, b.h);
-            } else if (start == 1) {
-                /* link bound from the fully factorised solution */
-                status = mf_hmm__naive(m, T, X, max_sweeps, tol, b.q, b.hist, hist_len, &ns, &lb);
-                if (status == HMM_IMPOSSIBLE) {
-                    /* zeros in the transitions can leave the product family without a finite
-                     * start; that start is then skipped */
-                    continue;
-                }
-                if (status == MF_OK || status == MF_NOT_CONVERGED)
-                    status = mf_hmm__link(m, T, X, max_sweeps, tol, b.q, gamma, b.hist, hist_len,
-                                       &ns, &lb, b.h);
-            } else {
-                memcpy(b.h, x.e, (size_t)Tn * sizeof(double));   /* first-order posterior */
-                status = MF_OK;
+            hk[start] = (double *)take(&ka, T, n, sizeof(double));
+            histk[start] = (double *)take(&ka, hist_len, 1, sizeof(double));
+        }
+        if ((status = arena_alloc(&ka)) != MF_OK) goto done;
+        for (start = 0; start < 3; start++) {
+            hk[start] = (double *)take(&ka, T, n, sizeof(double));
+            histk[start] = (double *)take(&ka, hist_len, 1, sizeof(double));
+        }
+        if (n_threads > 1) {
+            status = parallel_starts(m, T, X, max_sweeps, tol, hist_len, n_threads, hk, histk,
+                                     Fk, nsk, stk);
+            if (status != MF_OK) goto done;
+        } else {
+            for (start = 0; start < 3; start++) {
+                stk[start] = run_start(start, m, T, X, max_sweeps, tol, &x, &b, gamma, hist_len,
+                                       &Fk[start], &nsk[start]);
+                memcpy(hk[start], b.h, (size_t)Tn * sizeof(double));
+                memcpy(histk[start], b.hist, (size_t)hist_len * sizeof(double));
+                if (stk[start] != MF_OK && stk[start] != MF_NOT_CONVERGED
+                    && !(start == 1 && stk[start] == HMM_IMPOSSIBLE))
+                    break;   /* an error: the later starts are not run */
             }
+        }
+        for (start = 0; start < 3; start++) {
+            status = stk[start];
+            if (start == 1 && status == HMM_IMPOSSIBLE) continue;   /* that start is skipped */
             if (status != MF_OK && status != MF_NOT_CONVERGED) goto done;
-            status = mf_hmm__xchain_ascent(&x, max_sweeps, tol, b.h, b.hist, hist_len, &ns, &F);
-            if (status != MF_OK && status != MF_NOT_CONVERGED) goto done;
-            if (F > best) {
-                best = F;
-                nbest = ns;
+            if (Fk[start] > best) {
+                best = Fk[start];
+                nbest = nsk[start];
                 conv_best = status;
-                memcpy(b.hbest, b.h, (size_t)Tn * sizeof(double));
-                for (k = 0; k <= ns && k < hist_len; k++) history[k] = b.hist[k];
+                memcpy(b.hbest, hk[start], (size_t)Tn * sizeof(double));
+                for (k = 0; k <= nsk[start] && k < hist_len; k++) history[k] = histk[start][k];
             }
         }
     }
@@ -142,7 +238,26 @@ static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
     status = conv_best;
 done:
     free(a.base);
+    free(ka.base);
     return status;
+}
+
+int mf_hmm_structured_threads(const mf_hmm_model *m, ptrdiff_t T, const double *X,
+                              ptrdiff_t max_sweeps, double tol, const double *init,
+                              double *gamma, double *xi_sum, double *history, ptrdiff_t hist_len,
+                              ptrdiff_t *n_sweeps, double *bound, double *logpot, double *stat_H,
+                              double *stat_g, int n_threads)
+{
+    mf_hmm_model e;
+    int status = mf_hmm__prepare(m, T, &e);
+    if (status) return status;
+    if ((status = check_sweeps(max_sweeps, tol, history, hist_len)) != MF_OK) return status;
+    if (!X || !gamma || !n_sweeps || !bound) return MF_EBADARG;
+    if (n_threads < 1) n_threads = 1;
+    return mf_hmm__publish(structured_core(&e, T, X, max_sweeps, tol, init, gamma, xi_sum, history,
+                                           hist_len, n_sweeps, bound, logpot, stat_H, stat_g,
+                                           n_threads),
+                           bound);
 }
 
 int mf_hmm_structured(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t max_sweeps,
@@ -150,11 +265,6 @@ int mf_hmm_structured(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdi
                       double *history, ptrdiff_t hist_len, ptrdiff_t *n_sweeps, double *bound,
                       double *logpot, double *stat_H, double *stat_g)
 {
-    mf_hmm_model e;
-    int status = mf_hmm__prepare(m, T, &e);
-    if (status) return status;
-    if ((status = check_sweeps(max_sweeps, tol, history, hist_len)) != MF_OK) return status;
-    if (!X || !gamma || !n_sweeps || !bound) return MF_EBADARG;
-    return mf_hmm__publish(structured_core(&e, T, X, max_sweeps, tol, init, gamma, xi_sum, history,
-                                   hist_len, n_sweeps, bound, logpot, stat_H, stat_g), bound);
+    return mf_hmm_structured_threads(m, T, X, max_sweeps, tol, init, gamma, xi_sum, history,
+                                     hist_len, n_sweeps, bound, logpot, stat_H, stat_g, 1);
 }

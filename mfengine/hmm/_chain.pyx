@@ -103,6 +103,11 @@ cdef extern from "mf_hmm.h" nogil:
                           double *xi_sum, double *history, Py_ssize_t hist_len,
                           Py_ssize_t *n_sweeps, double *bound, double *logpot, double *stat_H,
                           double *stat_g)
+    int mf_hmm_structured_threads(const mf_hmm_model *m, Py_ssize_t T, const double *X,
+                                  Py_ssize_t max_sweeps, double tol, const double *init,
+                                  double *gamma, double *xi_sum, double *history,
+                                  Py_ssize_t hist_len, Py_ssize_t *n_sweeps, double *bound,
+                                  double *logpot, double *stat_H, double *stat_g, int n_threads)
     int mf_hmm_naive(const mf_hmm_model *m, Py_ssize_t T, const double *X, Py_ssize_t max_sweeps,
                      double tol, double *gamma, double *history, Py_ssize_t hist_len,
                      Py_ssize_t *n_sweeps, double *bound)
@@ -419,10 +424,12 @@ def ascent(const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
 cdef int run_one(int method, const mf_hmm_model *m, Py_ssize_t T, const double *X,
                  Py_ssize_t max_sweeps, double tol, const double *init, double *gamma,
                  double *xi, double *history, Py_ssize_t hist_len, Py_ssize_t *n_sweeps,
-                 double *bound, double *logpot, double *H, double *g) noexcept nogil:
+                 double *bound, double *logpot, double *H, double *g,
+                 int inner_threads) noexcept nogil:
+    """One sequence; ``inner_threads``: threads for the structured method's starts."""
     if method == MF_HMM_STRUCTURED:
-        return mf_hmm_structured(m, T, X, max_sweeps, tol, init, gamma, xi, history, hist_len,
-                                 n_sweeps, bound, logpot, H, g)
+        return mf_hmm_structured_threads(m, T, X, max_sweeps, tol, init, gamma, xi, history,
+                                         hist_len, n_sweeps, bound, logpot, H, g, inner_threads)
     if method == MF_HMM_NAIVE:
         return mf_hmm_naive(m, T, X, max_sweeps, tol, gamma, history, hist_len, n_sweeps, bound)
     n_sweeps[0] = 0
@@ -471,8 +478,13 @@ def run(str method, const float64_t[::1] startprob, const float64_t[:, ::1] tran
     cdef float64_t[:, ::1] logpot = np.zeros((N if structured else 1, n))
     cdef float64_t[:, :, :, ::1] H = np.zeros((n_seq if stats else 1, D, K, K))
     cdef float64_t[:, :, ::1] g = np.zeros((n_seq if stats else 1, D, K))
+    # Threads go over sequences; with fewer sequences than threads, each sequence's structured
+    # solve runs its starts on the threads instead (the answers are the same either way; a
+    # one-thread team is not an active parallel region, so the inner one may use threads).
+    cdef int outer = 1 if n_seq < n_threads else n_threads
+    cdef int inner = n_threads if n_seq < n_threads else 1
     with nogil:
-        for s in prange(n_seq, schedule="dynamic", num_threads=n_threads):
+        for s in prange(n_seq, schedule="dynamic", num_threads=outer):
             T = offsets[s + 1] - offsets[s]
             status[s] = run_one(
                 meth, &m, T, &X[offsets[s], 0], max_sweeps, tol,
@@ -483,7 +495,7 @@ def run(str method, const float64_t[::1] startprob, const float64_t[:, ::1] tran
                 &n_sweeps[s], &bound[s],
                 &logpot[offsets[s], 0] if structured else NULL,
                 &H[s, 0, 0, 0] if stats else NULL,
-                &g[s, 0, 0] if stats else NULL)
+                &g[s, 0, 0] if stats else NULL, inner)
     for s in range(n_seq):
         if status[s] != MF_OK and status[s] != MF_NOT_CONVERGED:
             T = offsets[s + 1] - offsets[s]
@@ -586,6 +598,7 @@ cdef int _capi_many(bint structured, Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag,
     cdef Py_ssize_t *offsets
     cdef int *st
     cdef double hist
+    cdef int outer, inner
     if status != MF_OK:
         return status
     if n_seq < 0 or max_sweeps < 0 or not (tol >= 0.0) or not isfinite(tol):
@@ -609,15 +622,18 @@ cdef int _capi_many(bint structured, Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag,
             n_threads = 1
         if n_threads > 256:
             n_threads = 256
-        if n_threads > n_seq:
-            n_threads = <int>n_seq
-        for s in prange(n_seq, schedule="dynamic", num_threads=n_threads):
+        # threads over sequences, or (fewer sequences than threads) over a structured solve's
+        # starts, as in run()
+        outer = 1 if n_seq < n_threads else n_threads
+        inner = n_threads if n_seq < n_threads else 1
+        for s in prange(n_seq, schedule="dynamic", num_threads=outer):
             T = offsets[s + 1] - offsets[s]
             hist = 0.0
             if structured:
-                st[s] = mf_hmm_structured(&m, T, &X[offsets[s] * D], max_sweeps, tol, NULL,
-                                          &gamma[offsets[s] * n], NULL, &hist, 1, &n_sweeps[s],
-                                          &bound[s], &logpot[offsets[s] * n], NULL, NULL)
+                st[s] = mf_hmm_structured_threads(
+                    &m, T, &X[offsets[s] * D], max_sweeps, tol, NULL, &gamma[offsets[s] * n],
+                    NULL, &hist, 1, &n_sweeps[s], &bound[s], &logpot[offsets[s] * n], NULL,
+                    NULL, inner)
             else:
                 st[s] = mf_hmm_naive(&m, T, &X[offsets[s] * D], max_sweeps, tol,
                                      &gamma[offsets[s] * n], &hist, 1, &n_sweeps[s], &bound[s])
