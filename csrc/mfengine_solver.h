@@ -3,13 +3,14 @@
  * docstring; these are the same functions.
  *
  * Linkable symbols: mfengine_sbn_gaussian_* live in the compiled module
- * mfengine/sbn/_gaussian*.so, mfengine_sjj_solve in mfengine/sbn/_sjj*.so.  Link against that
- * file and against libpython, which the module needs to load.  The Gaussian functions need no
- * running interpreter; mfengine_sjj_solve needs Python initialised in the process (its OpenMP
- * block checks the GIL state: without an interpreter the process aborts), and may be called
- * with or without the GIL.
+ * mfengine/sbn/_gaussian*.so, mfengine_hmm_* in mfengine/hmm/_chain*.so, mfengine_sjj_solve in
+ * mfengine/sbn/_sjj*.so.  Link against that file and against libpython, which the module
+ * needs to load.  The Gaussian and context-HMM functions need no running interpreter;
+ * mfengine_sjj_solve needs Python initialised in the process (its OpenMP block checks the GIL
+ * state: without an interpreter the process aborts), and may be called with or without the
+ * GIL.
  *
- * The Plefka, context-HMM and NLGBN functions have no linkable symbol.  A C program reaches them
+ * The Plefka and NLGBN functions have no linkable symbol.  A C program reaches them
  * through their extension module's Cython capsules once Python runs in the process: include
  * Python.h before this header, start the interpreter (the one mfengine is installed in), and
  *     mfengine_plefka_solve_fn solve =
@@ -20,6 +21,7 @@
  *     module                 names
  *     mfengine.sbn._plefka   mf_plefka_solve, mf_plefka_gradient
  *     mfengine.hmm._chain    mf_hmm_fb_infer, mf_hmm_structured_infer, mf_hmm_naive_infer
+ *                            (also linkable, as mfengine_hmm_*)
  *     mfengine.nlgbn._estep  mf_nlgbn_infer
  *     mfengine.sbn._sjj      mf_sjj_solve          (also linkable, as mfengine_sjj_solve)
  *     mfengine.sbn._gaussian mf_sbn_gaussian_infer, mf_sbn_gaussian_gradient (likewise)
@@ -53,6 +55,27 @@ int mfengine_sjj_solve(
     const double *clamp, const double *init_mu, const double *init_xi, double tol,
     double inner_tol, ptrdiff_t max_sweeps, int n_threads, double *bound, double *mu,
     double *xi, ptrdiff_t *n_sweeps, signed char *converged);
+
+/* The context-HMM entry points, plain C in mfengine/hmm/_chain*.so: no interpreter needed
+ * (link against that file, and against libpython, which the module needs to load).  The same
+ * functions as the capsules mf_hmm_fb_infer, mf_hmm_structured_infer, mf_hmm_naive_infer. */
+int mfengine_hmm_fb_infer(
+    ptrdiff_t T, ptrdiff_t n, const double *startprob, const double *transmat,
+    const double *logpot, double *gamma, double *xi_sum, double *logz);
+
+int mfengine_hmm_structured_infer(
+    ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, int context, const double *startprob,
+    const double *transmat, const double *U, const double *V, const double *W,
+    ptrdiff_t n_seq, const ptrdiff_t *lengths, const double *X, ptrdiff_t max_sweeps,
+    double tol, int n_threads, double *gamma, double *logpot, double *bound,
+    ptrdiff_t *n_sweeps, signed char *converged);
+
+int mfengine_hmm_naive_infer(
+    ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, int context, const double *startprob,
+    const double *transmat, const double *U, const double *V, const double *W,
+    ptrdiff_t n_seq, const ptrdiff_t *lengths, const double *X, ptrdiff_t max_sweeps,
+    double tol, int n_threads, double *gamma, double *bound, ptrdiff_t *n_sweeps,
+    signed char *converged);
 
 /* ---- reachable through the capsules: the functions' types ---- */
 

@@ -964,6 +964,114 @@ BAD_CALLS = {
 }
 
 
+# A C program with no Python interpreter at all: the context-HMM entry points are plain C.
+C_PROGRAM_HMM = textwrap.dedent(
+    r"""
+    #include <math.h>
+    #include <stdio.h>
+    #include <stdlib.h>
+    #include "mfengine_solver.h"
+
+    static void *load(const char *name, size_t *count, size_t size) {
+        char path[256];
+        snprintf(path, sizeof path, "%s.bin", name);
+        FILE *f = fopen(path, "rb");
+        if (f == NULL) { fprintf(stderr, "no %s\n", path); exit(2); }
+        fseek(f, 0, SEEK_END);
+        long bytes = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        void *p = malloc(bytes ? bytes : 1);
+        if (fread(p, 1, bytes, f) != (size_t) bytes) exit(2);
+        fclose(f);
+        if (count) *count = bytes / size;
+        return p;
+    }
+
+    static void save(const char *name, const void *p, size_t bytes) {
+        char path[256];
+        snprintf(path, sizeof path, "out_%s.bin", name);
+        FILE *f = fopen(path, "wb");
+        if (f == NULL || fwrite(p, 1, bytes, f) != bytes) exit(3);
+        fclose(f);
+    }
+
+    int main(void) {
+        size_t n, nU, N, T, n_seq;
+        double *sp = load("sp", &n, 8), *A = load("A", NULL, 8), *lp = load("logpot", &T, 8);
+        double *U = load("U", &nU, 8), *V = load("V", NULL, 8), *W = load("W", NULL, 8);
+        double *X = load("X", &N, 8);
+        ptrdiff_t *len = load("lengths", &n_seq, sizeof(ptrdiff_t));
+        ptrdiff_t D = nU / n, rows = N / D;
+        T /= n;
+        double *gamma = malloc(rows * n * 8), *pot = malloc(rows * n * 8);
+        double *xs = malloc(n * n * 8), *hb = malloc(n_seq * 8), logz;
+        ptrdiff_t *hns = malloc(n_seq * sizeof(ptrdiff_t));
+        signed char *hconv = malloc(n_seq);
+        printf("fb %d\n", mfengine_hmm_fb_infer(T, n, sp, A, lp, gamma, xs, &logz));
+        save("fb_gamma", gamma, T * n * 8);
+        save("fb_logz", &logz, 8);
+        printf("fb_negative %d\n", mfengine_hmm_fb_infer(-1, n, sp, A, lp, gamma, xs, &logz));
+        for (int threads = 1; threads <= 4; threads *= 2) {   /* 4 > sequences: the starts */
+            char name[32];
+            int s = mfengine_hmm_structured_infer(n, D, 2, 3, sp, A, U, V, W, n_seq, len, X,
+                                                  400, 1e-13, threads, gamma, pot, hb, hns,
+                                                  hconv);
+            printf("structured%d %d\n", threads, s);
+            snprintf(name, sizeof name, "st%d_bound", threads);
+            save(name, hb, n_seq * 8);
+            snprintf(name, sizeof name, "st%d_gamma", threads);
+            save(name, gamma, rows * n * 8);
+        }
+        int s = mfengine_hmm_naive_infer(n, D, 2, 3, sp, A, U, V, W, n_seq, len, X, 400, 1e-13,
+                                         2, gamma, hb, hns, hconv);
+        printf("naive %d\n", s);
+        save("nv_bound", hb, n_seq * 8);
+        printf("naive_nan %d\n", mfengine_hmm_naive_infer(n, D, 2, 3, sp, A, U, V, W, n_seq, len,
+               X, 400, NAN, 2, gamma, hb, hns, hconv));
+        len[0] = 0;
+        printf("structured_zero_length %d\n", mfengine_hmm_structured_infer(
+               n, D, 2, 3, sp, A, U, V, W, n_seq, len, X, 400, 1e-13, 2, gamma, pot, hb, hns,
+               hconv));
+        return 0;
+    }
+    """
+)
+
+
+def test_c_program_without_python_calls_the_hmm_entry_points(tmp_path):
+    """The context-HMM functions are plain C: a C program that never starts Python links
+    mfengine/hmm/_chain*.so and gets the Python API's numbers bit for bit (structured on 1, 2
+    and 4 threads, 4 > the sequences: the starts run apart), and every bad argument refused."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()
+    (tmp_path / "prog_hmm.c").write_text(C_PROGRAM_HMM)
+    so = _chain.__file__
+    cmd = cc + ["-O1", f"-I{_get_include()}", "prog_hmm.c", "-o", "prog_hmm", so,
+                f"-Wl,-rpath,{os.path.dirname(so)}"] + _python_link_flags()
+    _run(cmd, tmp_path)
+    hm, X, lengths, a = _hmm_case()
+    for name, arr in a.items():
+        np.ascontiguousarray(arr).tofile(tmp_path / f"{name}.bin")
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    lines = _run([str(tmp_path / "prog_hmm")], tmp_path, env).split("\n")
+    status = {line.split()[0]: int(line.split()[1]) for line in lines if line.strip()}
+    EB = mfengine.solver.MF_EBADARG
+    assert status == dict(fb=0, fb_negative=EB, structured1=0, structured2=0, structured4=0,
+                          naive=0, naive_nan=EB, structured_zero_length=EB)
+
+    def out(name):
+        return np.fromfile(tmp_path / f"out_{name}.bin")
+
+    gamma, _, logz = _chain.forward_backward(a["sp"], a["A"], a["logpot"])
+    np.testing.assert_array_equal(out("fb_gamma"), gamma.ravel())
+    assert out("fb_logz")[0] == logz
+    r = hm.infer(X, lengths, method="structured")
+    for threads in (1, 2, 4):
+        np.testing.assert_array_equal(out(f"st{threads}_bound"), r.bound)
+        np.testing.assert_array_equal(out(f"st{threads}_gamma"), r.posteriors.ravel())
+    np.testing.assert_array_equal(out("nv_bound"), hm.infer(X, lengths, method="naive").bound)
+
+
 def test_c_entry_points_refuse_every_bad_argument():
     """Each bad argument gives its status code (MF_EBADARG, or MF_EOVERFLOW for sizes whose
     products overflow ptrdiff_t) with nothing written; the valid variants give MF_OK and a

@@ -519,174 +519,29 @@ def run(str method, const float64_t[::1] startprob, const float64_t[:, ::1] tran
 # ------------------------------------------------------------------------------------------
 # C API (declared in _chain.pxd; contract in the module docstring, section "C API")
 
-cdef int _capi_model(mf_hmm_model *m, Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag, int context,
-                     const double *startprob, const double *transmat, const double *U,
-                     const double *V, const double *W) noexcept nogil:
-    """Fill m after checking every size, pointer and value of the model; MF_EBADARG if not."""
-    cdef Py_ssize_t i, j
-    cdef double s
-    if n < 1 or D < 1 or lag < 1 or context < 1 or context > 3:
-        return MF_EBADARG
-    if n > (<Py_ssize_t>1 << 20) or D > (<Py_ssize_t>1 << 40) // n:      # n * n * D and the scratch sizes then fit
-        return MF_EOVERFLOW
-    if startprob == NULL or transmat == NULL or U == NULL:
-        return MF_EBADARG
-    if (context & 1 and V == NULL) or (context & 2 and W == NULL):
-        return MF_EBADARG
-    s = 0.0
-    for i in range(n):
-        if not (startprob[i] >= 0.0) or not isfinite(startprob[i]):
-            return MF_EBADARG
-        s += startprob[i]
-    if not fabs(s - 1.0) <= 1e-8:
-        return MF_EBADARG
-    for i in range(n):
-        s = 0.0
-        for j in range(n):
-            if not (transmat[i * n + j] >= 0.0) or not isfinite(transmat[i * n + j]):
-                return MF_EBADARG
-            s += transmat[i * n + j]
-        if not fabs(s - 1.0) <= 1e-8:
-            return MF_EBADARG
-    for i in range(n * D):
-        if not fabs(U[i]) <= 1e100:
-            return MF_EBADARG
-        if context & 1 and not fabs(V[i]) <= 1e100:
-            return MF_EBADARG
-        if context & 2 and not fabs(W[i]) <= 1e100:
-            return MF_EBADARG
-    m.n = n
-    m.D = D
-    m.lag = lag
-    m.right = 1 if context & 1 else 0
-    m.left = 1 if context & 2 else 0
-    m.startprob = startprob
-    m.transmat = transmat
-    m.U = U
-    m.V = V if context & 1 else U
-    m.W = W if context & 2 else U
-    return MF_OK
-
-
-cdef int _capi_offsets(Py_ssize_t n_seq, const Py_ssize_t *lengths, const double *X,
-                       Py_ssize_t n, Py_ssize_t D, Py_ssize_t *offsets) noexcept nogil:
-    """offsets (n_seq + 1) from lengths, with overflow checks; X free of infinities."""
-    cdef Py_ssize_t s, i, total = 0
-    offsets[0] = 0
-    for s in range(n_seq):
-        if lengths[s] < 1:
-            return MF_EBADARG
-        if total > (<Py_ssize_t>1 << 62) // (n if n > D else D) - lengths[s]:
-            return MF_EOVERFLOW
-        total += lengths[s]
-        offsets[s + 1] = total
-    for i in range(total * D):
-        if not isnan(X[i]) and not isfinite(X[i]):
-            return MF_EBADARG
-    return MF_OK
-
-
-cdef int _capi_many(bint structured, Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag, int context,
-                    const double *startprob, const double *transmat, const double *U,
-                    const double *V, const double *W, Py_ssize_t n_seq,
-                    const Py_ssize_t *lengths, const double *X, Py_ssize_t max_sweeps,
-                    double tol, int n_threads, double *gamma, double *logpot, double *bound,
-                    Py_ssize_t *n_sweeps, signed char *converged) noexcept nogil:
-    cdef mf_hmm_model m
-    cdef int status = _capi_model(&m, n, D, lag, context, startprob, transmat, U, V, W)
-    cdef Py_ssize_t s, T
-    cdef Py_ssize_t *offsets
-    cdef int *st
-    cdef double hist
-    cdef int outer, inner
-    if status != MF_OK:
-        return status
-    if n_seq < 0 or max_sweeps < 0 or not (tol >= 0.0) or not isfinite(tol):
-        return MF_EBADARG
-    if n_seq == 0:
-        return MF_OK
-    if lengths == NULL or X == NULL or gamma == NULL or bound == NULL or n_sweeps == NULL \
-            or converged == NULL or (structured and logpot == NULL):
-        return MF_EBADARG
-    if n_seq > (<Py_ssize_t>1 << 40):
-        return MF_EOVERFLOW
-    offsets = <Py_ssize_t *>malloc((n_seq + 1) * sizeof(Py_ssize_t))
-    st = <int *>malloc(n_seq * sizeof(int))
-    if offsets == NULL or st == NULL:
-        free(offsets)
-        free(st)
-        return MF_ENOMEM
-    status = _capi_offsets(n_seq, lengths, X, n, D, offsets)
-    if status == MF_OK:
-        if n_threads < 1:
-            n_threads = 1
-        if n_threads > 256:
-            n_threads = 256
-        # threads over sequences, or (fewer sequences than threads) over a structured solve's
-        # starts, as in run()
-        outer = 1 if n_seq < n_threads else n_threads
-        inner = n_threads if n_seq < n_threads else 1
-        for s in prange(n_seq, schedule="dynamic", num_threads=outer):
-            T = offsets[s + 1] - offsets[s]
-            hist = 0.0
-            if structured:
-                st[s] = mf_hmm_structured_threads(
-                    &m, T, &X[offsets[s] * D], max_sweeps, tol, NULL, &gamma[offsets[s] * n],
-                    NULL, &hist, 1, &n_sweeps[s], &bound[s], &logpot[offsets[s] * n], NULL,
-                    NULL, inner)
-            else:
-                st[s] = mf_hmm_naive(&m, T, &X[offsets[s] * D], max_sweeps, tol,
-                                     &gamma[offsets[s] * n], &hist, 1, &n_sweeps[s], &bound[s])
-        for s in range(n_seq):
-            if st[s] != MF_OK and st[s] != MF_NOT_CONVERGED:
-                status = st[s]
-                break
-            converged[s] = 1 if st[s] == MF_OK else 0
-            if st[s] == MF_NOT_CONVERGED:
-                status = MF_NOT_CONVERGED
-    free(offsets)
-    free(st)
-    return status
+cdef extern from "mfengine_solver.h":
+    # plain C (csrc/mf_hmm_capi.c): every argument checked, no interpreter needed
+    int mfengine_hmm_fb_infer(Py_ssize_t T, Py_ssize_t n, const double *startprob,
+                              const double *transmat, const double *logpot, double *gamma,
+                              double *xi_sum, double *logz) nogil
+    int mfengine_hmm_structured_infer(
+        Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag, int context, const double *startprob,
+        const double *transmat, const double *U, const double *V, const double *W,
+        Py_ssize_t n_seq, const Py_ssize_t *lengths, const double *X, Py_ssize_t max_sweeps,
+        double tol, int n_threads, double *gamma, double *logpot, double *bound,
+        Py_ssize_t *n_sweeps, signed char *converged) nogil
+    int mfengine_hmm_naive_infer(
+        Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag, int context, const double *startprob,
+        const double *transmat, const double *U, const double *V, const double *W,
+        Py_ssize_t n_seq, const Py_ssize_t *lengths, const double *X, Py_ssize_t max_sweeps,
+        double tol, int n_threads, double *gamma, double *bound, Py_ssize_t *n_sweeps,
+        signed char *converged) nogil
 
 
 cdef int mf_hmm_fb_infer(Py_ssize_t T, Py_ssize_t n, const double *startprob,
                          const double *transmat, const double *logpot, double *gamma,
                          double *xi_sum, double *logz) noexcept nogil:
-    cdef Py_ssize_t i, j, wsize
-    cdef double s
-    cdef double *work
-    cdef int status
-    if T < 1 or n < 1 or startprob == NULL or transmat == NULL or logpot == NULL \
-            or gamma == NULL or logz == NULL:
-        return MF_EBADARG
-    wsize = mf_hmm_fb_work_size(T, n)
-    if wsize < 0 or n > (<Py_ssize_t>1 << 20):
-        return MF_EOVERFLOW
-    s = 0.0
-    for i in range(n):
-        if not (startprob[i] >= 0.0) or not isfinite(startprob[i]):
-            return MF_EBADARG
-        s += startprob[i]
-    if not fabs(s - 1.0) <= 1e-8:
-        return MF_EBADARG
-    for i in range(n):
-        s = 0.0
-        for j in range(n):
-            if not (transmat[i * n + j] >= 0.0) or not isfinite(transmat[i * n + j]):
-                return MF_EBADARG
-            s += transmat[i * n + j]
-        if not fabs(s - 1.0) <= 1e-8:
-            return MF_EBADARG
-    for i in range(T * n):
-        if isnan(logpot[i]) or logpot[i] > 1.0e300:
-            return MF_EBADARG
-    work = <double *>malloc(wsize * sizeof(double))
-    if work == NULL:
-        return MF_ENOMEM
-    status = mf_hmm_forward_backward(T, n, startprob, transmat, logpot, gamma, xi_sum, work,
-                                     logz)
-    free(work)
-    return status
+    return mfengine_hmm_fb_infer(T, n, startprob, transmat, logpot, gamma, xi_sum, logz)
 
 
 cdef int mf_hmm_structured_infer(
@@ -695,8 +550,9 @@ cdef int mf_hmm_structured_infer(
         Py_ssize_t n_seq, const Py_ssize_t *lengths, const double *X, Py_ssize_t max_sweeps,
         double tol, int n_threads, double *gamma, double *logpot, double *bound,
         Py_ssize_t *n_sweeps, signed char *converged) noexcept nogil:
-    return _capi_many(True, n, D, lag, context, startprob, transmat, U, V, W, n_seq, lengths,
-                      X, max_sweeps, tol, n_threads, gamma, logpot, bound, n_sweeps, converged)
+    return mfengine_hmm_structured_infer(n, D, lag, context, startprob, transmat, U, V, W, n_seq,
+                                         lengths, X, max_sweeps, tol, n_threads, gamma, logpot,
+                                         bound, n_sweeps, converged)
 
 
 cdef int mf_hmm_naive_infer(
@@ -705,8 +561,9 @@ cdef int mf_hmm_naive_infer(
         Py_ssize_t n_seq, const Py_ssize_t *lengths, const double *X, Py_ssize_t max_sweeps,
         double tol, int n_threads, double *gamma, double *bound, Py_ssize_t *n_sweeps,
         signed char *converged) noexcept nogil:
-    return _capi_many(False, n, D, lag, context, startprob, transmat, U, V, W, n_seq, lengths,
-                      X, max_sweeps, tol, n_threads, gamma, NULL, bound, n_sweeps, converged)
+    return mfengine_hmm_naive_infer(n, D, lag, context, startprob, transmat, U, V, W, n_seq,
+                                    lengths, X, max_sweeps, tol, n_threads, gamma, bound,
+                                    n_sweeps, converged)
 
 
 def _capi_selftest(str method, const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
