@@ -103,7 +103,7 @@ EXTENSIONS = [
     ("mfengine.sbn._plefka", "mfengine/sbn/_plefka.pyx", []),
     ("mfengine.sbn._importance", "mfengine/sbn/_importance.pyx", []),
     ("mfengine.sbn._sample", "mfengine/sbn/_sample.pyx", []),
-    ("mfengine.nlgbn._estep", "mfengine/nlgbn/_estep.pyx", ["csrc/mf_nlgbn*.c"]),
+    ("mfengine.nlgbn._estep", "mfengine/nlgbn/_estep.pyx", ["csrc/mf_nlgbn*.c", "csrc/mf_parallel.c"]),
     ("mfengine.hmm._chain", "mfengine/hmm/_chain.pyx", ["csrc/mf_hmm*.c", "csrc/mf_parallel.c"]),
 ]
 

@@ -3,14 +3,15 @@
  * docstring; these are the same functions.
  *
  * Linkable symbols: mfengine_sbn_gaussian_* live in the compiled module
- * mfengine/sbn/_gaussian*.so, mfengine_hmm_* in mfengine/hmm/_chain*.so, mfengine_sjj_solve in
- * mfengine/sbn/_sjj*.so.  Link against that file and against libpython, which the module
- * needs to load.  The Gaussian and context-HMM functions need no running interpreter;
+ * mfengine/sbn/_gaussian*.so, mfengine_hmm_* in mfengine/hmm/_chain*.so, mfengine_nlgbn_infer
+ * in mfengine/nlgbn/_estep*.so, mfengine_sjj_solve in mfengine/sbn/_sjj*.so.  Link against
+ * that file and against libpython, which the module needs to load.  The Gaussian, context-HMM
+ * and NLGBN functions need no running interpreter;
  * mfengine_sjj_solve needs Python initialised in the process (its OpenMP block checks the GIL
  * state: without an interpreter the process aborts), and may be called with or without the
  * GIL.
  *
- * The Plefka and NLGBN functions have no linkable symbol.  A C program reaches them
+ * The Plefka functions have no linkable symbol.  A C program reaches them
  * through their extension module's Cython capsules once Python runs in the process: include
  * Python.h before this header, start the interpreter (the one mfengine is installed in), and
  *     mfengine_plefka_solve_fn solve =
@@ -22,7 +23,7 @@
  *     mfengine.sbn._plefka   mf_plefka_solve, mf_plefka_gradient
  *     mfengine.hmm._chain    mf_hmm_fb_infer, mf_hmm_structured_infer, mf_hmm_naive_infer
  *                            (also linkable, as mfengine_hmm_*)
- *     mfengine.nlgbn._estep  mf_nlgbn_infer
+ *     mfengine.nlgbn._estep  mf_nlgbn_infer        (also linkable, as mfengine_nlgbn_infer)
  *     mfengine.sbn._sjj      mf_sjj_solve          (also linkable, as mfengine_sjj_solve)
  *     mfengine.sbn._gaussian mf_sbn_gaussian_infer, mf_sbn_gaussian_gradient (likewise)
  */
@@ -76,6 +77,16 @@ int mfengine_hmm_naive_infer(
     ptrdiff_t n_seq, const ptrdiff_t *lengths, const double *X, ptrdiff_t max_sweeps,
     double tol, int n_threads, double *gamma, double *bound, ptrdiff_t *n_sweeps,
     signed char *converged);
+
+/* The NLGBN E-step, plain C in mfengine/nlgbn/_estep*.so: no interpreter needed (the same
+ * function as the capsule mf_nlgbn_infer). */
+int mfengine_nlgbn_infer(
+    ptrdiff_t n_layers, const ptrdiff_t *sizes, const signed char *types,
+    const double *weights, const double *biases, const double *variances,
+    ptrdiff_t n_patterns, const double *X, const unsigned char *missing,
+    double tol, ptrdiff_t max_sweeps, int warm_start, int n_threads,
+    double *mu, double *logvar, double *bound, ptrdiff_t *n_sweeps,
+    unsigned char *converged);
 
 /* ---- reachable through the capsules: the functions' types ---- */
 

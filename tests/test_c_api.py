@@ -1032,24 +1032,49 @@ C_PROGRAM_HMM = textwrap.dedent(
         printf("structured_zero_length %d\n", mfengine_hmm_structured_infer(
                n, D, 2, 3, sp, A, U, V, W, n_seq, len, X, 400, 1e-13, 2, gamma, pot, hb, hns,
                hconv));
+
+        size_t L, n_x, nu_ = 0, H;
+        ptrdiff_t *sz = load("ng_sizes", &L, sizeof(ptrdiff_t));
+        signed char *types = load("ng_types", NULL, 1);
+        double *nw = load("ng_w", NULL, 8), *nb = load("ng_b", NULL, 8);
+        double *var = load("ng_var", NULL, 8), *nX = load("ng_X", &n_x, 8);
+        unsigned char *miss = load("ng_miss", NULL, 1);
+        for (size_t l = 0; l < L; l++) nu_ += sz[l];
+        H = nu_ - sz[L - 1];
+        ptrdiff_t np_ = n_x / sz[L - 1];
+        double *nmu = malloc(np_ * H * 8), *nlv = malloc(np_ * H * 8), *nbound = malloc(np_ * 8);
+        ptrdiff_t *nns = malloc(np_ * sizeof(ptrdiff_t));
+        unsigned char *nconv = malloc(np_);
+        printf("nlgbn %d\n", mfengine_nlgbn_infer(L, sz, types, nw, nb, var, np_, nX, miss, 1e-6,
+               1000, 0, 2, nmu, nlv, nbound, nns, nconv));
+        save("ng_bound", nbound, np_ * 8);
+        save("ng_mu", nmu, np_ * H * 8);
+        save("ng_lv", nlv, np_ * H * 8);
+        var[0] = -1.0;
+        printf("nlgbn_negative_variance %d\n", mfengine_nlgbn_infer(L, sz, types, nw, nb, var,
+               np_, nX, miss, 1e-6, 1000, 0, 2, nmu, nlv, nbound, nns, nconv));
         return 0;
     }
     """
 )
 
 
-def test_c_program_without_python_calls_the_hmm_entry_points(tmp_path):
-    """The context-HMM functions are plain C: a C program that never starts Python links
-    mfengine/hmm/_chain*.so and gets the Python API's numbers bit for bit (structured on 1, 2
-    and 4 threads, 4 > the sequences: the starts run apart), and every bad argument refused."""
+def test_c_program_without_python_calls_the_hmm_and_nlgbn_entry_points(tmp_path):
+    """The context-HMM and NLGBN functions are plain C: a C program that never starts Python
+    links mfengine/hmm/_chain*.so and mfengine/nlgbn/_estep*.so and gets the Python API's
+    numbers bit for bit (structured on 1, 2 and 4 threads, 4 > the sequences: the starts run
+    apart), and every bad argument refused."""
+    from mfengine.nlgbn import _estep
+
     cc = (sysconfig.get_config_var("CC") or "cc").split()
     (tmp_path / "prog_hmm.c").write_text(C_PROGRAM_HMM)
-    so = _chain.__file__
-    cmd = cc + ["-O1", f"-I{_get_include()}", "prog_hmm.c", "-o", "prog_hmm", so,
-                f"-Wl,-rpath,{os.path.dirname(so)}"] + _python_link_flags()
+    sos = [_chain.__file__, _estep.__file__]
+    cmd = cc + ["-O1", f"-I{_get_include()}", "prog_hmm.c", "-o", "prog_hmm"] + sos + [
+        f"-Wl,-rpath,{os.path.dirname(so)}" for so in sos] + _python_link_flags()
     _run(cmd, tmp_path)
     hm, X, lengths, a = _hmm_case()
-    for name, arr in a.items():
+    net, Xn, miss, ng_args = _nlgbn_case()
+    for name, arr in list(a.items()) + [("ng_" + k, v) for k, v in ng_args.items()]:
         np.ascontiguousarray(arr).tofile(tmp_path / f"{name}.bin")
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
@@ -1057,7 +1082,8 @@ def test_c_program_without_python_calls_the_hmm_entry_points(tmp_path):
     status = {line.split()[0]: int(line.split()[1]) for line in lines if line.strip()}
     EB = mfengine.solver.MF_EBADARG
     assert status == dict(fb=0, fb_negative=EB, structured1=0, structured2=0, structured4=0,
-                          naive=0, naive_nan=EB, structured_zero_length=EB)
+                          naive=0, naive_nan=EB, structured_zero_length=EB, nlgbn=0,
+                          nlgbn_negative_variance=EB)
 
     def out(name):
         return np.fromfile(tmp_path / f"out_{name}.bin")
@@ -1070,6 +1096,10 @@ def test_c_program_without_python_calls_the_hmm_entry_points(tmp_path):
         np.testing.assert_array_equal(out(f"st{threads}_bound"), r.bound)
         np.testing.assert_array_equal(out(f"st{threads}_gamma"), r.posteriors.ravel())
     np.testing.assert_array_equal(out("nv_bound"), hm.infer(X, lengths, method="naive").bound)
+    r = net.infer(Xn, miss, tol=1e-6, max_iter=1000)
+    np.testing.assert_array_equal(out("ng_bound"), r.bound)
+    np.testing.assert_array_equal(out("ng_mu"), np.hstack(r.mu[:-1]).ravel())
+    np.testing.assert_array_equal(np.exp(0.5 * out("ng_lv")), np.hstack(r.sigma[:-1]).ravel())
 
 
 def test_c_entry_points_refuse_every_bad_argument():

@@ -286,22 +286,17 @@ def importance(const double[:, ::1] X, const uint8_t[:, ::1] miss, const double[
 
 
 # ------------------------------------------------------------------------------------------
-# The C API (issue 11 item 4): declared in _estep.pxd; contract in /work/notes/capi_nlgbn.md.
-DEF MAX_THREADS = 256
-DEF DBL_TINY = 2.2250738585072014e-308
-cdef Py_ssize_t PSZ_MAX = <Py_ssize_t> ((<size_t> -1) >> 1)
-
-
-cdef inline Py_ssize_t _add(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
-    if a < 0 or b < 0 or a > PSZ_MAX - b:
-        return -1
-    return a + b
-
-
-cdef inline Py_ssize_t _mul(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
-    if a < 0 or b < 0 or (a != 0 and b > PSZ_MAX // a):
-        return -1
-    return a * b
+# The C API: declared in _estep.pxd, contract in mfengine/solver.pxd.  The function is plain C
+# (csrc/mf_nlgbn_capi.c, every argument checked, no interpreter needed), linkable as
+# mfengine_nlgbn_infer; this is its Cython name.
+cdef extern from "mfengine_solver.h":
+    int mfengine_nlgbn_infer(
+        Py_ssize_t n_layers, const Py_ssize_t *sizes, const signed char *types,
+        const double *weights, const double *biases, const double *variances,
+        Py_ssize_t n_patterns, const double *X, const unsigned char *missing,
+        double tol, Py_ssize_t max_sweeps, int warm_start, int n_threads,
+        double *mu, double *logvar, double *bound, Py_ssize_t *n_sweeps,
+        unsigned char *converged) nogil
 
 
 cdef int mf_nlgbn_infer(
@@ -311,193 +306,10 @@ cdef int mf_nlgbn_infer(
     double tol, Py_ssize_t max_sweeps, int warm_start, int n_threads,
     double *mu, double *logvar, double *bound, Py_ssize_t *n_sweeps,
     unsigned char *converged) noexcept nogil:
-    """The NLGBN E-step over raw arrays (as NLGBN.infer); see /work/notes/capi_nlgbn.md."""
-    cdef Py_ssize_t L = n_layers, l, i, j, c, k, p, U = 0, H, nv, nw = 0, base, P, C, P1, blk
-    cdef Py_ssize_t start, stop, nblocks, t
-    if L < 2 or L > (PSZ_MAX // 64) or sizes == NULL:
-        return MF_EBADARG
-    for l in range(L):
-        if sizes[l] < 1:
-            return MF_EBADARG
-        U = _add(U, sizes[l])
-        if U < 0:
-            return MF_EOVERFLOW
-    H = U - sizes[L - 1]
-    nv = sizes[L - 1]
-    base = _mul(4, U)
-    if base < 0:
-        return MF_EOVERFLOW
-    for l in range(L - 1):
-        P = sizes[l]
-        C = sizes[l + 1]
-        k = _mul(P, C)
-        nw = _add(nw, k) if k >= 0 else -1
-        P1 = _add(P, 1)
-        k = _add(_mul(P1, P1), _mul(C, P1)) if P1 >= 0 and _mul(P1, P1) >= 0 and _mul(C, P1) >= 0 else -1
-        base = _add(base, k) if k >= 0 else -1
-        if nw < 0 or base < 0:
-            return MF_EOVERFLOW
-    if _mul(_add(U, 8), 8) < 0 or _mul(nw, 8) < 0:
-        return MF_EOVERFLOW
-    if types == NULL or weights == NULL or biases == NULL or variances == NULL:
-        return MF_EBADARG
-    if n_patterns < 0 or max_sweeps < 1 or not (tol > 0.0) or not isfinite(tol):
-        return MF_EBADARG
-    if n_patterns > 0 and (X == NULL or mu == NULL or logvar == NULL or bound == NULL
-                           or n_sweeps == NULL or converged == NULL):
-        return MF_EBADARG
-    if _mul(n_patterns, nv) < 0 or _mul(n_patterns, H) < 0:
-        return MF_EOVERFLOW
-    for i in range(U):
-        if types[i] < 0 or types[i] > 3 or (i >= H and types[i] != 0):
-            return MF_EBADARG
-        if not isfinite(biases[i]) or not isfinite(variances[i]) or not (variances[i] >= DBL_TINY):
-            return MF_EBADARG
-        if not isfinite(1.0 / variances[i]):
-            return MF_EBADARG
-    for k in range(nw):
-        if not isfinite(weights[k]):
-            return MF_EBADARG
-    for p in range(n_patterns):
-        for i in range(nv):
-            if (missing == NULL or not missing[p * nv + i]) and not isfinite(X[p * nv + i]):
-                return MF_EBADARG
-        if warm_start:
-            for i in range(H):
-                if not isfinite(mu[p * H + i]) or not isfinite(logvar[p * H + i]):
-                    return MF_EBADARG
-    # the kernel's layout (csrc/mf_nlgbn.h)
-    cdef Py_ssize_t *offset = <Py_ssize_t *> malloc((L + 1) * sizeof(Py_ssize_t))
-    cdef Py_ssize_t *woff = <Py_ssize_t *> malloc(L * sizeof(Py_ssize_t))
-    cdef Py_ssize_t *soff = <Py_ssize_t *> malloc(L * sizeof(Py_ssize_t))
-    cdef double *WT = <double *> malloc((nw + 1) * sizeof(double))
-    cdef double *prec = <double *> malloc((U + 1) * sizeof(double))
-    cdef double *acoef = <double *> malloc((U + 1) * sizeof(double))
-    cdef double *prior_mu = <double *> malloc((U + 1) * sizeof(double))
-    cdef double *prior_lv = <double *> malloc((U + 1) * sizeof(double))
-    cdef int *status = NULL
-    cdef int rc = MF_OK, nt
-    cdef int nomem[1]
-    nomem[0] = 0
-    cdef double a, out, w
-    cdef mf_nlgbn_net net
-    cdef mf_nlgbn_moments mo
-    cdef double *buf = NULL
-    if (offset == NULL or woff == NULL or soff == NULL or WT == NULL or prec == NULL
-            or acoef == NULL or prior_mu == NULL or prior_lv == NULL):
-        rc = MF_ENOMEM
-    else:
-        offset[0] = 0
-        for l in range(L):
-            offset[l + 1] = offset[l] + sizes[l]
-        woff[0] = 0
-        soff[0] = 4 * U
-        for l in range(L - 1):
-            P = sizes[l]
-            C = sizes[l + 1]
-            if l + 1 < L - 1:
-                woff[l + 1] = woff[l] + P * C
-                soff[l + 1] = soff[l] + (P + 1) * (P + 1) + C * (P + 1)
-            for i in range(C):
-                for j in range(P):
-                    WT[woff[l] + j * C + i] = weights[woff[l] + i * P + j]
-        for i in range(U):
-            prec[i] = 1.0 / variances[i]
-            acoef[i] = 0.0
-        for l in range(L - 1):
-            C = sizes[l + 1]
-            for j in range(sizes[l]):
-                a = 0.0
-                for c in range(C):
-                    w = WT[woff[l] + j * C + c]
-                    a = a + w * w * prec[offset[l + 1] + c]
-                acoef[offset[l] + j] = 0.5 * a
-                if not isfinite(acoef[offset[l] + j]):
-                    rc = MF_EBADARG
-        if rc == MF_OK:
-            net.n_layers = L
-            net.sizes = sizes
-            net.offset = offset
-            net.woff = woff
-            net.soff = soff
-            net.types = types
-            net.WT = WT
-            net.bias = biases
-            net.prec = prec
-            net.acoef = acoef
-            rc = mf_nlgbn_net_check(&net, L, L + 1, L - 1, L - 1, U, nw, U, U, U, 0)
-        if rc == MF_OK and not warm_start:
-            # the prior means (a top-down pass with the outputs' means), log sigma^2 = log psi^2
-            for l in range(L - 1):
-                for i in range(offset[l], offset[l + 1]):
-                    prior_mu[i] = biases[i]
-                    prior_lv[i] = log(variances[i])
-                if l > 0:
-                    for j in range(offset[l - 1], offset[l]):
-                        mf_nlgbn_moments_eval(types[j], prior_mu[j], prior_lv[j], 0, &mo)
-                        for c in range(sizes[l]):
-                            prior_mu[offset[l] + c] += WT[woff[l - 1] + (j - offset[l - 1]) * sizes[l] + c] * mo.M
-                for i in range(offset[l], offset[l + 1]):
-                    if not isfinite(prior_mu[i]):
-                        rc = MF_EBADARG
-            if rc == MF_OK:
-                for p in range(n_patterns):
-                    for i in range(H):
-                        mu[p * H + i] = prior_mu[i]
-                        logvar[p * H + i] = prior_lv[i]
-        if rc == MF_OK and n_patterns > 0:
-            nblocks = (n_patterns + C_BLOCK - 1) // C_BLOCK
-            status = <int *> malloc(nblocks * sizeof(int))
-            if status == NULL:
-                rc = MF_ENOMEM
-            else:
-                nt = n_threads
-                if nt < 1:
-                    nt = 1
-                if nt > MAX_THREADS:
-                    nt = MAX_THREADS
-                if nt > nblocks:
-                    nt = <int> nblocks
-                for blk in range(nblocks):
-                    status[blk] = MF_OK
-                with parallel(num_threads=nt):
-                    buf = <double *> malloc(net.scratch_size * sizeof(double))
-                    if buf == NULL:
-                        nomem[0] = 1
-                    else:
-                        for blk in prange(nblocks, schedule="dynamic"):
-                            start = blk * C_BLOCK
-                            stop = start + C_BLOCK
-                            if stop > n_patterns:
-                                stop = n_patterns
-                            status[blk] = mf_nlgbn_estep_block_miss(
-                                &net, stop - start, X + start * nv,
-                                missing + start * nv if missing != NULL else NULL,
-                                mu + start * H, logvar + start * H, tol,
-                                tol / (10.0 * H), max_sweeps, bound + start,
-                                n_sweeps + start, converged + start, NULL, buf)
-                        free(buf)
-                if nomem[0]:
-                    rc = MF_ENOMEM
-                else:
-                    for blk in range(nblocks):
-                        if status[blk] == MF_EBADARG:
-                            rc = MF_EBADARG
-                        elif status[blk] == MF_NOT_CONVERGED and rc == MF_OK:
-                            rc = MF_NOT_CONVERGED
-                    for p in range(n_patterns):
-                        if not isfinite(bound[p]):
-                            rc = MF_EOVERFLOW
-                free(status)
-    free(offset)
-    free(woff)
-    free(soff)
-    free(WT)
-    free(prec)
-    free(acoef)
-    free(prior_mu)
-    free(prior_lv)
-    return rc
+    """The NLGBN E-step over raw arrays (as NLGBN.infer)."""
+    return mfengine_nlgbn_infer(n_layers, sizes, types, weights, biases, variances, n_patterns,
+                                X, missing, tol, max_sweeps, warm_start, n_threads, mu, logvar,
+                                bound, n_sweeps, converged)
 
 
 def _capi_infer(Py_ssize_t n_layers, sizes, types, weights, biases, variances, X, missing,
