@@ -1532,11 +1532,12 @@ cdef int run_items(const Dag *g, const intp_t *pos, Py_ssize_t maxin, Py_ssize_t
     once before anything is written: MF_ENOMEM (nothing written) or MF_OK.
 
     ``fill_mu`` / ``fill_xi``: ``mu`` / ``xi`` hold nothing yet (the caller allocated them
-    without writing them); the thread that solves an item first writes the default start into
-    its rows (means 0.5; xi 0.5, or -1 for noisy-OR: uniform q).  The rows' memory is then
-    first touched by the threads in parallel instead of serially by the caller: a fresh
-    (n_items, nnz) q array (64 MB for 200 cases of the diagnosis net) costs one page fault per
-    4 KB, which, taken serially, held two threads to 1.1x one."""
+    without writing them); the threads first write the default start into them (means 0.5;
+    xi 0.5, or -1 for noisy-OR: uniform q), each a contiguous block of rows, before the solve.
+    The memory is then first touched by the threads in parallel instead of serially by the
+    caller: a fresh (n_items, nnz) q array (64 MB for 200 cases of the diagnosis net) costs a
+    page fault per page, each zeroed by the kernel, which, taken serially, held two threads to
+    1.1x one."""
     cdef Py_ssize_t n = g.n, nnz = g.nnz, p, net, i
     cdef double xi0 = -1.0 if noisy_or else 0.5
     cdef Py_ssize_t n_xi = nnz if noisy_or else n
@@ -1563,14 +1564,19 @@ cdef int run_items(const Dag *g, const intp_t *pos, Py_ssize_t maxin, Py_ssize_t
         work = scratch + threadid() * stride
         key = <intp_t *> (work + stride - 2)
         key[0] = -1 if fast else -2       # -2: no net is ever cached, no fast path
+        if fill_mu or fill_xi:
+            # each thread first touches one contiguous block of rows: the threads' page faults
+            # then never wait on the same page (numpy backs large arrays with 2 MB pages, and
+            # the solve's dynamic chunks of 8 items would interleave the threads within them)
+            for p in prange(n_items, schedule="static"):
+                if fill_mu:
+                    for i in range(n):
+                        mu[p * n + i] = 0.5
+                if fill_xi:
+                    for i in range(n_xi):
+                        xi[p * n_xi + i] = xi0
         for p in prange(n_items, schedule="dynamic", chunksize=8):
             net = net_of[p] if net_of != NULL else 0
-            if fill_mu:
-                for i in range(n):
-                    mu[p * n + i] = 0.5
-            if fill_xi:
-                for i in range(n_xi):
-                    xi[p * n_xi + i] = xi0
             if noisy_or:
                 converged[p] = solve_item_nor(g, w + net * nnz if nnz else &dummy_w,
                                               h + net * n, clamp + p * n, mu + p * n,
