@@ -230,6 +230,8 @@ def main(argv=None):
                 for nt in (1, 2):
                     runs[nt].append(_timed_cpu(lambda: net.infer(X, method="sjj", n_threads=nt)))
         (r1b, dt1, cpu1), (r2, dt2, cpu2) = (min(runs[nt], key=lambda t: t[1]) for nt in (1, 2))
+        med = {nt: float(np.median([t[1] for t in runs[nt]])) for nt in (1, 2)}
+        cpu_all = {nt: " ".join(f"{t[2] / args.cases * 1e3:.2f}" for t in runs[nt]) for nt in (1, 2)}
         same = (np.array_equal(r1.bound, r2.bound) and np.array_equal(r1.mu, r2.mu)
                 and np.array_equal(r1.xi, r2.xi) and np.array_equal(r1b.xi, r2.xi))
         print(f"sjj, 1 thread: {args.cases / dt1:.1f} cases/s wall (best of 3, results kept; "
@@ -237,8 +239,9 @@ def main(argv=None):
               f"{cpu1 / args.cases * 1e3:.3f} ms per case ({args.cases / cpu1:.0f} cases per "
               "CPU second: the speed on an idle core)")
         print(f"sjj, 2 threads: {args.cases / dt2:.1f} cases/s wall, {dt1 / dt2:.2f}x one thread "
-              f"(best of 3 runs each, in turn with one thread; on a busy machine the second "
-              f"core may not be free); CPU "
+              f"(best of 3 runs each, in turn with one thread; median {med[1] / med[2]:.2f}x; on "
+              f"a busy machine the second core may not be free); CPU ms per case of each run, "
+              f"1 thread {cpu_all[1]}, 2 threads {cpu_all[2]} (fresh memory costs CPU); CPU "
               f"{cpu2 / args.cases * 1e3:.3f} ms per case; results identical: {same}")
         peer = NumpyDiagnosisSJJ(net)
         k = min(args.peer_cases, args.cases)
