@@ -3,6 +3,8 @@ building a large net.
 
     nice -n 10 python bench/sparse_scaling.py                  # 1e3 .. 1e7 edges, sjj
     nice -n 10 python bench/sparse_scaling.py --max-edges 1e6 --runs sjj:noisy_or:uniform,plefka11:sigmoid:local
+    nice -n 10 python bench/sparse_scaling.py --runs sjj:sigmoid:uniform:plain,sjj:sigmoid:uniform
+                                          # before/after the sjj kernel's large-net layout
 
 Random DAGs with a fixed mean fan-in (default 10): n_units = edges / fan-in, each edge a
 child i drawn uniformly and a parent uniformly below it ("uniform": anywhere below, so that
@@ -77,9 +79,16 @@ def child_build(n_units, n_edges):
                 rss_before_mb=before, rss_peak_mb=rss_mb(), sample10_s=sampled)
 
 
-def child_sweep(n_edges, fan_in, method, sweeps, work, window, activation):
-    """Time per sweep of one method on one net (run in a child process)."""
+def child_sweep(n_edges, fan_in, method, sweeps, work, window, activation, plain=False):
+    """Time per sweep of one method on one net (run in a child process); ``plain``: the sjj
+    kernel without its large-net layout (records and prefetch), for before/after."""
     import mfengine as mf
+
+    if plain:
+        from mfengine.sbn import _sjj
+
+        _sjj._set_records(False)
+        _sjj._set_prefetch(False)
 
     n_units = max(int(n_edges / fan_in), 2)
     W, h, vis = random_dag(n_units, n_edges, window=window, activation=activation)
@@ -120,8 +129,10 @@ def main(argv=None):
     ap.add_argument("--points", type=int, default=9)
     ap.add_argument("--fan-in", type=float, default=10.0)
     ap.add_argument("--runs", default="sjj:sigmoid:local,sjj:sigmoid:uniform,sjj:noisy_or:local",
-                    help="comma-separated method:activation:parents, parents 'uniform' (any "
-                         "unit below the child) or 'local' (among the --window units below it)")
+                    help="comma-separated method:activation:parents[:plain], parents 'uniform' "
+                         "(any unit below the child) or 'local' (among the --window units below "
+                         "it); ':plain' runs the sjj kernel without its large-net layout "
+                         "(records and prefetch), the before of a same-run comparison")
     ap.add_argument("--window", type=int, default=1000)
     ap.add_argument("--sweeps", type=int, default=3, help="sweeps per pattern (tol 1e-300: a fixed budget)")
     ap.add_argument("--work", type=float, default=3e6,
@@ -146,9 +157,10 @@ def main(argv=None):
           f"10 samples in {b['sample10_s']:.3f} s")
     targets = np.geomspace(args.min_edges, args.max_edges, args.points)
     for run in args.runs.split(","):
-        method, activation, parents = run.split(":")
+        method, activation, parents, *rest = run.split(":")
+        plain = rest == ["plain"]
         window = args.window if parents == "local" else None
-        print(f"\n{method}, {activation} units, parents {parents}"
+        print(f"\n{method}{' (plain layout)' if plain else ''}, {activation} units, parents {parents}"
               f"{f' (within {window} units)' if window else ''}: time per sweep, fan-in "
               f"{args.fan_in:g}, 1 thread, {args.sweeps} sweeps per pattern")
         print(f"  {'edges':>9s} {'units':>8s} {'patterns':>8s} {'us/sweep':>11s} "
@@ -157,7 +169,7 @@ def main(argv=None):
         rows = []
         for m in targets:
             r = run_child({"sweep": [int(m), args.fan_in, method, args.sweeps, args.work, window,
-                                     activation]})
+                                     activation, plain]})
             rows.append(r)
             print(f"  {r['edges']:9d} {r['n_units']:8d} {r['patterns']:8d} "
                   f"{r['wall_per_sweep'] * 1e6:11.1f} {r['cpu_per_sweep'] * 1e6:12.1f} "

@@ -113,10 +113,11 @@ each unit's mu, nu, pa, pb, xi, Z and S-ratio in one 64-byte record (copied in a
 the solve), keeps the per-edge factors as pairs in parent order only (the mean pass takes a
 child edge's factors anew from the child's xi, read with its record, and the child-order w and
 e^w: the same expressions, so the same doubles), prefetches the next unit's parents' or
-children's records one unit ahead, and advises transparent huge pages for its scratch: one
-random line per edge in each pass, about 55 ns per edge at 1e7 edges.  The arithmetic is the
-plain layout's up to the order of some vectorised sums (equal to rounding), and the same for
-any thread count.
+children's records one unit ahead: one random line per edge in each pass, about 50 ns per
+edge at 1e7 edges.  The arithmetic is the plain layout's up to the order of some vectorised
+sums (equal to rounding), and the same for any thread count.  (Transparent huge pages for the
+scratch were tried and left out: no gain with parents anywhere, 35 -> 58 ns per edge with
+local parents at 1e7 edges.)
 """
 import numpy as np
 
@@ -669,26 +670,6 @@ cdef extern from *:
  * two misses written per edge). */
 static int sjjf_prefetch_on = 1;    /* _sjj._set_prefetch: off for same-run comparisons */
 static int sjjf_records_on = 1;     /* _sjj._set_records: off for same-run comparisons */
-/* Transparent huge pages for the thread scratch of large nets (the records and the edge
- * factors, read at random: one 4 KB page per access otherwise, a TLB miss and in a virtual
- * machine a two-dimensional page walk on top of the cache miss).  Advice only, on the
- * 2 MB-aligned part of a range not yet touched; nothing where there is no MADV_HUGEPAGE. */
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-#include <stdint.h>
-static int sjjf_huge_on = 1;        /* _sjj._set_huge_pages: off for same-run comparisons */
-static void sjjf_advise_huge(void *p, size_t nbytes)
-{
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    const uintptr_t H = (uintptr_t) 1 << 21;
-    uintptr_t a = ((uintptr_t) p + H - 1) & ~(H - 1), b = ((uintptr_t) p + nbytes) & ~(H - 1);
-    if (sjjf_huge_on && p != NULL && b > a && nbytes >= 4 * H)
-        (void) madvise((void *) a, (size_t) (b - a), MADV_HUGEPAGE);
-#else
-    (void) p; (void) nbytes;
-#endif
-}
 
 typedef struct {
     Py_ssize_t n;
@@ -1260,8 +1241,6 @@ int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t 
         double *Iv
     int sjjf_prefetch_on
     int sjjf_records_on
-    int sjjf_huge_on
-    void sjjf_advise_huge(void *p, size_t nbytes) nogil
     void sjjf_final(const sjjf_state *s, uint8_t *careful, double *total, double *err) nogil
     int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t max_sweeps,
                    double rel_floor, intp_t *sweeps_out) nogil
@@ -1274,15 +1253,6 @@ def _set_prefetch(bint on):
     global sjjf_prefetch_on
     cdef bint old = sjjf_prefetch_on
     sjjf_prefetch_on = on
-    return old
-
-
-def _set_huge_pages(bint on):
-    """Whether the kernel advises transparent huge pages for the thread scratch of large nets
-    (for the benchmarks' same-run comparisons); returns the previous setting."""
-    global sjjf_huge_on
-    cdef bint old = sjjf_huge_on
-    sjjf_huge_on = on
     return old
 
 
@@ -1558,8 +1528,6 @@ cdef int run_items(const Dag *g, const intp_t *pos, Py_ssize_t maxin, Py_ssize_t
     scratch = <double *> malloc(<size_t> stride * <size_t> n_threads * sizeof(double))
     if scratch == NULL:
         return MF_ENOMEM
-    if n >= REC_MIN_UNITS:
-        sjjf_advise_huge(scratch, <size_t> stride * <size_t> n_threads * sizeof(double))
     with parallel(num_threads=n_threads):
         work = scratch + threadid() * stride
         key = <intp_t *> (work + stride - 2)
