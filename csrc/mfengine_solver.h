@@ -2,30 +2,33 @@
  * every MF_EBADARG condition) is written in mfengine/solver.pxd and mfengine.solver's
  * docstring; these are the same functions.
  *
- * Linkable symbols: mfengine_sbn_gaussian_* live in the compiled module
- * mfengine/sbn/_gaussian*.so, mfengine_hmm_* in mfengine/hmm/_chain*.so, mfengine_nlgbn_infer
- * in mfengine/nlgbn/_estep*.so, mfengine_sjj_solve in mfengine/sbn/_sjj*.so.  Link against
- * that file and against libpython, which the module needs to load.  The Gaussian, context-HMM
- * and NLGBN functions need no running interpreter;
- * mfengine_sjj_solve needs Python initialised in the process (its OpenMP block checks the GIL
- * state: without an interpreter the process aborts), and may be called with or without the
- * GIL.
+ * Linkable symbols, each in its family's compiled module: mfengine_sbn_gaussian_* in
+ * mfengine/sbn/_gaussian*.so, mfengine_plefka_* in mfengine/sbn/_plefka*.so, mfengine_hmm_* in
+ * mfengine/hmm/_chain*.so, mfengine_nlgbn_infer in mfengine/nlgbn/_estep*.so,
+ * mfengine_sjj_solve in mfengine/sbn/_sjj*.so.  Link against that file and against libpython,
+ * which the module needs to load.  All but mfengine_sjj_solve need no running interpreter
+ * (their threads run in plain C); mfengine_sjj_solve needs Python initialised in the process
+ * (its OpenMP block checks the GIL state: without an interpreter the process aborts), and may
+ * be called with or without the GIL.
  *
- * The Plefka functions have no linkable symbol.  A C program reaches them
- * through their extension module's Cython capsules once Python runs in the process: include
- * Python.h before this header, start the interpreter (the one mfengine is installed in), and
+ * The same functions are also reachable through their extension module's Cython capsules once
+ * Python runs in the process: include Python.h before this header, start the interpreter (the
+ * one mfengine is installed in), and
  *     mfengine_plefka_solve_fn solve =
  *         (mfengine_plefka_solve_fn) mfengine_capi_import("mfengine.sbn._plefka",
  *                                                         "mf_plefka_solve");
  * (NULL with a Python exception set when absent).  The pointer stays valid while the
  * interpreter runs; the functions themselves need no GIL.
- *     module                 names
- *     mfengine.sbn._plefka   mf_plefka_solve, mf_plefka_gradient
- *     mfengine.hmm._chain    mf_hmm_fb_infer, mf_hmm_structured_infer, mf_hmm_naive_infer
- *                            (also linkable, as mfengine_hmm_*)
- *     mfengine.nlgbn._estep  mf_nlgbn_infer        (also linkable, as mfengine_nlgbn_infer)
- *     mfengine.sbn._sjj      mf_sjj_solve          (also linkable, as mfengine_sjj_solve)
- *     mfengine.sbn._gaussian mf_sbn_gaussian_infer, mf_sbn_gaussian_gradient (likewise)
+ *     module                 capsule names            linkable as
+ *     mfengine.sbn._gaussian mf_sbn_gaussian_infer,   mfengine_sbn_gaussian_infer,
+ *                            mf_sbn_gaussian_gradient mfengine_sbn_gaussian_gradient
+ *     mfengine.sbn._sjj      mf_sjj_solve             mfengine_sjj_solve
+ *     mfengine.sbn._plefka   mf_plefka_solve,         mfengine_plefka_solve,
+ *                            mf_plefka_gradient       mfengine_plefka_gradient
+ *     mfengine.hmm._chain    mf_hmm_fb_infer,         mfengine_hmm_fb_infer,
+ *                            mf_hmm_structured_infer, mfengine_hmm_structured_infer,
+ *                            mf_hmm_naive_infer       mfengine_hmm_naive_infer
+ *     mfengine.nlgbn._estep  mf_nlgbn_infer           mfengine_nlgbn_infer
  */
 #ifndef MFENGINE_SOLVER_H
 #define MFENGINE_SOLVER_H
@@ -87,6 +90,20 @@ int mfengine_nlgbn_infer(
     double tol, ptrdiff_t max_sweeps, int warm_start, int n_threads,
     double *mu, double *logvar, double *bound, ptrdiff_t *n_sweeps,
     unsigned char *converged);
+
+/* The Plefka schemes, in mfengine/sbn/_plefka*.so: no interpreter needed (the same functions
+ * as the capsules mf_plefka_solve, mf_plefka_gradient). */
+int mfengine_plefka_solve(
+    ptrdiff_t n_units, ptrdiff_t nnz, const ptrdiff_t *par_ptr, const ptrdiff_t *par_idx,
+    const double *weights, const double *biases, int activation, int order, ptrdiff_t n_items,
+    const double *clamp, const double *init, double tol, ptrdiff_t max_iter, int n_threads,
+    double *G, double *u, ptrdiff_t *n_iter, signed char *converged);
+
+int mfengine_plefka_gradient(
+    ptrdiff_t n_units, ptrdiff_t nnz, const ptrdiff_t *par_ptr, const ptrdiff_t *par_idx,
+    const double *weights, const double *biases, int activation, int order, ptrdiff_t n_items,
+    const double *clamp, const double *u, double *G, double *grad_weights,
+    double *grad_biases);
 
 /* ---- reachable through the capsules: the functions' types ---- */
 

@@ -1053,28 +1053,50 @@ C_PROGRAM_HMM = textwrap.dedent(
         var[0] = -1.0;
         printf("nlgbn_negative_variance %d\n", mfengine_nlgbn_infer(L, sz, types, nw, nb, var,
                np_, nX, miss, 1e-6, 1000, 0, 2, nmu, nlv, nbound, nns, nconv));
+
+        size_t n1, nnz, nc;
+        ptrdiff_t *pp = load("pp", &n1, sizeof(ptrdiff_t));
+        ptrdiff_t *pi = load("pi", &nnz, sizeof(ptrdiff_t));
+        double *w = load("w", NULL, 8), *hb_ = load("h", NULL, 8), *clamp = load("clamp", &nc, 8);
+        ptrdiff_t nu = n1 - 1, k = nc / nu;
+        double *G = malloc(k * 8), *pu = malloc(nc * 8), *gw = malloc(nnz * 8), *gh = malloc(nu * 8);
+        ptrdiff_t *it = malloc(k * sizeof(ptrdiff_t));
+        signed char *conv = malloc(k);
+        printf("plefka %d\n", mfengine_plefka_solve(nu, nnz, pp, pi, w, hb_, 0, 12, k, clamp,
+               NULL, 1e-10, 500, 2, G, pu, it, conv));
+        save("pl_G", G, k * 8);
+        save("pl_u", pu, nc * 8);
+        printf("plefka_gradient %d\n", mfengine_plefka_gradient(nu, nnz, pp, pi, w, hb_, 0, 12,
+               k, clamp, pu, G, gw, gh));
+        save("pl_gw", gw, nnz * 8);
+        save("pl_gh", gh, nu * 8);
+        printf("plefka_null %d\n", mfengine_plefka_solve(nu, nnz, pp, pi, w, hb_, 0, 12, k,
+               NULL, NULL, 1e-10, 500, 1, G, pu, it, conv));
         return 0;
     }
     """
 )
 
 
-def test_c_program_without_python_calls_the_hmm_and_nlgbn_entry_points(tmp_path):
-    """The context-HMM and NLGBN functions are plain C: a C program that never starts Python
-    links mfengine/hmm/_chain*.so and mfengine/nlgbn/_estep*.so and gets the Python API's
-    numbers bit for bit (structured on 1, 2 and 4 threads, 4 > the sequences: the starts run
+def test_c_program_without_python_calls_the_plefka_hmm_and_nlgbn_entry_points(tmp_path):
+    """The Plefka, context-HMM and NLGBN functions run their threads in plain C: a C program
+    that never starts Python links their modules and gets the Python API's numbers bit for bit
+    (Plefka on 2 threads; structured on 1, 2 and 4 threads, 4 > the sequences: the starts run
     apart), and every bad argument refused."""
     from mfengine.nlgbn import _estep
+    from mfengine.sbn import _plefka
 
     cc = (sysconfig.get_config_var("CC") or "cc").split()
     (tmp_path / "prog_hmm.c").write_text(C_PROGRAM_HMM)
-    sos = [_chain.__file__, _estep.__file__]
+    sos = [_chain.__file__, _estep.__file__, _plefka.__file__]
     cmd = cc + ["-O1", f"-I{_get_include()}", "prog_hmm.c", "-o", "prog_hmm"] + sos + [
         f"-Wl,-rpath,{os.path.dirname(so)}" for so in sos] + _python_link_flags()
     _run(cmd, tmp_path)
     hm, X, lengths, a = _hmm_case()
     net, Xn, miss, ng_args = _nlgbn_case()
-    for name, arr in list(a.items()) + [("ng_" + k, v) for k, v in ng_args.items()]:
+    c = _dag_case("sigmoid")
+    for name, arr in list(a.items()) + [("ng_" + k, v) for k, v in ng_args.items()] + [
+            (k, c[k]) for k in ("pp", "pi", "w", "h", "clamp")]:
         np.ascontiguousarray(arr).tofile(tmp_path / f"{name}.bin")
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
@@ -1083,7 +1105,8 @@ def test_c_program_without_python_calls_the_hmm_and_nlgbn_entry_points(tmp_path)
     EB = mfengine.solver.MF_EBADARG
     assert status == dict(fb=0, fb_negative=EB, structured1=0, structured2=0, structured4=0,
                           naive=0, naive_nan=EB, structured_zero_length=EB, nlgbn=0,
-                          nlgbn_negative_variance=EB)
+                          nlgbn_negative_variance=EB, plefka=0, plefka_gradient=0,
+                          plefka_null=EB)
 
     def out(name):
         return np.fromfile(tmp_path / f"out_{name}.bin")
@@ -1100,6 +1123,13 @@ def test_c_program_without_python_calls_the_hmm_and_nlgbn_entry_points(tmp_path)
     np.testing.assert_array_equal(out("ng_bound"), r.bound)
     np.testing.assert_array_equal(out("ng_mu"), np.hstack(r.mu[:-1]).ravel())
     np.testing.assert_array_equal(np.exp(0.5 * out("ng_lv")), np.hstack(r.sigma[:-1]).ravel())
+    args = (c["S"], c["w"][None], c["h"][None], np.zeros(len(c["clamp"]), np.intp), c["clamp"])
+    G, u, _, _ = plefka.solve(*args, 12, "sigmoid")
+    np.testing.assert_array_equal(out("pl_G"), G)
+    np.testing.assert_array_equal(out("pl_u"), u.ravel())
+    gw, gh = plefka.gradient(*args, u, 12, "sigmoid")
+    np.testing.assert_array_equal(out("pl_gw"), gw.sum(axis=0))
+    np.testing.assert_array_equal(out("pl_gh"), gh.sum(axis=0))
 
 
 def test_c_entry_points_refuse_every_bad_argument():

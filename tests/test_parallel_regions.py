@@ -40,7 +40,8 @@ FILES = sorted(p for ext in ("*.pyx", "*.pxi") for p in SOURCES.rglob(ext))
 def test_the_sources_are_there():
     # the tests run from the repository, beside the sources they check
     assert len(FILES) >= 10
-    assert sum(1 for f in FILES for _ in _regions(f)) >= 10
+    # (several kernels run their threads through the plain-C mf_parallel_for instead)
+    assert sum(1 for f in FILES for _ in _regions(f)) >= 5
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)

@@ -64,6 +64,13 @@ not an error); terms multiplied by v_i = 0 are skipped, so no inf * 0 arises.
 import numpy as np
 
 from cython.parallel cimport prange, parallel
+
+cdef extern from "mf_parallel.h" nogil:
+    # an OpenMP loop in plain C: the C entry points run with no interpreter at all
+    enum: MF_MAX_THREADS
+    ctypedef void (*mf_body_fn)(void *ctx, Py_ssize_t i, int thread) noexcept nogil
+    int mf_clamp_threads(Py_ssize_t n_threads, Py_ssize_t n_items)
+    void mf_parallel_for(Py_ssize_t n, int n_threads, mf_body_fn body, void *ctx)
 from libc.math cimport log, log1p, expm1, fabs, sqrt, INFINITY, NAN
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
@@ -1824,6 +1831,107 @@ cdef int check_args(const intp_t[::1] par_ptr, const intp_t[::1] par_idx,
     return MF_OK
 
 
+cdef struct SolveJob:       # run_solve's loops, for mf_parallel_for (plain C threads)
+    Net *net
+    const double *w
+    Py_ssize_t w_stride
+    const double *h
+    Py_ssize_t h_stride
+    const intp_t *net_of
+    const double *clamp
+    const double *init
+    double tol
+    Py_ssize_t max_iter
+    double *G
+    double *u
+    intp_t *n_iter
+    int8_t *conv
+    int8_t *status
+    const intp_t *bstart
+    Group *groups
+    Py_ssize_t ng
+    int use_blocks
+    char **block            # one scratch block per thread (NULL: that thread's items fail)
+    char **bmem             # one dense-block scratch per thread (NULL: per item instead)
+
+
+cdef void solve_body(void *ctx, Py_ssize_t b, int thread) noexcept nogil:
+    """Block b of items: the blocked dense path when it applies, else one item at a time."""
+    cdef SolveJob *j = <SolveJob *> ctx
+    cdef Net *net = j.net
+    cdef Py_ssize_t n = net.n, nnz = net.nnz, p, e
+    cdef Py_ssize_t np_ = j.bstart[b], nq = j.bstart[b + 1] - j.bstart[b]
+    cdef char *block = j.block[thread]
+    cdef char *bmem = j.bmem[thread] if j.use_blocks else NULL
+    cdef const double *wrow = j.w + (j.net_of[np_] * j.w_stride if j.net_of != NULL else 0)
+    cdef const double *irow
+    cdef double wmax
+    cdef Work W
+    cdef int st
+    if j.use_blocks and nq >= BLOCK_MIN and bmem != NULL:
+        wmax = 0.0
+        for e in range(nnz):
+            if fabs(wrow[e]) > wmax:
+                wmax = fabs(wrow[e])
+        if wmax <= 1e150:
+            solve_block(net, j.groups, j.ng, wrow,
+                        j.h + (j.net_of[np_] * j.h_stride if j.net_of != NULL else 0),
+                        j.clamp + np_ * n, j.init + np_ * n if j.init != NULL else NULL, nq,
+                        bmem, j.tol, j.max_iter, j.G + np_, j.u + np_ * n, j.n_iter + np_,
+                        j.conv + np_, j.status + np_)
+            return
+    for p in range(j.bstart[b], j.bstart[b + 1]):
+        if block == NULL:
+            j.status[p] = MF_ENOMEM
+            continue
+        W = make_work(block, n)
+        wrow = (j.w + (j.net_of[p] * j.w_stride if j.net_of != NULL else 0)) if nnz > 0 else NULL
+        irow = j.init + p * n if j.init != NULL else NULL
+        st = solve_item(net, wrow, j.h + (j.net_of[p] * j.h_stride if j.net_of != NULL else 0),
+                        j.clamp + p * n, irow, &W, j.tol, j.max_iter, &j.G[p], j.u + p * n,
+                        &j.n_iter[p], &j.conv[p])
+        j.status[p] = MF_OK if st == G_INF else st
+
+
+cdef void cd_body(void *ctx, Py_ssize_t p, int thread) noexcept nogil:
+    """Item p, left unconverged with a finite G by the fixed-point iteration: coordinate
+    descent on G from the same start, kept if it converges or ends lower."""
+    cdef SolveJob *j = <SolveJob *> ctx
+    cdef Net *net = j.net
+    cdef Py_ssize_t n = net.n, e
+    cdef char *block = j.block[thread]
+    cdef const double *wrow
+    cdef const double *irow
+    cdef double *u2
+    cdef double G2 = INFINITY
+    cdef intp_t it2 = 0
+    cdef int8_t conv2 = 0
+    cdef Work W
+    cdef int st
+    if j.conv[p] or j.status[p] != MF_OK or not (j.G[p] < INFINITY):
+        return
+    if block == NULL:
+        j.status[p] = MF_ENOMEM
+        return
+    W = make_work(block, n)
+    u2 = <double *> (block + WORK_BYTES(n))
+    wrow = (j.w + (j.net_of[p] * j.w_stride if j.net_of != NULL else 0)) if net.nnz > 0 else NULL
+    # from the fixed-point iteration's answer when it ran at least a window (it gave up on
+    # progress or its budget: its point is the better start), else from the start
+    if j.n_iter[p] >= PROG_WINDOW:
+        irow = j.u + p * n
+    else:
+        irow = j.init + p * n if j.init != NULL else NULL
+    st = cd_item(net, wrow, j.h + (j.net_of[p] * j.h_stride if j.net_of != NULL else 0),
+                 j.clamp + p * n, irow, &W, j.tol, j.max_iter, &G2, u2, &it2, &conv2)
+    if st == MF_OK and (conv2 or G2 < j.G[p]):
+        j.G[p] = G2
+        j.conv[p] = conv2
+        for e in range(n):
+            j.u[p * n + e] = u2[e]
+    j.n_iter[p] += it2
+
+
 cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double *h,
                    Py_ssize_t h_stride, const intp_t *net_of, Py_ssize_t n_items,
                    const double *clamp, const double *init, double tol, Py_ssize_t max_iter,
@@ -1831,24 +1939,16 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
                    int8_t *status) noexcept nogil:
     """The solve of every item, arguments checked (net_of NULL: every item on net 0; init
     NULL: 0.5).  Returns MF_OK or MF_ENOMEM (nothing useful written); per item status as
-    `solve` describes."""
+    `solve` describes.  Threads run in plain C (mf_parallel_for): no interpreter needed."""
     cdef Py_ssize_t n = net.n, nnz = net.nnz
     cdef Py_ssize_t nbytes = WORK_BYTES(n)
-    cdef char *block
-    cdef char *bmem
-    cdef Work W
-    cdef const double *wrow
-    cdef const double *irow
-    cdef int st, order = net.order, act = net.act
-    cdef Py_ssize_t p, b, q, e, n_blocks = 0, ng = -1, bbytes = 0, np_, nq
+    cdef int order = net.order, act = net.act, nt, t
+    cdef Py_ssize_t p, q, n_blocks = 0, ng = -1, bbytes = 0
     cdef Group *groups = NULL
-    cdef double wmax
     cdef int use_blocks = 0
     cdef intp_t *bstart
-    cdef double G2
-    cdef intp_t it2
-    cdef int8_t conv2
-    cdef double *u2
+    cdef char *ptrs[2 * MF_MAX_THREADS]
+    cdef SolveJob job
     net.early_cd = order <= 12 and cd != 0
     if n_items == 0:
         return MF_OK
@@ -1876,40 +1976,35 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
             q += 1
         p = q
     bstart[n_blocks] = n_items
-    block = NULL
-    bmem = NULL
-    with parallel(num_threads=n_threads):
-        block = <char *> malloc(nbytes)
-        bmem = <char *> malloc(bbytes) if use_blocks else NULL
-        for b in prange(n_blocks, schedule="dynamic", chunksize=1):
-            nq = bstart[b + 1] - bstart[b]
-            np_ = bstart[b]
-            wrow = w + (net_of[np_] * w_stride if net_of != NULL else 0)
-            if use_blocks and nq >= BLOCK_MIN and bmem != NULL:
-                wmax = 0.0
-                for e in range(nnz):
-                    if fabs(wrow[e]) > wmax:
-                        wmax = fabs(wrow[e])
-                if wmax <= 1e150:
-                    solve_block(net, groups, ng, wrow,
-                                h + (net_of[np_] * h_stride if net_of != NULL else 0),
-                                clamp + np_ * n, init + np_ * n if init != NULL else NULL, nq,
-                                bmem, tol, max_iter, G + np_, u + np_ * n, n_iter + np_,
-                                conv + np_, status + np_)
-                    continue
-            for p in range(bstart[b], bstart[b + 1]):
-                if block == NULL:
-                    status[p] = MF_ENOMEM
-                    continue
-                W = make_work(block, n)
-                wrow = (w + (net_of[p] * w_stride if net_of != NULL else 0)) if nnz > 0 else NULL
-                irow = init + p * n if init != NULL else NULL
-                st = solve_item(net, wrow, h + (net_of[p] * h_stride if net_of != NULL else 0),
-                                clamp + p * n, irow, &W, tol, max_iter, &G[p], u + p * n,
-                                &n_iter[p], &conv[p])
-                status[p] = MF_OK if st == G_INF else st
-        free(block)
-        free(bmem)
+    job.net = net
+    job.w = w
+    job.w_stride = w_stride
+    job.h = h
+    job.h_stride = h_stride
+    job.net_of = net_of
+    job.clamp = clamp
+    job.init = init
+    job.tol = tol
+    job.max_iter = max_iter
+    job.G = G
+    job.u = u
+    job.n_iter = n_iter
+    job.conv = conv
+    job.status = status
+    job.bstart = bstart
+    job.groups = groups
+    job.ng = ng
+    job.use_blocks = use_blocks
+    job.block = ptrs
+    job.bmem = ptrs + MF_MAX_THREADS
+    nt = mf_clamp_threads(n_threads, n_blocks)
+    for t in range(nt):
+        ptrs[t] = <char *> malloc(nbytes)
+        ptrs[MF_MAX_THREADS + t] = <char *> malloc(bbytes) if use_blocks else NULL
+    mf_parallel_for(n_blocks, nt, solve_body, &job)
+    for t in range(nt):
+        free(ptrs[t])
+        free(ptrs[MF_MAX_THREADS + t])
     free(groups)
     free(bstart)
     # items left unconverged with a finite G: coordinate descent on G from the same start,
@@ -1920,38 +2015,14 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
             if not conv[p] and status[p] == MF_OK and G[p] < INFINITY:
                 q += 1
     if q > 0:
-        with parallel(num_threads=n_threads if q >= n_threads else q):
-            block = <char *> malloc(nbytes + n * sizeof(double))
-            for p in prange(n_items, schedule="dynamic", chunksize=1):
-                if conv[p] or status[p] != MF_OK or not (G[p] < INFINITY):
-                    continue
-                if block == NULL:
-                    status[p] = MF_ENOMEM
-                    continue
-                W = make_work(block, n)
-                u2 = <double *> (block + nbytes)
-                # cd_item's outputs, written through pointers: assigned here so that Cython makes
-                # them private to the thread (a variable only ever written through &x is shared:
-                # two threads would exchange one another's G, n_iter and converged)
-                G2 = INFINITY
-                it2 = 0
-                conv2 = 0
-                wrow = (w + (net_of[p] * w_stride if net_of != NULL else 0)) if nnz > 0 else NULL
-                # from the fixed-point iteration's answer when it ran at least a window (it gave up
-                # on progress or its budget: its point is the better start), else from the start
-                if n_iter[p] >= PROG_WINDOW:
-                    irow = u + p * n
-                else:
-                    irow = init + p * n if init != NULL else NULL
-                st = cd_item(net, wrow, h + (net_of[p] * h_stride if net_of != NULL else 0),
-                             clamp + p * n, irow, &W, tol, max_iter, &G2, u2, &it2, &conv2)
-                if st == MF_OK and (conv2 or G2 < G[p]):
-                    G[p] = G2
-                    conv[p] = conv2
-                    for e in range(n):
-                        u[p * n + e] = u2[e]
-                n_iter[p] += it2
-            free(block)
+        nt = mf_clamp_threads(n_threads, q)
+        for t in range(nt):
+            ptrs[t] = <char *> malloc(nbytes + n * sizeof(double))
+        job.groups = NULL
+        job.bstart = NULL
+        mf_parallel_for(n_items, nt, cd_body, &job)
+        for t in range(nt):
+            free(ptrs[t])
     return MF_OK
 
 
@@ -2366,6 +2437,28 @@ cdef int mf_plefka_gradient(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t
     free(block)
     free(ch)
     return rc
+
+
+# Exported C symbols for C callers (csrc/mfengine_solver.h): the same functions, linkable, and
+# needing no interpreter (their threads run through mf_parallel_for).
+cdef public int mfengine_plefka_solve(
+        Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *par_ptr, const Py_ssize_t *par_idx,
+        const double *weights, const double *biases, int activation, int order,
+        Py_ssize_t n_items, const double *clamp, const double *init, double tol,
+        Py_ssize_t max_iter, int n_threads, double *G, double *u, Py_ssize_t *n_iter,
+        signed char *converged) noexcept nogil:
+    return mf_plefka_solve(n_units, nnz, par_ptr, par_idx, weights, biases, activation, order,
+                           n_items, clamp, init, tol, max_iter, n_threads, G, u, n_iter,
+                           converged)
+
+
+cdef public int mfengine_plefka_gradient(
+        Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *par_ptr, const Py_ssize_t *par_idx,
+        const double *weights, const double *biases, int activation, int order,
+        Py_ssize_t n_items, const double *clamp, const double *u, double *G,
+        double *grad_weights, double *grad_biases) noexcept nogil:
+    return mf_plefka_gradient(n_units, nnz, par_ptr, par_idx, weights, biases, activation, order,
+                              n_items, clamp, u, G, grad_weights, grad_biases)
 
 
 def _capi_solve(Py_ssize_t n_units, Py_ssize_t nnz, par_ptr, par_idx, weights, biases,
