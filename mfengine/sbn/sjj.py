@@ -435,7 +435,8 @@ def solve(structure, w, h, net_of, clamp, tol=1e-6, inner_tol=1e-9, max_sweeps=2
     if noisy and np.any(h <= 0.0):
         raise ValueError("the SJJ bound for noisy-OR units needs positive biases (a leak): with "
                          "h = 0 a unit whose parents are all off can never fire, and the bound "
-                         "is -inf; h has entries <= 0")
+                         "is -inf; the biases h (h_ of a BeliefNet or BeliefNetBatch) have "
+                         f"{int(np.sum(h <= 0.0))} entries <= 0")
     n_items, n = clamp.shape
     nnz = arrays[1].size
     # Outputs the kernel starts from its defaults (means 0.5, xi 0.5, noisy-OR q uniform) are
