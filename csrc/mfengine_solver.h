@@ -6,10 +6,8 @@
  * mfengine/sbn/_gaussian*.so, mfengine_plefka_* in mfengine/sbn/_plefka*.so, mfengine_hmm_* in
  * mfengine/hmm/_chain*.so, mfengine_nlgbn_infer in mfengine/nlgbn/_estep*.so,
  * mfengine_sjj_solve in mfengine/sbn/_sjj*.so.  Link against that file and against libpython,
- * which the module needs to load.  All but mfengine_sjj_solve need no running interpreter
- * (their threads run in plain C); mfengine_sjj_solve needs Python initialised in the process
- * (its OpenMP block checks the GIL state: without an interpreter the process aborts), and may
- * be called with or without the GIL.
+ * which the module needs to load.  None needs a running interpreter (their threads run in
+ * plain C); in a process that runs Python they may be called with or without the GIL.
  *
  * The same functions are also reachable through their extension module's Cython capsules once
  * Python runs in the process: include Python.h before this header, start the interpreter (the

@@ -5,15 +5,14 @@
 Cython: cimport any function below; compile with include_dirs=[mfengine.get_include()] (the
 status codes are the enum of the installed header mf_status.h) and the installed package on
 Cython's include path.  C: the installed header mfengine_solver.h (same directory) declares
-mfengine_sbn_gaussian_infer and mfengine_sbn_gaussian_gradient (in mfengine/sbn/_gaussian*.so)
-and mfengine_sjj_solve (in mfengine/sbn/_sjj*.so): link that file and libpython.  The
-Gaussian ones need no interpreter; mfengine_sjj_solve needs Python initialised in the process
-(its OpenMP block checks the GIL state; call it with or without the GIL).  The Plefka, HMM and
-NLGBN functions have no linkable symbol: a C program gets them from their module's Cython
-capsule (__pyx_capi__) once Python runs in the process, with the header's
-mfengine_capi_import(module, name) (defined when Python.h is included first) and its
-function-pointer types (mfengine_plefka_solve_fn, ...).  This text is also mfengine.solver's
-docstring.
+every function under a linkable name, mf_ -> mfengine_ (mfengine_sjj_solve, ...), in its
+family's compiled module (mfengine/sbn/_gaussian*.so, _sjj*.so, _plefka*.so,
+mfengine/hmm/_chain*.so, mfengine/nlgbn/_estep*.so): link that file and libpython.  None needs
+a running interpreter (the threads run in plain C); in a process that runs Python they may be
+called with or without the GIL.  A C program that embeds Python can also take them from their
+module's Cython capsule (__pyx_capi__) with the header's mfengine_capi_import(module, name)
+(defined when Python.h is included first) and its function-pointer types
+(mfengine_plefka_solve_fn, ...).  This text is also mfengine.solver's docstring.
 
 Every function is noexcept nogil, takes raw pointers and sizes (Py_ssize_t is ptrdiff_t;
 arrays row-major, allocated by the caller), writes only through its output pointers, and

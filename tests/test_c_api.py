@@ -663,7 +663,7 @@ C_PROGRAM_ALL = textwrap.dedent(
         int s;
 
         /* Python running in the process (the venv's, where mfengine is installed): the
-           capsules need it, and so does mfengine_sjj_solve (its OpenMP block checks the GIL) */
+           capsules need it (the linkable symbols do not: test_c_program_without_python_...) */
         PyConfig config;
         PyConfig_InitPythonConfig(&config);
         PyConfig_SetBytesString(&config, &config.program_name, argv[1]);
@@ -1072,23 +1072,28 @@ C_PROGRAM_HMM = textwrap.dedent(
         save("pl_gh", gh, nu * 8);
         printf("plefka_null %d\n", mfengine_plefka_solve(nu, nnz, pp, pi, w, hb_, 0, 12, k,
                NULL, NULL, 1e-10, 500, 1, G, pu, it, conv));
+        double *sb = malloc(k * 8), *smu = malloc(nc * 8), *sxi = malloc(nc * 8);
+        printf("sjj %d\n", mfengine_sjj_solve(nu, nnz, pp, pi, w, hb_, 0, k, clamp, NULL, NULL,
+               1e-9, 0.0, 200, 2, sb, smu, sxi, it, conv));
+        save("sjj_bound", sb, k * 8);
+        save("sjj_mu", smu, nc * 8);
         return 0;
     }
     """
 )
 
 
-def test_c_program_without_python_calls_the_plefka_hmm_and_nlgbn_entry_points(tmp_path):
-    """The Plefka, context-HMM and NLGBN functions run their threads in plain C: a C program
-    that never starts Python links their modules and gets the Python API's numbers bit for bit
-    (Plefka on 2 threads; structured on 1, 2 and 4 threads, 4 > the sequences: the starts run
-    apart), and every bad argument refused."""
+def test_c_program_without_python_calls_every_family(tmp_path):
+    """Every kernel runs its threads in plain C: a C program that never starts Python links
+    the families' modules and gets the Python API's numbers bit for bit (sjj and Plefka on 2
+    threads; structured on 1, 2 and 4 threads, 4 > the sequences: the starts run apart), and
+    every bad argument refused (the Gaussian pair: test_c_program_calls_the_solver_...)."""
     from mfengine.nlgbn import _estep
     from mfengine.sbn import _plefka
 
     cc = (sysconfig.get_config_var("CC") or "cc").split()
     (tmp_path / "prog_hmm.c").write_text(C_PROGRAM_HMM)
-    sos = [_chain.__file__, _estep.__file__, _plefka.__file__]
+    sos = [_chain.__file__, _estep.__file__, _plefka.__file__, _sjj.__file__]
     cmd = cc + ["-O1", f"-I{_get_include()}", "prog_hmm.c", "-o", "prog_hmm"] + sos + [
         f"-Wl,-rpath,{os.path.dirname(so)}" for so in sos] + _python_link_flags()
     _run(cmd, tmp_path)
@@ -1106,7 +1111,7 @@ def test_c_program_without_python_calls_the_plefka_hmm_and_nlgbn_entry_points(tm
     assert status == dict(fb=0, fb_negative=EB, structured1=0, structured2=0, structured4=0,
                           naive=0, naive_nan=EB, structured_zero_length=EB, nlgbn=0,
                           nlgbn_negative_variance=EB, plefka=0, plefka_gradient=0,
-                          plefka_null=EB)
+                          plefka_null=EB, sjj=0)
 
     def out(name):
         return np.fromfile(tmp_path / f"out_{name}.bin")
@@ -1130,6 +1135,9 @@ def test_c_program_without_python_calls_the_plefka_hmm_and_nlgbn_entry_points(tm
     gw, gh = plefka.gradient(*args, u, 12, "sigmoid")
     np.testing.assert_array_equal(out("pl_gw"), gw.sum(axis=0))
     np.testing.assert_array_equal(out("pl_gh"), gh.sum(axis=0))
+    bound, mu, _, _, _ = sjj.solve(*args, tol=1e-9, inner_tol=inner_tol_for(1e-9))
+    np.testing.assert_array_equal(out("sjj_bound"), bound)
+    np.testing.assert_array_equal(out("sjj_mu"), mu.ravel())
 
 
 def test_c_entry_points_refuse_every_bad_argument():

@@ -122,6 +122,12 @@ local parents at 1e7 edges.)
 import numpy as np
 
 from cython.parallel cimport prange, parallel, threadid
+
+cdef extern from "mf_parallel.h" nogil:
+    # an OpenMP loop in plain C: the C entry point runs with no interpreter at all
+    ctypedef void (*mf_body_fn)(void *ctx, Py_ssize_t i, int thread) noexcept nogil
+    int mf_clamp_threads(Py_ssize_t n_threads, Py_ssize_t n_items)
+    void mf_parallel_for(Py_ssize_t n, int n_threads, mf_body_fn body, void *ctx)
 from libc.math cimport fabs, log, log1p, exp, expm1, sqrt
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport uintptr_t
@@ -1491,6 +1497,59 @@ cdef int prepare_sig(const Dag *g, bint noisy_or, intp_t **pos_out, Py_ssize_t *
     return MF_OK
 
 
+cdef struct ItemsJob:       # run_items' loops, for mf_parallel_for (plain C threads)
+    const Dag *g
+    const intp_t *pos
+    Py_ssize_t maxin, maxout, n, nnz, n_xi, n_items, max_sweeps, stride
+    const double *w
+    const double *h
+    const intp_t *net_of
+    const double *clamp
+    double *mu
+    double *xi
+    double *history
+    double *bound
+    intp_t *n_sweeps
+    uint8_t *converged
+    double tol, gtol, xi0
+    bint noisy_or, fill_mu, fill_xi
+    double *scratch
+    int nt
+
+
+cdef void fill_body(void *ctx, Py_ssize_t c, int thread) noexcept nogil:
+    """The default start of the rows of chunk c of nt contiguous chunks."""
+    cdef ItemsJob *j = <ItemsJob *> ctx
+    cdef Py_ssize_t p, i, n = j.n, n_xi = j.n_xi
+    for p in range(c * j.n_items // j.nt, (c + 1) * j.n_items // j.nt):
+        if j.fill_mu:
+            for i in range(n):
+                j.mu[p * n + i] = 0.5
+        if j.fill_xi:
+            for i in range(n_xi):
+                j.xi[p * n_xi + i] = j.xi0
+
+
+cdef void item_body(void *ctx, Py_ssize_t p, int thread) noexcept nogil:
+    """Item p, in the scratch of the thread that runs it."""
+    cdef ItemsJob *j = <ItemsJob *> ctx
+    cdef Py_ssize_t n = j.n, nnz = j.nnz, n_xi = j.n_xi
+    cdef Py_ssize_t net = j.net_of[p] if j.net_of != NULL else 0
+    cdef double *work = j.scratch + thread * j.stride
+    cdef double *hist = j.history + p * (j.max_sweeps + 1) if j.history != NULL else NULL
+    cdef double dummy_w = 0.0
+    if j.noisy_or:
+        j.converged[p] = solve_item_nor(j.g, j.w + net * nnz if nnz else &dummy_w,
+                                        j.h + net * n, j.clamp + p * n, j.mu + p * n,
+                                        j.xi + p * n_xi if nnz else &dummy_w, hist, j.tol,
+                                        j.max_sweeps, work, j.bound + p, j.n_sweeps + p)
+    else:
+        j.converged[p] = solve_item_sig(j.g, j.pos, net, j.w + net * nnz if nnz else &dummy_w,
+                                        j.h + net * n, j.clamp + p * n, j.mu + p * n,
+                                        j.xi + p * n, hist, j.tol, j.gtol, j.max_sweeps, work,
+                                        j.maxin, j.maxout, j.bound + p, j.n_sweeps + p)
+
+
 cdef int run_items(const Dag *g, const intp_t *pos, Py_ssize_t maxin, Py_ssize_t maxout,
                    const double *w, const double *h, Py_ssize_t n_items, const intp_t *net_of,
                    const double *clamp, double *mu, double *xi, double *history,
@@ -1507,60 +1566,57 @@ cdef int run_items(const Dag *g, const intp_t *pos, Py_ssize_t maxin, Py_ssize_t
     The memory is then first touched by the threads in parallel instead of serially by the
     caller: a fresh (n_items, nnz) q array (64 MB for 200 cases of the diagnosis net) costs a
     page fault per page, each zeroed by the kernel, which, taken serially, held two threads to
-    1.1x one."""
-    cdef Py_ssize_t n = g.n, nnz = g.nnz, p, net, i
-    cdef double xi0 = -1.0 if noisy_or else 0.5
-    cdef Py_ssize_t n_xi = nnz if noisy_or else n
-    # scratch per thread: 14 n + 3 nnz doubles and 2 n bytes (sigmoid, careful path; the
-    # noisy-OR kernel needs less) and the fast path's extra (fast_extra)
-    cdef Py_ssize_t stride = 14 * n + 3 * nnz + (
-        (2 * n + 15) // 8 + 3 if noisy_or else fast_extra(n, nnz, maxin, maxout))
-    cdef double *scratch
-    cdef double *work = NULL
-    cdef intp_t *key = NULL
-    cdef double dummy_w = 0.0
+    1.1x one.  The threads run in plain C (mf_parallel_for): the C entry point needs no
+    interpreter."""
+    cdef Py_ssize_t n = g.n, nnz = g.nnz, t
+    cdef ItemsJob job
+    cdef intp_t *key
     if n_items == 0:
         return MF_OK
-    if n_threads > n_items:
-        n_threads = <int> n_items
-    if n_threads < 1:
-        n_threads = 1
-    scratch = <double *> malloc(<size_t> stride * <size_t> n_threads * sizeof(double))
-    if scratch == NULL:
+    n_threads = mf_clamp_threads(n_threads, n_items)
+    # scratch per thread: 14 n + 3 nnz doubles and 2 n bytes (sigmoid, careful path; the
+    # noisy-OR kernel needs less) and the fast path's extra (fast_extra)
+    job.stride = 14 * n + 3 * nnz + (
+        (2 * n + 15) // 8 + 3 if noisy_or else fast_extra(n, nnz, maxin, maxout))
+    job.scratch = <double *> malloc(<size_t> job.stride * <size_t> n_threads * sizeof(double))
+    if job.scratch == NULL:
         return MF_ENOMEM
-    with parallel(num_threads=n_threads):
-        work = scratch + threadid() * stride
-        key = <intp_t *> (work + stride - 2)
+    for t in range(n_threads):
+        key = <intp_t *> (job.scratch + t * job.stride + job.stride - 2)
         key[0] = -1 if fast else -2       # -2: no net is ever cached, no fast path
-        if fill_mu or fill_xi:
-            # each thread first touches one contiguous block of rows: the threads' page faults
-            # then never wait on the same page (numpy backs large arrays with 2 MB pages, and
-            # the solve's dynamic chunks of 8 items would interleave the threads within them)
-            for p in prange(n_items, schedule="static"):
-                if fill_mu:
-                    for i in range(n):
-                        mu[p * n + i] = 0.5
-                if fill_xi:
-                    for i in range(n_xi):
-                        xi[p * n_xi + i] = xi0
-        for p in prange(n_items, schedule="dynamic", chunksize=8):
-            net = net_of[p] if net_of != NULL else 0
-            if noisy_or:
-                converged[p] = solve_item_nor(g, w + net * nnz if nnz else &dummy_w,
-                                              h + net * n, clamp + p * n, mu + p * n,
-                                              xi + p * n_xi if nnz else &dummy_w,
-                                              history + p * (max_sweeps + 1)
-                                              if history != NULL else NULL, tol,
-                                              max_sweeps, work, bound + p, n_sweeps + p)
-            else:
-                converged[p] = solve_item_sig(g, pos, net, w + net * nnz if nnz else &dummy_w,
-                                              h + net * n, clamp + p * n, mu + p * n,
-                                              xi + p * n,
-                                              history + p * (max_sweeps + 1)
-                                              if history != NULL else NULL, tol, gtol,
-                                              max_sweeps, work, maxin, maxout, bound + p,
-                                              n_sweeps + p)
-    free(scratch)
+    job.g = g
+    job.pos = pos
+    job.maxin = maxin
+    job.maxout = maxout
+    job.n = n
+    job.nnz = nnz
+    job.n_xi = nnz if noisy_or else n
+    job.n_items = n_items
+    job.max_sweeps = max_sweeps
+    job.w = w
+    job.h = h
+    job.net_of = net_of
+    job.clamp = clamp
+    job.mu = mu
+    job.xi = xi
+    job.history = history
+    job.bound = bound
+    job.n_sweeps = n_sweeps
+    job.converged = converged
+    job.tol = tol
+    job.gtol = gtol
+    job.xi0 = -1.0 if noisy_or else 0.5
+    job.noisy_or = noisy_or
+    job.fill_mu = fill_mu
+    job.fill_xi = fill_xi
+    job.nt = n_threads
+    if fill_mu or fill_xi:
+        # each thread first touches contiguous blocks of rows: the threads' page faults then
+        # never wait on the same page (numpy backs large arrays with 2 MB pages, and the
+        # solve's dynamic chunks would interleave the threads within them)
+        mf_parallel_for(n_threads, n_threads, fill_body, &job)
+    mf_parallel_for(n_items, n_threads, item_body, &job)
+    free(job.scratch)
     return MF_OK
 
 
