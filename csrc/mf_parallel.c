@@ -17,7 +17,7 @@ void mf_parallel_for(ptrdiff_t n, int n_threads, mf_body_fn body, void *ctx)
 {
     n_threads = mf_clamp_threads(n_threads, n);
 #ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 4) num_threads(n_threads)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(n_threads)
     for (ptrdiff_t i = 0; i < n; i++)
         body(ctx, i, omp_get_thread_num());
 #else
