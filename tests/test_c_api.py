@@ -612,17 +612,10 @@ def test_c_program_calls_the_solver_through_the_header(tmp_path):
     np.testing.assert_array_equal(bound, _kernel(net, V).bound)
 
 
-# A C program embedding Python: mfengine_sjj_solve through its linkable symbol, then the
-# functions without one through mfengine_capi_import.
-# Reads raw arrays written by the test (name.bin), writes its outputs the same way.
-C_PROGRAM_ALL = textwrap.dedent(
+# The C programs' input and output: raw arrays written by the test (name.bin) and read back
+# (out_name.bin).
+C_IO = textwrap.dedent(
     r"""
-    #include <Python.h>          /* first: the header then defines mfengine_capi_import */
-    #include <math.h>
-    #include <stdio.h>
-    #include <stdlib.h>
-    #include "mfengine_solver.h"
-
     static void *load(const char *name, size_t *count, size_t size) {
         char path[256];
         snprintf(path, sizeof path, "%s.bin", name);
@@ -642,9 +635,25 @@ C_PROGRAM_ALL = textwrap.dedent(
         char path[256];
         snprintf(path, sizeof path, "out_%s.bin", name);
         FILE *f = fopen(path, "wb");
-        fwrite(p, 1, bytes, f);
+        if (f == NULL || fwrite(p, 1, bytes, f) != bytes) exit(3);
         fclose(f);
     }
+    """
+)
+
+
+# A C program embedding Python: mfengine_sjj_solve through its linkable symbol, then the
+# functions without one through mfengine_capi_import.
+# Reads raw arrays written by the test (name.bin), writes its outputs the same way.
+C_PROGRAM_ALL = textwrap.dedent(
+    r"""
+    #include <Python.h>          /* first: the header then defines mfengine_capi_import */
+    #include <math.h>
+    #include <stdio.h>
+    #include <stdlib.h>
+    #include "mfengine_solver.h"
+
+    /* load, save: C_IO */
 
     #define GET(fn, type, module, name) \
         type fn = (type) mfengine_capi_import(module, name); \
@@ -766,7 +775,7 @@ C_PROGRAM_ALL = textwrap.dedent(
         return 0;
     }
     """
-)
+).replace("/* load, save: C_IO */", C_IO)
 
 
 def test_c_program_reaches_every_function_through_the_header(tmp_path):
@@ -964,36 +973,15 @@ BAD_CALLS = {
 }
 
 
-# A C program with no Python interpreter at all: the context-HMM entry points are plain C.
-C_PROGRAM_HMM = textwrap.dedent(
+# A C program with no Python interpreter at all: every family's linkable entry point.
+C_PROGRAM_NO_PYTHON = textwrap.dedent(
     r"""
     #include <math.h>
     #include <stdio.h>
     #include <stdlib.h>
     #include "mfengine_solver.h"
 
-    static void *load(const char *name, size_t *count, size_t size) {
-        char path[256];
-        snprintf(path, sizeof path, "%s.bin", name);
-        FILE *f = fopen(path, "rb");
-        if (f == NULL) { fprintf(stderr, "no %s\n", path); exit(2); }
-        fseek(f, 0, SEEK_END);
-        long bytes = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        void *p = malloc(bytes ? bytes : 1);
-        if (fread(p, 1, bytes, f) != (size_t) bytes) exit(2);
-        fclose(f);
-        if (count) *count = bytes / size;
-        return p;
-    }
-
-    static void save(const char *name, const void *p, size_t bytes) {
-        char path[256];
-        snprintf(path, sizeof path, "out_%s.bin", name);
-        FILE *f = fopen(path, "wb");
-        if (f == NULL || fwrite(p, 1, bytes, f) != bytes) exit(3);
-        fclose(f);
-    }
+    /* load, save: C_IO */
 
     int main(void) {
         size_t n, nU, N, T, n_seq;
@@ -1080,7 +1068,7 @@ C_PROGRAM_HMM = textwrap.dedent(
         return 0;
     }
     """
-)
+).replace("/* load, save: C_IO */", C_IO)
 
 
 def test_c_program_without_python_calls_every_family(tmp_path):
@@ -1092,7 +1080,7 @@ def test_c_program_without_python_calls_every_family(tmp_path):
     from mfengine.sbn import _plefka
 
     cc = (sysconfig.get_config_var("CC") or "cc").split()
-    (tmp_path / "prog_hmm.c").write_text(C_PROGRAM_HMM)
+    (tmp_path / "prog_hmm.c").write_text(C_PROGRAM_NO_PYTHON)
     sos = [_chain.__file__, _estep.__file__, _plefka.__file__, _sjj.__file__]
     cmd = cc + ["-O1", f"-I{_get_include()}", "prog_hmm.c", "-o", "prog_hmm"] + sos + [
         f"-Wl,-rpath,{os.path.dirname(so)}" for so in sos] + _python_link_flags()
