@@ -1,6 +1,9 @@
 # What the DAG kernels (mfengine.sbn._sjj, mfengine.sbn._plefka) share: the compressed
 # structure of a DAG, the status codes of csrc/mf_status.h, and the checks every kernel entry
 # point runs before it reads anything (all inline: nothing is imported at run time).
+from libc.math cimport fabs
+from libc.stdlib cimport malloc
+
 from mfengine._typedefs cimport intp_t
 
 cdef extern from "mf_status.h" nogil:
@@ -60,4 +63,80 @@ cdef inline int check_items(const Dag *g, const double[:, ::1] w, const double[:
     for p in range(net_of.shape[0]):
         if not (0 <= net_of[p] < h.shape[0]):
             return MF_EBADARG
+    return MF_OK
+
+
+# ---- the C entry points' checks of a net given over raw pointers (mf_sjj_solve,
+# mf_plefka_solve, mf_plefka_gradient)
+
+cdef inline int capi_check_net(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *par_ptr,
+                               const Py_ssize_t *par_idx, const double *weights,
+                               const double *biases, bint noisy_or, bint positive_leak,
+                               double max_scale) noexcept nogil:
+    """The structure (parents before their children, strictly increasing per unit), finite
+    weights and biases with sum |h| + sum |w| <= max_scale, and for noisy-OR units w >= 0 and
+    h >= 0 (h > 0 with positive_leak); MF_EBADARG otherwise.  The activation code itself is
+    the caller's to check."""
+    cdef Py_ssize_t i, e
+    cdef double scale = 0.0, x
+    if n_units < 0 or nnz < 0 or par_ptr == NULL:
+        return MF_EBADARG
+    if (nnz > 0 and (par_idx == NULL or weights == NULL)) or (n_units > 0 and biases == NULL):
+        return MF_EBADARG
+    if par_ptr[0] != 0 or par_ptr[n_units] != nnz:
+        return MF_EBADARG
+    for i in range(n_units):
+        if par_ptr[i + 1] < par_ptr[i] or par_ptr[i + 1] > nnz:
+            return MF_EBADARG
+        for e in range(par_ptr[i], par_ptr[i + 1]):
+            if not (0 <= par_idx[e] < i):
+                return MF_EBADARG       # parents precede their children
+            if e > par_ptr[i] and par_idx[e] <= par_idx[e - 1]:
+                return MF_EBADARG       # in increasing order, no repeats
+        x = biases[i]
+        if not (fabs(x) <= 1.7976931348623157e308):
+            return MF_EBADARG
+        if noisy_or and not (x > 0.0 if positive_leak else x >= 0.0):
+            return MF_EBADARG
+        scale += fabs(x)
+    for e in range(nnz):
+        x = weights[e]
+        if not (fabs(x) <= 1.7976931348623157e308) or (noisy_or and not (x >= 0.0)):
+            return MF_EBADARG
+        scale += fabs(x)
+    if not (scale <= max_scale):
+        return MF_EBADARG
+    return MF_OK
+
+
+cdef inline int capi_children(Py_ssize_t n, Py_ssize_t nnz, const Py_ssize_t *par_ptr,
+                              const Py_ssize_t *par_idx, intp_t **out) noexcept nogil:
+    """The child lists (ch_ptr (n + 1), ch_idx (nnz), ch_w (nnz)), children in increasing
+    order, in one allocation (*out; the caller frees it); MF_ENOMEM if it fails."""
+    cdef intp_t *buf = <intp_t *> malloc((n + 2 + 2 * nnz) * sizeof(intp_t))
+    cdef intp_t *ch_ptr
+    cdef intp_t *ch_idx
+    cdef intp_t *ch_w
+    cdef Py_ssize_t i, e, k
+    if buf == NULL:
+        return MF_ENOMEM
+    ch_ptr = buf
+    ch_idx = buf + n + 1
+    ch_w = ch_idx + nnz
+    for i in range(n + 1):
+        ch_ptr[i] = 0
+    for e in range(nnz):
+        ch_ptr[par_idx[e] + 1] += 1
+    for i in range(n):
+        ch_ptr[i + 1] += ch_ptr[i]
+    for i in range(n):
+        for e in range(par_ptr[i], par_ptr[i + 1]):
+            k = par_idx[e]
+            ch_idx[ch_ptr[k]] = i
+            ch_w[ch_ptr[k]] = e
+            ch_ptr[k] += 1
+    for i in range(n, 0, -1):
+        ch_ptr[i] = ch_ptr[i - 1]
+    ch_ptr[0] = 0
+    out[0] = buf
     return MF_OK

@@ -75,7 +75,7 @@ from libc.math cimport log, log1p, expm1, fabs, sqrt, INFINITY, NAN
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
 from mfengine._typedefs cimport intp_t, int8_t
-from mfengine.sbn._dag cimport (Dag, check_dag, check_items, MF_OK, MF_NOT_CONVERGED, MF_EBADARG,
+from mfengine.sbn._dag cimport (Dag, check_dag, check_items, capi_check_net, capi_children, MF_OK, MF_NOT_CONVERGED, MF_EBADARG,
                                  MF_ENOMEM, MF_EOVERFLOW)
 
 # the blocked path's matrix products: the project's own (csrc/mf_gemm.h), so that the kernel
@@ -2157,75 +2157,6 @@ DEF CAPI_MAX_THREADS = 256
 DEF CAPI_MAX_SCALE = 8.98846567431158e+307      # 2^1023: sum |h| + sum |w| of the net
 
 
-cdef int capi_check_net(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *par_ptr,
-                        const Py_ssize_t *par_idx, const double *weights, const double *biases,
-                        int activation, int order) noexcept nogil:
-    cdef Py_ssize_t i, e
-    cdef double scale = 0.0, x
-    if n_units < 0 or nnz < 0 or par_ptr == NULL:
-        return MF_EBADARG
-    if (nnz > 0 and (par_idx == NULL or weights == NULL)) or (n_units > 0 and biases == NULL):
-        return MF_EBADARG
-    if not (activation == SIGMOID or activation == NOISY_OR):
-        return MF_EBADARG
-    if not (order == 11 or order == 12 or order == 22):
-        return MF_EBADARG
-    if par_ptr[0] != 0 or par_ptr[n_units] != nnz:
-        return MF_EBADARG
-    for i in range(n_units):
-        if par_ptr[i + 1] < par_ptr[i] or par_ptr[i + 1] > nnz:
-            return MF_EBADARG
-        for e in range(par_ptr[i], par_ptr[i + 1]):
-            if not (0 <= par_idx[e] < i):
-                return MF_EBADARG       # parents precede their children
-            if e > par_ptr[i] and par_idx[e] <= par_idx[e - 1]:
-                return MF_EBADARG       # in increasing order, no repeats
-        x = biases[i]
-        if not (fabs(x) < INFINITY) or (activation == NOISY_OR and not (x >= 0.0)):
-            return MF_EBADARG
-        scale += fabs(x)
-    for e in range(nnz):
-        x = weights[e]
-        if not (fabs(x) < INFINITY) or (activation == NOISY_OR and not (x >= 0.0)):
-            return MF_EBADARG
-        scale += fabs(x)
-    if not (scale <= CAPI_MAX_SCALE):
-        return MF_EBADARG
-    return MF_OK
-
-
-cdef int capi_children(Py_ssize_t n, Py_ssize_t nnz, const Py_ssize_t *par_ptr,
-                       const Py_ssize_t *par_idx, intp_t **out) noexcept nogil:
-    """The child lists (ch_ptr (n + 1), ch_idx (nnz), ch_w (nnz)) in one allocation."""
-    cdef intp_t *buf = <intp_t *> malloc((n + 1 + 2 * nnz + 1) * sizeof(intp_t))
-    cdef intp_t *ch_ptr
-    cdef intp_t *ch_idx
-    cdef intp_t *ch_w
-    cdef Py_ssize_t i, e, k
-    if buf == NULL:
-        return MF_ENOMEM
-    ch_ptr = buf
-    ch_idx = buf + n + 1
-    ch_w = ch_idx + nnz
-    for i in range(n + 1):
-        ch_ptr[i] = 0
-    for e in range(nnz):
-        ch_ptr[par_idx[e] + 1] += 1
-    for i in range(n):
-        ch_ptr[i + 1] += ch_ptr[i]
-    for i in range(n):          # children of each unit in increasing order
-        for e in range(par_ptr[i], par_ptr[i + 1]):
-            k = par_idx[e]
-            ch_idx[ch_ptr[k]] = i
-            ch_w[ch_ptr[k]] = e
-            ch_ptr[k] += 1
-    for i in range(n, 0, -1):
-        ch_ptr[i] = ch_ptr[i - 1]
-    ch_ptr[0] = 0
-    out[0] = buf
-    return MF_OK
-
-
 cdef int capi_check_items(Py_ssize_t n_units, Py_ssize_t n_items, const double *clamp,
                           const double *means) noexcept nogil:
     """clamp entries NaN, 0.0 or 1.0; means (if not NULL) in [0, 1] at the free units."""
@@ -2261,8 +2192,12 @@ cdef int mf_plefka_solve(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *p
     cdef double G11
     cdef intp_t it11
     cdef int8_t c11, s11
-    if capi_check_net(n_units, nnz, par_ptr, par_idx, weights, biases, activation,
-                      order) != MF_OK:
+    # the activation and scheme, the structure, finite values (sum |h| + sum |w| <= 2^1023),
+    # noisy-OR signs
+    if not (activation == SIGMOID or activation == NOISY_OR) or not (
+            order == 11 or order == 12 or order == 22) or capi_check_net(
+            n_units, nnz, par_ptr, par_idx, weights, biases, activation == NOISY_OR, False,
+            CAPI_MAX_SCALE) != MF_OK:
         return MF_EBADARG
     if n_items < 0 or not (tol > 0.0 and tol < INFINITY) or max_iter < 0:
         return MF_EBADARG
@@ -2363,8 +2298,12 @@ cdef int mf_plefka_gradient(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t
     cdef Py_ssize_t p, i, e, n = n_units
     cdef double x, negH, F
     cdef int st, rc = MF_OK
-    if capi_check_net(n_units, nnz, par_ptr, par_idx, weights, biases, activation,
-                      order) != MF_OK:
+    # the activation and scheme, the structure, finite values (sum |h| + sum |w| <= 2^1023),
+    # noisy-OR signs
+    if not (activation == SIGMOID or activation == NOISY_OR) or not (
+            order == 11 or order == 12 or order == 22) or capi_check_net(
+            n_units, nnz, par_ptr, par_idx, weights, biases, activation == NOISY_OR, False,
+            CAPI_MAX_SCALE) != MF_OK:
         return MF_EBADARG
     if n_items < 0 or (n_items > 0 and n_units > 0 and u == NULL):
         return MF_EBADARG

@@ -132,7 +132,7 @@ from libc.math cimport fabs, log, log1p, exp, expm1, sqrt
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport uintptr_t
 from mfengine._typedefs cimport intp_t, uint8_t, int8_t
-from mfengine.sbn._dag cimport (Dag, check_dag, check_items, MF_OK, MF_NOT_CONVERGED,
+from mfengine.sbn._dag cimport (Dag, check_dag, check_items, capi_check_net, capi_children, MF_OK, MF_NOT_CONVERGED,
                                 MF_EBADARG, MF_ENOMEM, MF_EOVERFLOW)
 
 cdef extern from "mf_numerics.h" nogil:
@@ -1760,75 +1760,6 @@ DEF CAPI_MAX_SCALE = 1.1235582092889474e+307      # 2^1020: sjj.MAX_NET_SCALE
 DEF CAPI_DEFAULT = 0.0                            # inner_tol: the default rule of mf.infer
 
 
-cdef int capi_check_net(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *par_ptr,
-                        const Py_ssize_t *par_idx, const double *weights, const double *biases,
-                        int activation) noexcept nogil:
-    """The structure (parents before their children, strictly increasing per unit), finite
-    weights and biases, their scale (sjj.MAX_NET_SCALE), noisy-OR signs (w >= 0, h > 0)."""
-    cdef Py_ssize_t i, e
-    cdef double scale = 0.0, x
-    if n_units < 0 or nnz < 0 or par_ptr == NULL:
-        return MF_EBADARG
-    if (nnz > 0 and (par_idx == NULL or weights == NULL)) or (n_units > 0 and biases == NULL):
-        return MF_EBADARG
-    if not (activation == 0 or activation == 1):
-        return MF_EBADARG
-    if par_ptr[0] != 0 or par_ptr[n_units] != nnz:
-        return MF_EBADARG
-    for i in range(n_units):
-        if par_ptr[i + 1] < par_ptr[i] or par_ptr[i + 1] > nnz:
-            return MF_EBADARG
-        for e in range(par_ptr[i], par_ptr[i + 1]):
-            if not (0 <= par_idx[e] < i):
-                return MF_EBADARG
-            if e > par_ptr[i] and par_idx[e] <= par_idx[e - 1]:
-                return MF_EBADARG
-        x = biases[i]
-        if not (fabs(x) <= 1.7976931348623157e308) or (activation == 1 and not (x > 0.0)):
-            return MF_EBADARG
-        scale += fabs(x)
-    for e in range(nnz):
-        x = weights[e]
-        if not (fabs(x) <= 1.7976931348623157e308) or (activation == 1 and not (x >= 0.0)):
-            return MF_EBADARG
-        scale += fabs(x)
-    if not (scale <= CAPI_MAX_SCALE):
-        return MF_EBADARG
-    return MF_OK
-
-
-cdef int capi_children(Py_ssize_t n, Py_ssize_t nnz, const Py_ssize_t *par_ptr,
-                       const Py_ssize_t *par_idx, intp_t **out) noexcept nogil:
-    """The child lists (ch_ptr (n + 1), ch_idx (nnz), ch_w (nnz)), children in increasing
-    order, in one allocation."""
-    cdef intp_t *buf = <intp_t *> malloc((n + 2 + 2 * nnz) * sizeof(intp_t))
-    cdef intp_t *ch_ptr
-    cdef intp_t *ch_idx
-    cdef intp_t *ch_w
-    cdef Py_ssize_t i, e, k
-    if buf == NULL:
-        return MF_ENOMEM
-    ch_ptr = buf
-    ch_idx = buf + n + 1
-    ch_w = ch_idx + nnz
-    for i in range(n + 1):
-        ch_ptr[i] = 0
-    for e in range(nnz):
-        ch_ptr[par_idx[e] + 1] += 1
-    for i in range(n):
-        ch_ptr[i + 1] += ch_ptr[i]
-    for i in range(n):
-        for e in range(par_ptr[i], par_ptr[i + 1]):
-            k = par_idx[e]
-            ch_idx[ch_ptr[k]] = i
-            ch_w[ch_ptr[k]] = e
-            ch_ptr[k] += 1
-    for i in range(n, 0, -1):
-        ch_ptr[i] = ch_ptr[i - 1]
-    ch_ptr[0] = 0
-    out[0] = buf
-    return MF_OK
-
 
 cdef int mf_sjj_solve(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *par_ptr,
                       const Py_ssize_t *par_idx, const double *weights, const double *biases,
@@ -1846,7 +1777,10 @@ cdef int mf_sjj_solve(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *par_
     cdef Py_ssize_t big = <Py_ssize_t> 0x7fffffffffffffff
     cdef double x, gtol
     cdef int rc
-    if capi_check_net(n_units, nnz, par_ptr, par_idx, weights, biases, activation) != MF_OK:
+    # the structure, finite values in the net scale's range, noisy-OR signs with a leak h > 0
+    if not (activation == 0 or activation == 1) or capi_check_net(
+            n_units, nnz, par_ptr, par_idx, weights, biases, activation == 1, True,
+            CAPI_MAX_SCALE) != MF_OK:
         return MF_EBADARG
     if (n_items < 0 or not (tol >= 0.0 and tol <= 1.7976931348623157e308)
             or not (inner_tol >= 0.0 and inner_tol <= 1.7976931348623157e308)
