@@ -638,6 +638,49 @@ C_IO = textwrap.dedent(
         if (f == NULL || fwrite(p, 1, bytes, f) != bytes) exit(3);
         fclose(f);
     }
+
+    /* The NLGBN case (ng_*.bin) and room for its outputs. */
+    typedef struct {
+        size_t L;
+        ptrdiff_t *sz, np, H, *ns;
+        signed char *types;
+        double *w, *b, *var, *X, *mu, *lv, *bound;
+        unsigned char *miss, *conv;
+    } ng_case;
+
+    static ng_case load_nlgbn(void) {
+        ng_case g;
+        size_t n_x, nu = 0;
+        g.sz = load("ng_sizes", &g.L, sizeof(ptrdiff_t));
+        g.types = load("ng_types", NULL, 1);
+        g.w = load("ng_w", NULL, 8);
+        g.b = load("ng_b", NULL, 8);
+        g.var = load("ng_var", NULL, 8);
+        g.X = load("ng_X", &n_x, 8);
+        g.miss = load("ng_miss", NULL, 1);
+        for (size_t l = 0; l < g.L; l++) nu += g.sz[l];
+        g.H = nu - g.sz[g.L - 1];
+        g.np = n_x / g.sz[g.L - 1];
+        g.mu = malloc(g.np * g.H * 8);
+        g.lv = malloc(g.np * g.H * 8);
+        g.bound = malloc(g.np * 8);
+        g.ns = malloc(g.np * sizeof(ptrdiff_t));
+        g.conv = malloc(g.np);
+        return g;
+    }
+
+    /* The E-step on the case (tol 1e-6, 1000 sweeps, 2 threads) through `ng`, with the unit
+       types `types` (NULL: a bad argument); on success its outputs saved as ng_*. */
+    static int run_nlgbn(mfengine_nlgbn_infer_fn ng, ng_case *g, const signed char *types) {
+        int s = ng(g->L, g->sz, types, g->w, g->b, g->var, g->np, g->X, g->miss, 1e-6, 1000, 0,
+                   2, g->mu, g->lv, g->bound, g->ns, g->conv);
+        if (s == 0) {
+            save("ng_bound", g->bound, g->np * 8);
+            save("ng_mu", g->mu, g->np * g->H * 8);
+            save("ng_lv", g->lv, g->np * g->H * 8);
+        }
+        return s;
+    }
     """
 )
 
@@ -653,7 +696,7 @@ C_PROGRAM_ALL = textwrap.dedent(
     #include <stdlib.h>
     #include "mfengine_solver.h"
 
-    /* load, save: C_IO */
+    /* load, save, the NLGBN case: C_IO */
 
     #define GET(fn, type, module, name) \
         type fn = (type) mfengine_capi_import(module, name); \
@@ -748,34 +791,17 @@ C_PROGRAM_ALL = textwrap.dedent(
                gamma, hb, hns, hconv));
         Py_END_ALLOW_THREADS
 
-        size_t L, n_x, nu_ = 0, H;
-        ptrdiff_t *sz = load("ng_sizes", &L, sizeof(ptrdiff_t));
-        signed char *types = load("ng_types", NULL, 1);
-        double *nw = load("ng_w", NULL, 8), *nb = load("ng_b", NULL, 8);
-        double *var = load("ng_var", NULL, 8), *nX = load("ng_X", &n_x, 8);
-        unsigned char *miss = load("ng_miss", NULL, 1);
-        for (size_t l = 0; l < L; l++) nu_ += sz[l];
-        H = nu_ - sz[L - 1];
-        ptrdiff_t np_ = n_x / sz[L - 1];
-        double *nmu = malloc(np_ * H * 8), *nlv = malloc(np_ * H * 8), *nbound = malloc(np_ * 8);
-        ptrdiff_t *nns = malloc(np_ * sizeof(ptrdiff_t));
-        unsigned char *nconv = malloc(np_);
+        ng_case g = load_nlgbn();
         GET(ng, mfengine_nlgbn_infer_fn, "mfengine.nlgbn._estep", "mf_nlgbn_infer")
         Py_BEGIN_ALLOW_THREADS
-        s = ng(L, sz, types, nw, nb, var, np_, nX, miss, 1e-6, 1000, 0, 2, nmu, nlv, nbound,
-               nns, nconv);
-        printf("nlgbn %d\n", s);
-        save("ng_bound", nbound, np_ * 8);
-        save("ng_mu", nmu, np_ * H * 8);
-        save("ng_lv", nlv, np_ * H * 8);
-        printf("nlgbn_null %d\n", ng(L, sz, NULL, nw, nb, var, np_, nX, miss, 1e-6, 1000, 0, 2,
-               nmu, nlv, nbound, nns, nconv));
+        printf("nlgbn %d\n", run_nlgbn(ng, &g, g.types));
+        printf("nlgbn_null %d\n", run_nlgbn(ng, &g, NULL));
         Py_END_ALLOW_THREADS
         Py_FinalizeEx();
         return 0;
     }
     """
-).replace("/* load, save: C_IO */", C_IO)
+).replace("/* load, save, the NLGBN case: C_IO */", C_IO)
 
 
 def test_c_program_reaches_every_function_through_the_header(tmp_path):
@@ -981,7 +1007,7 @@ C_PROGRAM_NO_PYTHON = textwrap.dedent(
     #include <stdlib.h>
     #include "mfengine_solver.h"
 
-    /* load, save: C_IO */
+    /* load, save, the NLGBN case: C_IO */
 
     int main(void) {
         size_t n, nU, N, T, n_seq;
@@ -1021,26 +1047,10 @@ C_PROGRAM_NO_PYTHON = textwrap.dedent(
                n, D, 2, 3, sp, A, U, V, W, n_seq, len, X, 400, 1e-13, 2, gamma, pot, hb, hns,
                hconv));
 
-        size_t L, n_x, nu_ = 0, H;
-        ptrdiff_t *sz = load("ng_sizes", &L, sizeof(ptrdiff_t));
-        signed char *types = load("ng_types", NULL, 1);
-        double *nw = load("ng_w", NULL, 8), *nb = load("ng_b", NULL, 8);
-        double *var = load("ng_var", NULL, 8), *nX = load("ng_X", &n_x, 8);
-        unsigned char *miss = load("ng_miss", NULL, 1);
-        for (size_t l = 0; l < L; l++) nu_ += sz[l];
-        H = nu_ - sz[L - 1];
-        ptrdiff_t np_ = n_x / sz[L - 1];
-        double *nmu = malloc(np_ * H * 8), *nlv = malloc(np_ * H * 8), *nbound = malloc(np_ * 8);
-        ptrdiff_t *nns = malloc(np_ * sizeof(ptrdiff_t));
-        unsigned char *nconv = malloc(np_);
-        printf("nlgbn %d\n", mfengine_nlgbn_infer(L, sz, types, nw, nb, var, np_, nX, miss, 1e-6,
-               1000, 0, 2, nmu, nlv, nbound, nns, nconv));
-        save("ng_bound", nbound, np_ * 8);
-        save("ng_mu", nmu, np_ * H * 8);
-        save("ng_lv", nlv, np_ * H * 8);
-        var[0] = -1.0;
-        printf("nlgbn_negative_variance %d\n", mfengine_nlgbn_infer(L, sz, types, nw, nb, var,
-               np_, nX, miss, 1e-6, 1000, 0, 2, nmu, nlv, nbound, nns, nconv));
+        ng_case g = load_nlgbn();
+        printf("nlgbn %d\n", run_nlgbn(mfengine_nlgbn_infer, &g, g.types));
+        g.var[0] = -1.0;
+        printf("nlgbn_negative_variance %d\n", run_nlgbn(mfengine_nlgbn_infer, &g, g.types));
 
         size_t n1, nnz, nc;
         ptrdiff_t *pp = load("pp", &n1, sizeof(ptrdiff_t));
@@ -1068,7 +1078,7 @@ C_PROGRAM_NO_PYTHON = textwrap.dedent(
         return 0;
     }
     """
-).replace("/* load, save: C_IO */", C_IO)
+).replace("/* load, save, the NLGBN case: C_IO */", C_IO)
 
 
 def test_c_program_without_python_calls_every_family(tmp_path):
