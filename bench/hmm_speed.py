@@ -8,7 +8,7 @@ bound, the same score on the full-matrix path of the chain kernel (the O(lag n^3
 of the kernel before the low-rank path; same bound up to rounding), the scaling in T and in
 lag (score, and 10 fixed sweeps of the coordinate ascent, which isolates the cost per sweep
 from the number of sweeps each instance needs), and two threads against one over sequences
-and over the three starts of the one T = 1000 sequence.
+and over the four starts of the one T = 1000 sequence.
 
     python bench/hmm_speed.py            # about a minute on one idle core
     python bench/hmm_speed.py --quick    # smaller scaling runs
@@ -133,7 +133,7 @@ def main():
 
     for what, data in (("over sequences (8 sequences of T = 250)",
                         [h.sample(250, random_state=100 + k)[0] for k in range(8)]),
-                       ("over one sequence's three starts (the T = 1000 workload)", X)):
+                       ("over one sequence's four starts (the T = 1000 workload)", X)):
         print(f"\nthreads {what}:")
         times = {}
         for nt in (1, 2):

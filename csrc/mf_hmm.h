@@ -45,6 +45,18 @@ extern "C" {
 #define MF_HMM_LAM2_MIN 1e-6
 #define MF_HMM_LAM2_MAX 1e6
 
+/* Tolerances (nats per time step) of mf_hmm_structured's starts, each the caller's when that
+ * is looser.  The link and naive solves that make two of the starts stop at MF_HMM_PRE_TOL:
+ * they only place a start (their bounds lie tens of nats below the ascents' values).  The
+ * starts' ascents stop at MF_HMM_SCREEN_TOL, and only the best of them goes on to the
+ * caller's tolerance.  A sweep that gains at most SCREEN_TOL * T leaves an ascent a few such
+ * gains short of its maximum (about 0.03 nats at T = 1000), while the maxima the starts reach
+ * lie tenths of a nat to tens of nats apart, so the screen keeps the start the full ascents
+ * would keep, except where an ascent creeps across a plateau before it climbs again
+ * (docs/context_hmm.md gives how often, measured). */
+#define MF_HMM_PRE_TOL 1e-4
+#define MF_HMM_SCREEN_TOL 1e-5
+
 typedef struct {
     ptrdiff_t n;           /* number of hidden states, >= 1 */
     ptrdiff_t D;           /* output dimension, >= 1 */
@@ -125,12 +137,16 @@ int mf_hmm_ascent(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t
 /* Structured mean field: Q(s) ~ P(s) prod_t exp(logpot[t, s_t]) (the model's own transitions),
  * the bound its exact objective F (mf_hmm_chain_objective), maximised by mf_hmm_ascent.
  * init (T, n) not NULL: one ascent from the chain with potentials init (a warm start).
- * init NULL: ascents from three chains -- the results of mf_hmm_link from the first-order
+ * init NULL: ascents from four chains -- the results of mf_hmm_link from the first-order
  * posterior and from the marginals of mf_hmm_naive (skipped when mf_hmm_naive finds no finite
- * start, which zeros in the transitions can cause), and the first-order posterior -- and the
- * one with the highest F is kept (the first on a tie); its convergence is the one reported.
+ * start, which zeros in the transitions can cause), both run to the looser of tol and
+ * MF_HMM_PRE_TOL, the first-order posterior, and the first-order posterior of the model with
+ * its context means left out -- each to the looser of tol and MF_HMM_SCREEN_TOL; the one with
+ * the highest F is kept (the first on a tie) and its ascent goes on to tol within what is left
+ * of max_sweeps; its convergence is the one reported.
  * Outputs: gamma (T, n); xi_sum (n, n) or NULL; history (hist_len): F over the sweeps of the
- * kept ascent, the unused tail left untouched; *n_sweeps; *bound = F; logpot (T, n) or NULL.
+ * kept ascent (screen and continuation), the unused tail left untouched; *n_sweeps (both parts);
+ * *bound = F; logpot (T, n) or NULL.
  * With stat_H (D, 3n, 3n) and stat_g (D, 3n) not NULL they receive the M-step statistics: F, as
  * a function of the means with Q held fixed, is for each output dimension d
  * -1/2 th^T H_d th + g_d^T th + const,  th = (U[:, d], V[:, d], W[:, d]). */
@@ -139,8 +155,8 @@ int mf_hmm_structured(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdi
                       double *history, ptrdiff_t hist_len, ptrdiff_t *n_sweeps, double *bound,
                       double *logpot, double *stat_H, double *stat_g);
 
-/* mf_hmm_structured with its three starts (init NULL) run on up to n_threads threads (more
- * than 3 are never used: the starts are independent; fewer than 1 is taken as 1), each in a
+/* mf_hmm_structured with its four starts (init NULL) run on up to n_threads threads (more
+ * than 4 are never used: the starts are independent; fewer than 1 is taken as 1), each in a
  * scratch block of its own (mf_hmm_work_size once more per extra thread).  Everything it
  * writes is the same for any n_threads. */
 int mf_hmm_structured_threads(const mf_hmm_model *m, ptrdiff_t T, const double *X,

@@ -24,6 +24,17 @@ int mf_hmm__prepare(const mf_hmm_model *m, ptrdiff_t T, mf_hmm_model *e)
     return MF_OK;
 }
 
+/* sum over the observed coordinates of x of x[d] a[d] - a[d]^2 / 2: ln N(x; a, I) up to terms
+ * free of a, for one table row a */
+static double site_term(const double *x, const double *a, ptrdiff_t D)
+{
+    double v = 0.0;
+    ptrdiff_t d;
+    for (d = 0; d < D; d++)
+        if (!isnan(x[d])) v += x[d] * a[d] - 0.5 * a[d] * a[d];
+    return v;
+}
+
 double mf_hmm__site_terms(const mf_hmm_model *m, ptrdiff_t T, const double *X, double *e)
 {
     const ptrdiff_t n = m->n, D = m->D, lag = m->lag;
@@ -37,24 +48,21 @@ double mf_hmm__site_terms(const mf_hmm_model *m, ptrdiff_t T, const double *X, d
             if (!isnan(x[d])) xx += x[d] * x[d] + 2.0 * HALF_LOG_2PI;
         cst -= 0.5 * xx;
         for (i = 0; i < n; i++) {
-            double v = 0.0;
-            const double *u = m->U + i * D;
-            for (d = 0; d < D; d++)
-                if (!isnan(x[d])) v += x[d] * u[d] - 0.5 * u[d] * u[d];
-            if (r) {        /* s_t is the right context of x_{t-lag} */
-                const double *xr = X + (t - lag) * D, *rr = m->V + i * D;
-                for (d = 0; d < D; d++)
-                    if (!isnan(xr[d])) v += xr[d] * rr[d] - 0.5 * rr[d] * rr[d];
-            }
-            if (l) {        /* s_t is the left context of x_{t+lag} */
-                const double *xl = X + (t + lag) * D, *ll = m->W + i * D;
-                for (d = 0; d < D; d++)
-                    if (!isnan(xl[d])) v += xl[d] * ll[d] - 0.5 * ll[d] * ll[d];
-            }
+            double v = site_term(x, m->U + i * D, D);
+            if (r) v += site_term(X + (t - lag) * D, m->V + i * D, D);  /* right context of x_{t-lag} */
+            if (l) v += site_term(X + (t + lag) * D, m->W + i * D, D);  /* left context of x_{t+lag} */
             e[t * n + i] = v;
         }
     }
     return cst;
+}
+
+void mf_hmm__own_terms(const mf_hmm_model *m, ptrdiff_t T, const double *X, double *e)
+{
+    const ptrdiff_t n = m->n, D = m->D;
+    ptrdiff_t t, i;
+    for (t = 0; t < T; t++)
+        for (i = 0; i < n; i++) e[t * n + i] = site_term(X + t * D, m->U + i * D, D);
 }
 
 void mf_hmm__bar_means(const mf_hmm_model *m, ptrdiff_t T, const double *gam, double *bar)

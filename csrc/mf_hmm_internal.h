@@ -160,6 +160,10 @@ static inline const double *table(const mf_hmm_model *m, int k)
  * sum_t (-D_t/2 ln 2 pi - |x_t|^2 / 2), D_t and |x_t| over the observed coordinates of x_t. */
 MF_HMM_INTERNAL double mf_hmm__site_terms(const mf_hmm_model *m, ptrdiff_t T, const double *X,
                                           double *e);
+/* e[t, i] = ln p(x_t | own mean of state i) up to terms free of i: the site terms without
+ * the contexts (the first-order posterior of the model with its context means left out). */
+MF_HMM_INTERNAL void mf_hmm__own_terms(const mf_hmm_model *m, ptrdiff_t T, const double *X,
+                                       double *e);
 
 typedef struct {
     int ta, tb;          /* tables of the two ends (0 = U, 1 = V, 2 = W) */
@@ -315,6 +319,11 @@ MF_HMM_INTERNAL int mf_hmm__xchain_ascent(xchain_t *x, ptrdiff_t max_sweeps, dou
 
 /* ----------------------------------------------------------------------------------------- */
 /* Structured mean field (mf_hmm_structured.c) and the exact likelihood (mf_hmm_exact.c)      */
+
+/* The structured solver's starts (mf_hmm_structured.c): the link solutions from the
+ * first-order posterior and from the naive marginals, the first-order posterior, and the
+ * first-order posterior of the model without its context means. */
+#define MF_HMM_N_STARTS 4
 
 typedef struct {
     double *hbest, *h, *hist, *q, *pairs, *pmask;

@@ -3,6 +3,14 @@
  * -- and the M-step statistics of that objective in the means.  See mf_hmm.h. */
 #include "mf_hmm_internal.h"
 
+#define PRE_TOL MF_HMM_PRE_TOL
+#define SCREEN_TOL MF_HMM_SCREEN_TOL
+#define N_STARTS MF_HMM_N_STARTS
+/* How many of the screened starts go on to the caller's tolerance.  Two finalists (run on
+ * two threads side by side) changed no bound over the 162 instances of docs/context_hmm.md and
+ * cost a quarter more time on one thread. */
+#define FINALISTS 1
+
 #if defined(_OPENMP)
 #include <omp.h>
 #endif
@@ -74,61 +82,64 @@ void mf_hmm__structured_layout(arena_t *a, xchain_t *x, const mf_hmm_model *m, p
     b->pmask = (double *)take(a, 3 * m->D, m->n * m->n, sizeof(double));
 }
 
-/* Start k of the structured solver (see mf_hmm.h): potentials in b->h, the ascent's history
- * in b->hist, its value in *F and sweeps in *ns; b->q and gam are scratch (gam: T n).  Returns
- * the ascent's status, or HMM_IMPOSSIBLE for a naive start that has no finite value (the start
- * is then skipped), or the first error. */
+/* Start k of the structured solver (see mf_hmm.h), its ascent run to tolerance tol (the
+ * screen's), the link / naive solves before it to the looser of tol and PRE_TOL:
+ * potentials in b->h, the ascent's history in b->hist, its value in *F and sweeps in *ns;
+ * b->q and gam are scratch (gam: T n).  Returns the ascent's status, or HMM_IMPOSSIBLE for a
+ * naive start that has no finite value (the start is then skipped), or the first error. */
 static int run_start(int k, const mf_hmm_model *m, ptrdiff_t T, const double *X,
                      ptrdiff_t max_sweeps, double tol, xchain_t *x, structured_bufs *b,
                      double *gam, ptrdiff_t hist_len, double *F, ptrdiff_t *ns)
 {
+    const double ptol = tol > PRE_TOL ? tol : PRE_TOL;
     double lb;
     int status;
     if (k == 0) {
         /* link bound from the first-order posterior */
-        status = mf_hmm__link(m, T, X, max_sweeps, tol, NULL, gam, b->hist, hist_len, ns, &lb,
+        status = mf_hmm__link(m, T, X, max_sweeps, ptol, NULL, gam, b->hist, hist_len, ns, &lb,
                               b->h);
     } else if (k == 1) {
         /* link bound from the fully factorised solution */
-        status = mf_hmm__naive(m, T, X, max_sweeps, tol, b->q, b->hist, hist_len, ns, &lb);
+        status = mf_hmm__naive(m, T, X, max_sweeps, ptol, b->q, b->hist, hist_len, ns, &lb);
         /* zeros in the transitions can leave the product family without a finite start */
         if (status == HMM_IMPOSSIBLE) return status;
         if (status == MF_OK || status == MF_NOT_CONVERGED)
-            status = mf_hmm__link(m, T, X, max_sweeps, tol, b->q, gam, b->hist, hist_len, ns,
+            status = mf_hmm__link(m, T, X, max_sweeps, ptol, b->q, gam, b->hist, hist_len, ns,
                                   &lb, b->h);
-    } else {
+    } else if (k == 2) {
         memcpy(b->h, x->e, (size_t)(T * m->n) * sizeof(double));   /* first-order posterior */
+        status = MF_OK;
+    } else {
+        mf_hmm__own_terms(m, T, X, b->h);   /* ... of the model without its context means */
         status = MF_OK;
     }
     if (status != MF_OK && status != MF_NOT_CONVERGED) return status;
     return mf_hmm__xchain_ascent(x, max_sweeps, tol, b->h, b->hist, hist_len, ns, F);
 }
 
-/* One worker's scratch for the parallel starts: its own chain and buffers. */
+/* One thread's scratch: a chain and its buffers, in a block of its own or the caller's. */
 typedef struct {
     arena_t a;
-    xchain_t x;
-    structured_bufs b;
+    xchain_t own_x;
+    structured_bufs own_b;
+    xchain_t *x;
+    structured_bufs *b;
     double *gam;
 } worker_t;
 
 static void worker_layout(worker_t *w, const mf_hmm_model *m, ptrdiff_t T, ptrdiff_t hist_len)
 {
-    mf_hmm__structured_layout(&w->a, &w->x, m, T, hist_len, &w->b);
+    mf_hmm__structured_layout(&w->a, &w->own_x, m, T, hist_len, &w->own_b);
     w->gam = (double *)take(&w->a, T, m->n, sizeof(double));
+    w->x = &w->own_x;
+    w->b = &w->own_b;
 }
 
-/* The three starts on up to n_threads threads (at most 3), each start in a worker's block and
- * its result (potentials, history, value, sweeps, status) kept apart, so that the start kept
- * -- the highest value, the first on a tie -- and everything reported are the same for any
- * n_threads.  Only the first error (in the starts' order) is returned. */
-static int parallel_starts(const mf_hmm_model *m, ptrdiff_t T, const double *X,
-                           ptrdiff_t max_sweeps, double tol, ptrdiff_t hist_len, int n_threads,
-                           double *h_out[3], double *hist_out[3], double F_out[3],
-                           ptrdiff_t ns_out[3], int st_out[3])
+/* Blocks of their own for workers 0 .. nw - 1; on failure none is left allocated. */
+static int workers_open(worker_t *w, int nw, const mf_hmm_model *m, ptrdiff_t T,
+                        const double *X, ptrdiff_t hist_len)
 {
-    worker_t w[3];
-    int nw = n_threads < 3 ? n_threads : 3, i, status = MF_OK;
+    int i, status;
     for (i = 0; i < nw; i++) {
         w[i].a.base = NULL;
         w[i].a.used = 0;
@@ -139,24 +150,85 @@ static int parallel_starts(const mf_hmm_model *m, ptrdiff_t T, const double *X,
             return status;
         }
         worker_layout(&w[i], m, T, hist_len);
-        mf_hmm__xchain_setup(&w[i].x, X);
+        mf_hmm__xchain_setup(w[i].x, X);
     }
+    return MF_OK;
+}
+
+/* The starts' results, one entry per start: potentials, history, value, sweeps, status. */
+typedef struct {
+    const mf_hmm_model *m;
+    ptrdiff_t T, max_sweeps, hist_len;
+    const double *X;
+    double tol, stol;
+    double *h[N_STARTS], *hist[N_STARTS], F[N_STARTS];
+    ptrdiff_t ns[N_STARTS];
+    int st[N_STARTS], fin[FINALISTS];
+} starts_t;
+
+/* Job i of a phase on worker me: phase 0 runs start i to the screen's tolerance, phase 1
+ * takes finalist i on to the caller's, within what is left of the sweep budget. */
+static void run_job(starts_t *S, int phase, int i, worker_t *me)
+{
+    const size_t Tn = (size_t)(S->T * S->m->n);
+    if (phase == 0) {
+        S->st[i] = run_start(i, S->m, S->T, S->X, S->max_sweeps, S->stol, me->x, me->b, me->gam,
+                             S->hist_len, &S->F[i], &S->ns[i]);
+        memcpy(S->h[i], me->b->h, Tn * sizeof(double));
+        memcpy(S->hist[i], me->b->hist, (size_t)S->hist_len * sizeof(double));
+    } else {
+        const int k = S->fin[i];
+        ptrdiff_t more = 0, j;
+        double F;
+        if (S->st[k] != MF_OK) return;   /* out of sweeps already: it competes as it is */
+        if (S->ns[k] >= S->max_sweeps) {
+            S->st[k] = MF_NOT_CONVERGED;
+            return;
+        }
+        S->st[k] = mf_hmm__xchain_ascent(me->x, S->max_sweeps - S->ns[k], S->tol, S->h[k],
+                                         me->b->hist, S->hist_len, &more, &F);
+        for (j = 1; j <= more && S->ns[k] + j < S->hist_len; j++)
+            S->hist[k][S->ns[k] + j] = me->b->hist[j];
+        S->ns[k] += more;
+        S->F[k] = F;
+    }
+}
+
+/* The jobs of a phase on nw workers (one thread each); which worker runs a job changes
+ * nothing in its result, so everything reported is the same for any number of threads. */
+static void run_phase(starts_t *S, int phase, int n_jobs, worker_t *w, int nw)
+{
+    int i;
 #if defined(_OPENMP)
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nw)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nw) if (nw > 1)
 #endif
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < n_jobs; i++) {
 #if defined(_OPENMP)
         worker_t *me = &w[omp_get_thread_num()];
 #else
         worker_t *me = &w[0];
 #endif
-        st_out[i] = run_start(i, m, T, X, max_sweeps, tol, &me->x, &me->b, me->gam, hist_len,
-                              &F_out[i], &ns_out[i]);
-        memcpy(h_out[i], me->b.h, (size_t)(T * m->n) * sizeof(double));
-        memcpy(hist_out[i], me->b.hist, (size_t)hist_len * sizeof(double));
+        run_job(S, phase, i, me);
     }
-    for (i = 0; i < nw; i++) free(w[i].a.base);
-    return status;
+}
+
+/* A start's status that lets it compete: converged or out of sweeps (start 1 may also have
+ * been skipped: HMM_IMPOSSIBLE, never an error). */
+static int usable(int st) { return st == MF_OK || st == MF_NOT_CONVERGED; }
+
+/* The usable start with the highest value not yet in fin[0 .. nf), the first on a tie; -1 when
+ * none is left. */
+static int next_best(const starts_t *S, int nf)
+{
+    int k, j, sel = -1;
+    for (k = 0; k < N_STARTS; k++) {
+        int taken = 0;
+        if (!usable(S->st[k])) continue;
+        for (j = 0; j < nf; j++) taken |= S->fin[j] == k;
+        if (taken) continue;
+        if (sel < 0 || S->F[k] > S->F[sel] || (isnan(S->F[sel]) && !isnan(S->F[k]))) sel = k;
+    }
+    return sel;
 }
 
 static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
@@ -169,9 +241,11 @@ static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
     xchain_t x;
     arena_t a = {NULL, 0, 0}, ka = {NULL, 0, 0};
     structured_bufs b;
-    double best = -INFINITY, F, *hk[3], *histk[3], Fk[3];
-    ptrdiff_t k, nbest = 0, nsk[3];
-    int status, start, conv_best = MF_OK, stk[3];
+    double best = -INFINITY, F;
+    ptrdiff_t k, nbest = 0;
+    int status, start, conv_best = MF_OK, nw = 0, nf, kept;
+    worker_t w[N_STARTS];
+    starts_t S;
 
     mf_hmm__structured_layout(&a, &x, m, T, hist_len, &b);
     if ((status = arena_alloc(&a)) != MF_OK) return status;
@@ -184,44 +258,62 @@ static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
         if (status != MF_OK && status != MF_NOT_CONVERGED) goto done;
         conv_best = status;
     } else {
-        /* the three starts and their ascents: one after another in this block, or on
-         * several threads in blocks of their own; each start's result kept apart */
-        for (start = 0; start < 3; start++) {
-            hk[start] = (double *)take(&ka, T, n, sizeof(double));
-            histk[start] = (double *)take(&ka, hist_len, 1, sizeof(double));
+        S.m = m;
+        S.T = T;
+        S.X = X;
+        S.max_sweeps = max_sweeps;
+        S.hist_len = hist_len;
+        S.tol = tol;
+        S.stol = tol > SCREEN_TOL ? tol : SCREEN_TOL;
+        for (start = 0; start < N_STARTS; start++) {
+            S.h[start] = (double *)take(&ka, T, n, sizeof(double));
+            S.hist[start] = (double *)take(&ka, hist_len, 1, sizeof(double));
         }
         if ((status = arena_alloc(&ka)) != MF_OK) goto done;
-        for (start = 0; start < 3; start++) {
-            hk[start] = (double *)take(&ka, T, n, sizeof(double));
-            histk[start] = (double *)take(&ka, hist_len, 1, sizeof(double));
+        for (start = 0; start < N_STARTS; start++) {
+            S.h[start] = (double *)take(&ka, T, n, sizeof(double));
+            S.hist[start] = (double *)take(&ka, hist_len, 1, sizeof(double));
         }
+        /* one thread works in this block; several, each in a block of its own */
         if (n_threads > 1) {
-            status = parallel_starts(m, T, X, max_sweeps, tol, hist_len, n_threads, hk, histk,
-                                     Fk, nsk, stk);
-            if (status != MF_OK) goto done;
+            nw = n_threads < N_STARTS ? n_threads : N_STARTS;
+            if ((status = workers_open(w, nw, m, T, X, hist_len)) != MF_OK) {
+                nw = 0;
+                goto done;
+            }
         } else {
-            for (start = 0; start < 3; start++) {
-                stk[start] = run_start(start, m, T, X, max_sweeps, tol, &x, &b, gamma, hist_len,
-                                       &Fk[start], &nsk[start]);
-                memcpy(hk[start], b.h, (size_t)Tn * sizeof(double));
-                memcpy(histk[start], b.hist, (size_t)hist_len * sizeof(double));
-                if (stk[start] != MF_OK && stk[start] != MF_NOT_CONVERGED
-                    && !(start == 1 && stk[start] == HMM_IMPOSSIBLE))
-                    break;   /* an error: the later starts are not run */
-            }
+            w[0].x = &x;
+            w[0].b = &b;
+            w[0].gam = gamma;
         }
-        for (start = 0; start < 3; start++) {
-            status = stk[start];
-            if (start == 1 && status == HMM_IMPOSSIBLE) continue;   /* that start is skipped */
-            if (status != MF_OK && status != MF_NOT_CONVERGED) goto done;
-            if (Fk[start] > best) {
-                best = Fk[start];
-                nbest = nsk[start];
-                conv_best = status;
-                memcpy(b.hbest, hk[start], (size_t)Tn * sizeof(double));
-                for (k = 0; k <= nsk[start] && k < hist_len; k++) history[k] = histk[start][k];
+        /* every start's ascent to the screen's tolerance */
+        run_phase(&S, 0, N_STARTS, w, nw > 1 ? nw : 1);
+        for (start = 0; start < N_STARTS; start++)
+            if (!usable(S.st[start]) && !(start == 1 && S.st[start] == HMM_IMPOSSIBLE)) {
+                status = S.st[start];   /* the first error, in the starts' order */
+                goto done;
             }
+        /* the best FINALISTS go on to the caller's tolerance (if it is tighter and they
+         * converged at the screen's); nf >= 1, as start 0 is never skipped */
+        for (nf = 0; nf < FINALISTS && (k = next_best(&S, nf)) >= 0; nf++) S.fin[nf] = (int)k;
+        if (S.stol > tol) {
+            run_phase(&S, 1, nf, w, nw > 1 ? nw : 1);
+            for (k = 0; k < nf; k++)
+                if (!usable(S.st[S.fin[k]])) {
+                    status = S.st[S.fin[k]];
+                    goto done;
+                }
         }
+        /* the finalist with the highest value kept, the better screened one on a tie */
+        kept = S.fin[0];
+        for (k = 1; k < nf; k++)
+            if (S.F[S.fin[k]] > S.F[kept] || (isnan(S.F[kept]) && !isnan(S.F[S.fin[k]])))
+                kept = S.fin[k];
+        best = S.F[kept];
+        nbest = S.ns[kept];
+        conv_best = S.st[kept];
+        memcpy(b.hbest, S.h[kept], (size_t)Tn * sizeof(double));
+        for (k = 0; k <= nbest && k < hist_len; k++) history[k] = S.hist[kept][k];
     }
     /* the kept chain's marginals and statistics */
     status = mf_hmm__xchain_objective(&x, b.hbest, xi_sum, b.pairs, b.pairs + n * n,
@@ -237,6 +329,7 @@ static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
     *bound = best;
     status = conv_best;
 done:
+    for (start = 0; start < nw; start++) free(w[start].a.base);
     free(a.base);
     free(ka.base);
     return status;

@@ -29,8 +29,8 @@ int mf_hmm_work_size(int method, const mf_hmm_model *m, ptrdiff_t T, ptrdiff_t *
         naive_bufs nb;
         arena_t c = {NULL, 0, 0};
         mf_hmm__structured_layout(&a, &x, &e, T, 1001, &sb);
-        (void)take(&a, 3 * T, e.n, sizeof(double));   /* the starts' potentials ... */
-        (void)take(&a, 3 * 1001, 1, sizeof(double));  /* ... and histories */
+        (void)take(&a, MF_HMM_N_STARTS * T, e.n, sizeof(double));   /* the starts' potentials */
+        (void)take(&a, MF_HMM_N_STARTS * 1001, 1, sizeof(double));  /* ... and histories */
         mf_hmm__link_layout(&b, &e, T, &lb);
         mf_hmm__naive_layout(&c, &e, T, &nb);
         if (c.bad) b.bad = 1;

@@ -186,15 +186,25 @@ def test_structured_is_the_best_ascent_from_its_starts(context):
     assert r["bound"][0] == pytest.approx(R.exact_elbo(p, X, r["logpot"]), abs=1e-10)
     np.testing.assert_allclose(r["gamma"], R.link_bound(p, X, r["logpot"])[1], atol=1e-12)
     np.testing.assert_allclose(r["xi"][0], R.chain_pair_marginals(p, r["logpot"], 1), atol=1e-12)
-    # the starts: the link solutions from both inits and the first-order posterior
+    # the starts: the link solutions from both inits (to the looser PRE_TOL), the first-order
+    # posterior, and the first-order posterior without the context means
     e = R._site_terms(dict(p, U=args[2]), Xs)   # the first-order posterior's potentials
-    qn = h.infer(X, method="naive").posteriors
+    own = R._site_terms(dict(p, U=args[2], right=False, left=False), Xs)
     mi, tol = h.infer_max_iter, h.infer_tol
-    starts = [_chain.link(*args, Xs, mi, tol)[2], _chain.link(*args, Xs, mi, tol, qn)[2], e]
-    finals = [_chain.ascent(*args, Xs, s0, mi, tol)[0] for s0 in starts]
+    ptol, stol = max(tol, _chain.PRE_TOL), max(tol, _chain.SCREEN_TOL)
+    qn = h.infer(X, method="naive", tol=ptol).posteriors
+    starts = [_chain.link(*args, Xs, mi, ptol)[2], _chain.link(*args, Xs, mi, ptol, qn)[2], e,
+              own]
+    # each start's ascent to the screen's tolerance; the best goes on to infer_tol
+    screened = [_chain.ascent(*args, Xs, s0, mi, stol) for s0 in starts]
+    k = int(np.argmax([F for F, _, _ in screened]))
+    F, _, hist = _chain.ascent(*args, Xs, screened[k][1], mi - (len(screened[k][2]) - 1), tol)
     # (the ascent's values use the sweeps' expanded form; the reported bound is the same
     # objective evaluated without cancellation: equal to rounding)
-    assert r["bound"][0] == pytest.approx(max(finals), rel=1e-13, abs=1e-12)
+    assert r["bound"][0] == pytest.approx(F, rel=1e-13, abs=1e-12)
+    assert r["n_sweeps"][0] == len(screened[k][2]) - 1 + len(hist) - 1
+    np.testing.assert_allclose(r["history"][0][: r["n_sweeps"][0] + 1],
+                               np.concatenate([screened[k][2], hist[1:]]), rtol=1e-13)
     for s0 in starts:
         assert r["bound"][0] >= R.link_bound(p, X, s0)[0] - 1e-12
         assert r["bound"][0] >= R.exact_elbo(p, X, s0) - 1e-12

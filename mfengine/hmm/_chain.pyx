@@ -34,7 +34,7 @@ or above 1e300 (-inf is allowed: a forbidden state).
 max_sweeps, tol, n_threads, gamma, logpot, bound, n_sweeps, converged)`` and
 ``mf_hmm_naive_infer(...)`` (the same without ``logpot``): structured / fully factorised mean
 field on n_seq sequences, as ``ContextHMM.infer(method=...)`` (the structured one: ascents
-from the three starts, the best kept).  Model: n states, D output dimensions, ``lag`` >= 1,
+from the four starts, the best kept).  Model: n states, D output dimensions, ``lag`` >= 1,
 ``context`` 1 (right), 2 (left) or 3 (both); ``startprob`` (n,), ``transmat`` (n, n); ``U``,
 ``V``, ``W`` (n, D) the own-state, right- and left-context means (V read only with right
 context, W only with left; either may then be NULL).  ``lengths`` (n_seq,) >= 1; ``X``
@@ -113,6 +113,8 @@ cdef extern from "mf_hmm.h" nogil:
                      Py_ssize_t *n_sweeps, double *bound)
     Py_ssize_t mf_hmm_exact_states(const mf_hmm_model *m, Py_ssize_t T)
     int mf_hmm_exact(const mf_hmm_model *m, Py_ssize_t T, const double *X, double *loglik)
+    double MF_HMM_PRE_TOL
+    double MF_HMM_SCREEN_TOL
 
 cdef extern from "mf_hmm_internal.h" nogil:
     int mf_hmm__lowrank_mode
@@ -129,6 +131,11 @@ def _set_lowrank_mode(int mode):
     mf_hmm__lowrank_mode = mode
     return old
 
+
+#: Tolerances (nats per time step) of the structured solver's starts: the link / naive solves
+#: that place two of them, and the ascents from all four before the best goes on (mf_hmm.h).
+PRE_TOL = MF_HMM_PRE_TOL
+SCREEN_TOL = MF_HMM_SCREEN_TOL
 
 #: Longest per-sequence history kept (the bound before the first sweep and after each of the
 #: first HISTORY_MAX sweeps), so that a large sweep budget never needs a large buffer.

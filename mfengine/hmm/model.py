@@ -440,7 +440,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
                              "infer_max_iter" if max_iter is None else "max_iter", 0)
         tol = check_real(self.infer_tol if tol is None else tol,
                          "infer_tol" if tol is None else "tol")
-        # threads over sequences; a structured solve can also run its three starts apart
+        # threads over sequences; a structured solve can also run its four starts apart
         n_items = (len(offsets) - 1) * (3 if method == "structured" else 1)
         n_threads = n_threads_for(self.n_threads, n_items)
         return _chain.run(method, sp, A, U, V, W, lag, right, left, Xs, offsets, max_iter, tol,
