@@ -1,0 +1,320 @@
+"""ContextHMM structured solver: which of its starts wins, and the other numbers of
+docs/context_hmm.md that examples/context_hmm.py does not print.
+
+    python bench/hmm_start_detail.py               # parts 1-3, the 160 instances of part 3 of
+                                                   # examples/context_hmm.py (about 10 s)
+    python bench/hmm_start_detail.py --grid        # part 1 on bench/hmm_starts.py's 162 too
+    python bench/hmm_start_detail.py --decode 400  # part 4 only, on 400 instances
+
+1. The starts.  The solver (mf_hmm_structured, csrc/mf_hmm.h) runs four starts -- 0: the link
+   solution from the first-order posterior, 1: the link solution from the naive marginals (the
+   link and naive solves to PRE_TOL), 2: the first-order posterior, 3: the first-order
+   posterior of the model with its context means left out -- each ascent to SCREEN_TOL, and
+   takes the best on to ``infer_tol``.  Here each start is rebuilt in Python through the
+   one-chain kernels of ``mfengine.hmm._chain`` and EVERY start's ascent is taken on to
+   ``infer_tol``, so that for each instance one sees: the start the solver keeps (the
+   emulation is checked against ``ContextHMM.infer``), the start whose full ascent is highest
+   when one is highest by more than 1e-6 nats ("unique winner"), what the solver would report
+   without each start (the mean loss of bound), how often the screen keeps a start whose full
+   ascent is not the highest, and a further candidate start, the chain whose marginals equal
+   the naive solution's (iterative proportional fitting), ascended to ``infer_tol``.
+2. The link columns of the "How the bounds compare" table: the link bound of the iteration
+   from the first-order posterior (to ``infer_tol``) and the exact objective F of its chain,
+   gaps to the exact ln P(x), means over 20.
+3. The same instances at the data's raw origin (no centring: the kernels called directly on
+   the uncentred means and data): structured, naive and link gaps, means over 20.
+4. (--decode N) Viterbi on the structured chain Q against the exact MAP path (enumeration), on
+   the first N instances of tests/test_hmm_decode.py's generator.
+"""
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+
+import mfengine as mf
+from mfengine.hmm import _chain
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+START_NAMES = ("link from first-order", "link from naive", "first-order", "own terms only")
+EPS = 1e-6
+
+
+def part3_model(lag, cs, seed):
+    """The instances of examples/context_hmm.py, part 3 (same draws)."""
+    r2 = np.random.default_rng(1000 + seed)
+    h = mf.ContextHMM(3, 2, lag=lag, context="both", n_threads=1, progress=False)
+    h.means_ = 2.0 * r2.normal(size=(3, 2))
+    A = r2.random((3, 3)) + 2 * np.eye(3)
+    h.transmat_ = A / A.sum(1, keepdims=True)
+    h.right_means_ = cs * r2.normal(size=(3, 2))
+    h.left_means_ = cs * r2.normal(size=(3, 2))
+    X, _ = h.sample(40, random_state=seed)
+    return h, X
+
+
+def site_terms(P, Xs, lag, right, left, own_only=False):
+    """Potentials of the first-order posterior: every term of ln p(x | s) in s_t alone (with
+    ``own_only``, only the own-state emission terms: the model without its context means)."""
+    _, _, U, V, W = P
+    e = Xs @ U.T - 0.5 * (U * U).sum(1)
+    if not own_only:
+        if right:
+            e[lag:] += Xs[:-lag] @ V.T - 0.5 * (V * V).sum(1)
+        if left:
+            e[:-lag] += Xs[lag:] @ W.T - 0.5 * (W * W).sum(1)
+    return np.ascontiguousarray(e)
+
+
+def ipf_potentials(sp, A, q, e0, passes=500, tol=1e-11):
+    """Potentials of the chain with the model's transitions whose marginals are q (T, n):
+    iterative proportional fitting, one time step at a time, from the potentials e0."""
+    h = e0.copy()
+    for _ in range(passes):
+        for t in range(len(q)):
+            g = _chain.forward_backward(sp, A, h)[0]
+            h[t] += np.log(q[t]) - np.log(g[t])
+        if np.max(np.abs(_chain.forward_backward(sp, A, h)[0] - q)) < tol:
+            break
+    return h
+
+
+def starts_of(h, X, with_ipf=False):
+    """Every start of the solver, screened and then continued to infer_tol.
+
+    Returns (screen values (4,), full values (4,), sweeps of the screen (4,), histories of the
+    full ascents, the solver's bound, the IPF start's full value or None)."""
+    P, Xs = h._shifted(X)
+    T = len(X)
+    lag = min(int(h.lag), T)
+    args = P + (lag, h._right, h._left)
+    mi, tol = int(h.infer_max_iter), float(h.infer_tol)
+    ptol, stol = max(tol, _chain.PRE_TOL), max(tol, _chain.SCREEN_TOL)
+    offsets = np.array([0, T], dtype=np.intp)
+    qn = _chain.run("naive", *P, lag, h._right, h._left, Xs, offsets, mi, ptol, False, 1)["gamma"]
+    pots = [_chain.link(*args, Xs, mi, ptol)[2],
+            _chain.link(*args, Xs, mi, ptol, np.ascontiguousarray(qn))[2],
+            site_terms(P, Xs, lag, h._right, h._left),
+            site_terms(P, Xs, lag, h._right, h._left, own_only=True)]
+    screen, full, nscreen, hists = [], [], [], []
+    for s0 in pots:
+        v, hs, hist = _chain.ascent(*args, Xs, s0, mi, stol)
+        ns = len(hist) - 1
+        screen.append(v)
+        nscreen.append(ns)
+        if ns < mi and stol > tol:
+            v2, _, hist2 = _chain.ascent(*args, Xs, hs, mi - ns, tol)
+            hist = np.concatenate([hist, hist2[1:]])
+            v = v2
+        full.append(v)
+        hists.append(hist)
+    solver = float(h.infer(X, method="structured").bound[0])
+    ipf = None
+    if with_ipf:
+        qfull = _chain.run("naive", *P, lag, h._right, h._left, Xs, offsets, mi, tol, False,
+                           1)["gamma"]
+        hp = ipf_potentials(P[0], P[1], np.ascontiguousarray(qfull), pots[2])
+        ipf = _chain.ascent(*args, Xs, hp, mi, tol)[0]
+    return np.array(screen), np.array(full), np.array(nscreen), hists, solver, ipf
+
+
+def pick(screen, full, subset):
+    """The solver's answer using only the starts in ``subset``: the best screen value (the
+    first on a tie) is continued."""
+    k = max(subset, key=lambda j: (screen[j], -j))
+    return full[k], k
+
+
+def report_starts(rows, label):
+    """rows: list of (name, list of starts_of results)."""
+    print(f"\n[1] the solver's four starts ({label}); 0: {START_NAMES[0]}, 1: {START_NAMES[1]}, "
+          f"2: {START_NAMES[2]}, 3: {START_NAMES[3]}")
+    print("    kept: the start the screen keeps; unique winner: the start whose full ascent is "
+          f"highest by > {EPS:g} nats; without k: mean loss of the solver's bound (nats) and "
+          "how many instances lose > 1e-6")
+    print(f"    {'instances':28s} {'emul.':>7s} {'kept 0/1/2/3':>13s} {'unique winner':>14s} "
+          + " ".join(f"{'without ' + str(k):>16s}" for k in range(4))
+          + f" {'screen loss':>16s} {'IPF higher':>10s}")
+    tot = {"kept": np.zeros(4, int), "win": np.zeros(4, int), "loss": np.zeros(4),
+           "nloss": np.zeros(4, int), "n": 0, "screen": [], "ipf": 0, "ipf_n": 0}
+    for name, res in rows:
+        kept, win = np.zeros(4, int), np.zeros(4, int)
+        loss, nloss = np.zeros(4), np.zeros(4, int)
+        emul, sloss, ipf_hi, ipf_n = 0.0, [], 0, 0
+        for screen, full, _, _, solver, ipf in res:
+            v, k = pick(screen, full, range(4))
+            emul = max(emul, abs(v - solver))
+            kept[k] += 1
+            order = np.argsort(full)[::-1]
+            if full[order[0]] - full[order[1]] > EPS:
+                win[order[0]] += 1
+            for j in range(4):
+                d = v - pick(screen, full, [i for i in range(4) if i != j])[0]
+                loss[j] += d
+                nloss[j] += d > EPS
+            sloss.append(full.max() - v)
+            if ipf is not None:
+                ipf_n += 1
+                ipf_hi += ipf > v + EPS
+        m = len(res)
+        s = np.array(sloss)
+        print(f"    {name:28s} {emul:7.0e} {'/'.join(map(str, kept)):>13s} "
+              f"{'/'.join(map(str, win)):>14s} "
+              + " ".join(f"{loss[j] / m:>10.4f} ({nloss[j]:2d})" for j in range(4))
+              + f" {(s > EPS).sum():3d} (max {s.max():6.3f})"
+              + (f" {ipf_hi:>5d}/{ipf_n}" if ipf_n else f" {'-':>10s}"))
+        tot["kept"] += kept
+        tot["win"] += win
+        tot["loss"] += loss
+        tot["nloss"] += nloss
+        tot["n"] += m
+        tot["screen"] += sloss
+        tot["ipf"] += ipf_hi
+        tot["ipf_n"] += ipf_n
+    s = np.array(tot["screen"])
+    print(f"    {'all ' + str(tot['n']):28s} {'':7s} {'/'.join(map(str, tot['kept'])):>13s} "
+          f"{'/'.join(map(str, tot['win'])):>14s} "
+          + " ".join(f"{tot['loss'][j] / tot['n']:>10.4f} ({tot['nloss'][j]:2d})" for j in range(4))
+          + f" {(s > EPS).sum():3d} (max {s.max():6.3f})"
+          + (f" {tot['ipf']:>5d}/{tot['ipf_n']}" if tot["ipf_n"] else ""))
+
+
+def screen_losses(cases):
+    """Instances where the start the screen keeps is not the one whose full ascent is highest."""
+    for desc, (screen, full, nscreen, hists, _, _) in cases:
+        v, k = pick(screen, full, range(4))
+        b = int(np.argmax(full))
+        if full[b] - v <= EPS:
+            continue
+        print(f"    {desc}: kept start {k} (screen {screen[k]:.4f} after {nscreen[k]} sweeps, "
+              f"final {full[k]:.4f}); start {b} screens at {screen[b]:.4f} after {nscreen[b]} "
+              f"sweeps and ends at {full[b]:.4f} ({full[b] - v:+.3f})")
+        hb = hists[b]
+        steps = np.diff(hb)
+        print(f"      start {b}'s full ascent, F per sweep: "
+              + " ".join(f"{x:.2f}" for x in hb[:: max(1, len(hb) // 30)])
+              + f" ({len(hb) - 1} sweeps; gains per sweep, first 40: "
+              + " ".join(f"{x:.1e}" for x in steps[:40]) + ")")
+
+
+def part1(scales, lags):
+    rows, cases = [], []
+    for lag in lags:
+        for cs in scales:
+            res = []
+            for seed in range(20):
+                h, X = part3_model(lag, cs, seed)
+                r = starts_of(h, X, with_ipf=True)
+                res.append(r)
+                cases.append((f"lag {lag} scale {cs} seed {seed}", r))
+            rows.append((f"lag {lag}, context scale {cs}", res))
+    report_starts(rows, "examples/context_hmm.py part 3: n = 3, both, T = 40")
+    screen_losses(cases)
+
+
+def part1_grid():
+    sys.path.insert(0, HERE)
+    import itertools
+    from hmm_starts import make_model
+    grid = list(itertools.product((3, 5, 10), (1, 2, 5), ("both", "right", "left"), (300, 1000),
+                                  (0.3, 1.0, 3.0)))
+    by_scale, cases = {}, []
+    t0 = time.process_time()
+    for seed, (n, lag, context, T, cs) in enumerate(grid):
+        h = make_model(n, lag, context, cs, seed)
+        X, _ = h.sample(T, random_state=seed + 100)
+        r = starts_of(h, X)
+        by_scale.setdefault((T, cs), []).append(r)
+        cases.append((f"n={n} lag={lag} {context} T={T} context scale {cs}", r))
+    rows = [(f"T = {T}, context scale {cs}", res) for (T, cs), res in sorted(by_scale.items())]
+    report_starts(rows, f"bench/hmm_starts.py's {len(grid)} instances")
+    screen_losses(cases)
+    print(f"    ({time.process_time() - t0:.0f} s CPU)")
+
+
+def part2_3(scales, lags):
+    print("\n[2] link iteration from the first-order posterior (to infer_tol) and F of its chain; "
+          "[3] the same instances at the raw origin (kernels on uncentred means and data); "
+          "gaps to the exact ln P(x), means over 20")
+    print(f"    {'':24s} {'link':>9s} {'F(chain)':>9s} | {'raw: link':>10s} {'structured':>11s} "
+          f"{'naive':>9s}")
+    for lag in lags:
+        for cs in scales:
+            g = np.zeros(5)
+            for seed in range(20):
+                h, X = part3_model(lag, cs, seed)
+                ex = h.score(X, method="exact")
+                mi, tol = int(h.infer_max_iter), float(h.infer_tol)
+                T = len(X)
+                offsets = np.array([0, T], dtype=np.intp)
+                P, Xs = h._shifted(X)
+                args = P + (lag, h._right, h._left)
+                lb, _, lp, _ = _chain.link(*args, Xs, mi, tol)
+                fc = _chain.chain_objective(*args, Xs, lp)[0]
+                Praw = h._params()
+                Xr = np.ascontiguousarray(X)
+                argr = Praw + (lag, h._right, h._left)
+                lbr = _chain.link(*argr, Xr, mi, tol)[0]
+                sr = _chain.run("structured", *argr, Xr, offsets, mi, tol, False, 1)["bound"][0]
+                nr = _chain.run("naive", *argr, Xr, offsets, mi, tol, False, 1)["bound"][0]
+                g += np.array([lb, fc, lbr, sr, nr]) - ex
+            g /= 20
+            print(f"    lag {lag}, context scale {cs:<4}     {g[0]:9.3f} {g[1]:9.3f} | "
+                  f"{g[2]:10.3f} {g[3]:11.4f} {g[4]:9.3f}")
+
+
+def part4(n_inst):
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+    import reference_hmm as R
+    from test_hmm import random_hmm
+    from test_hmm_decode import exact_log_joint
+    agree = near = naive_agree = 0
+    ratios = []
+    for k in range(n_inst):   # the generator of test_decode_agrees_with_exact_decoding...
+        rng = np.random.default_rng(k)
+        n = int(rng.choice([2, 3]))
+        T = int(rng.integers(4, 8 if n == 2 else 7))
+        lag = int(rng.integers(1, 4))
+        h = random_hmm(n=n, D=2, lag=lag, context=["right", "left", "both"][k % 3], seed=k,
+                       cscale=[0.3, 1.0, 2.0][(k // 3) % 3], sep=1.5)
+        X, _ = h.sample(T, random_state=k)
+        if k % 4 == 0:
+            X[rng.integers(T)] = np.nan
+        P, lj = exact_log_joint(R.params_of(h), X, n)
+        best = int(np.argmax(lj))
+        path = h.decode(X)[1]
+        i = int(np.nonzero((P == path).all(1))[0][0])
+        ratio = np.exp(lj[i] - lj[best])
+        ratios.append(ratio)
+        agree += i == best
+        near += ratio >= 0.99
+        naive_agree += np.array_equal(P[best], h.decode(X, method="naive")[1])
+    print(f"\n[4] decoding, {n_inst} instances of tests/test_hmm_decode.py: structured Viterbi "
+          f"is the exact MAP path in {agree} ({100 * agree / n_inst:.1f}%), within 1% of its "
+          f"posterior probability in {near}, worst ratio {min(ratios):.3f}; naive argmax: "
+          f"{naive_agree} ({100 * naive_agree / n_inst:.1f}%)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--grid", action="store_true",
+                    help="part 1 on bench/hmm_starts.py's 162 instances as well")
+    ap.add_argument("--decode", type=int, default=0, metavar="N",
+                    help="only part 4, on N instances")
+    a = ap.parse_args()
+    warnings.simplefilter("ignore")
+    print(f"load average {os.getloadavg()[0]:.2f} (2 cores shared)")
+    if a.decode:
+        part4(a.decode)
+        return
+    scales, lags = (0.1, 0.3, 1.0, 3.0), (2, 1)
+    part1(scales, lags)
+    part2_3(scales, lags)
+    if a.grid:
+        part1_grid()
+
+
+if __name__ == "__main__":
+    main()
