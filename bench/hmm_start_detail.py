@@ -5,6 +5,7 @@ docs/context_hmm.md that examples/context_hmm.py does not print.
                                                    # examples/context_hmm.py (about 10 s)
     python bench/hmm_start_detail.py --grid        # part 1 on bench/hmm_starts.py's 162 too
     python bench/hmm_start_detail.py --decode 400  # part 4 only, on 400 instances
+    python bench/hmm_start_detail.py --random 3000 # part 5 only, on 3000 random models
 
 1. The starts.  The solver (mf_hmm_structured, csrc/mf_hmm.h) runs four starts -- 0: the link
    solution from the first-order posterior, 1: the link solution from the naive marginals (the
@@ -20,11 +21,16 @@ docs/context_hmm.md that examples/context_hmm.py does not print.
    the naive solution's (iterative proportional fitting), ascended to ``infer_tol``.
 2. The link columns of the "How the bounds compare" table: the link bound of the iteration
    from the first-order posterior (to ``infer_tol``) and the exact objective F of its chain,
-   gaps to the exact ln P(x), means over 20.
+   gaps to the exact ln P(x), means over 20; how often the link bound is above the naive one;
+   how often the structured bound is below the naive one, and whether 100 ascents from random
+   potentials find a higher chain there.
 3. The same instances at the data's raw origin (no centring: the kernels called directly on
    the uncentred means and data): structured, naive and link gaps, means over 20.
 4. (--decode N) Viterbi on the structured chain Q against the exact MAP path (enumeration), on
    the first N instances of tests/test_hmm_decode.py's generator.
+5. (--random N) Structured against naive on N random models (lag 1 apart from lags 2-3): how
+   often structured is below naive beyond the stopping tolerance, by how much, and whether
+   ascents from random potentials find a chain above the structured bound there.
 """
 import argparse
 import os
@@ -234,18 +240,33 @@ def part1_grid():
     print(f"    ({time.process_time() - t0:.0f} s CPU)")
 
 
+def best_random_ascent(h, X, n_starts, seed=0):
+    """The best F over ascents (to 1e-13 nats per step, 400 sweeps) from random potentials."""
+    P, Xs = h._shifted(X)
+    args = P + (min(int(h.lag), len(X)), h._right, h._left)
+    rng = np.random.default_rng(seed)
+    return max(_chain.ascent(*args, Xs, rng.normal(scale=3.0, size=(len(X), h.n_states)), 400,
+                             1e-13)[0] for _ in range(n_starts))
+
+
 def part2_3(scales, lags):
     print("\n[2] link iteration from the first-order posterior (to infer_tol) and F of its chain; "
-          "[3] the same instances at the raw origin (kernels on uncentred means and data); "
+          "link > naive: instances where the link bound is above the naive one; struct < naive: "
+          "instances where the structured bound is below the naive one by > 1e-6 nats (the "
+          "largest shortfall, and the best of 100 random-start ascents minus the structured "
+          "bound on those instances)")
+    print("[3] the same instances at the raw origin (kernels on uncentred means and data); "
           "gaps to the exact ln P(x), means over 20")
-    print(f"    {'':24s} {'link':>9s} {'F(chain)':>9s} | {'raw: link':>10s} {'structured':>11s} "
-          f"{'naive':>9s}")
+    print(f"    {'':24s} {'link':>9s} {'F(chain)':>9s} {'link>naive':>10s} "
+          f"{'struct<naive':>27s} | {'raw: link':>10s} {'structured':>11s} {'naive':>9s}")
     for lag in lags:
         for cs in scales:
             g = np.zeros(5)
+            above, short, rand = 0, [], []
             for seed in range(20):
                 h, X = part3_model(lag, cs, seed)
                 ex = h.score(X, method="exact")
+                st, nv = h.score(X), h.score(X, method="naive")
                 mi, tol = int(h.infer_max_iter), float(h.infer_tol)
                 T = len(X)
                 offsets = np.array([0, T], dtype=np.intp)
@@ -253,6 +274,10 @@ def part2_3(scales, lags):
                 args = P + (lag, h._right, h._left)
                 lb, _, lp, _ = _chain.link(*args, Xs, mi, tol)
                 fc = _chain.chain_objective(*args, Xs, lp)[0]
+                above += lb > nv
+                if st < nv - EPS:
+                    short.append(nv - st)
+                    rand.append(best_random_ascent(h, X, 100) - st)
                 Praw = h._params()
                 Xr = np.ascontiguousarray(X)
                 argr = Praw + (lag, h._right, h._left)
@@ -261,8 +286,67 @@ def part2_3(scales, lags):
                 nr = _chain.run("naive", *argr, Xr, offsets, mi, tol, False, 1)["bound"][0]
                 g += np.array([lb, fc, lbr, sr, nr]) - ex
             g /= 20
-            print(f"    lag {lag}, context scale {cs:<4}     {g[0]:9.3f} {g[1]:9.3f} | "
-                  f"{g[2]:10.3f} {g[3]:11.4f} {g[4]:9.3f}")
+            sh = (f"{len(short):2d} (max {max(short):.3f}, rand {max(rand):+.0e})" if short
+                  else f"{0:2d}{'':25s}")
+            print(f"    lag {lag}, context scale {cs:<4}     {g[0]:9.3f} {g[1]:9.3f} "
+                  f"{above:>7d}/20 {sh:>27s} | {g[2]:10.3f} {g[3]:11.4f} {g[4]:9.3f}")
+
+
+def part5(n_models, seed=0):
+    """Structured against naive on random models (lag 1 apart from lags 2-3)."""
+    rng = np.random.default_rng(seed)
+    res = {1: [], 2: []}
+    fails = []
+    for k in range(n_models):
+        n = int(rng.integers(2, 5))
+        D = int(rng.integers(1, 3))
+        lag = int(rng.integers(1, 4))
+        context = ("right", "left", "both")[int(rng.integers(3))]
+        T = int(rng.integers(10, 61))
+        cs = float(np.exp(rng.uniform(np.log(0.1), np.log(6.0))))
+        sticky = float(rng.uniform(0.0, 10.0))
+        h = mf.ContextHMM(n, D, lag=lag, context=context, n_threads=1, progress=False,
+                          max_augmented_states=10**7)
+        h.means_ = 1.5 * rng.normal(size=(n, D))
+        A = rng.random((n, n)) + sticky * np.eye(n)
+        h.transmat_ = A / A.sum(1, keepdims=True)
+        sp = rng.random(n) + 0.2
+        h.startprob_ = sp / sp.sum()
+        if context != "left":
+            h.right_means_ = cs * rng.normal(size=(n, D))
+        if context != "right":
+            h.left_means_ = cs * rng.normal(size=(n, D))
+        X, _ = h.sample(T, random_state=k)
+        d = h.score(X) - h.score(X, method="naive")
+        res[min(lag, 2)].append(d)
+        if d < -1e-9 * T:
+            fails.append((k, lag, -d, h, X))
+    print(f"\n[5] structured - naive on {n_models} random models (n 2-4, D 1-2, lag 1-3, any "
+          "context, T 10-60, context scale 0.1-6 log-uniform, self-transition weight 0-10); "
+          "below: structured < naive by more than the stopping tolerance 1e-9 T")
+    for key, name in ((2, "lag 2-3"), (1, "lag 1")):
+        d = np.array(res[key])
+        f = [x[2] for x in fails if min(x[1], 2) == key]
+        print(f"    {name}: {len(d)} models, {len(f)} below"
+              + (f" (median shortfall {np.median(f):.4f}, largest {max(f):.3f} nats)" if f else ""))
+    if not fails:
+        return
+    print(f"    on those {len(fails)}, 30 ascents from random potentials (best F): the models "
+          "where they find a chain above the structured bound by > 1e-6 nats")
+    n_up = n_above = 0
+    for k, lag, short, h, X in fails:
+        st = h.score(X)
+        gain = best_random_ascent(h, X, 30, seed=k) - st
+        if gain <= EPS:
+            continue
+        n_up += 1
+        n_above += gain > short + EPS
+        print(f"      model {k} (n={h.n_states}, D={h.n_features}, lag {lag}, {h.context}, "
+              f"T={len(X)}): structured {short:.2g} below naive; random starts "
+              f"{gain:+.4g} above structured; exact ln P(x) {h.score(X, method='exact') - st:+.4g}"
+              " above structured")
+    print(f"    {len(fails) - n_up} of {len(fails)}: no random start above the structured bound; "
+          f"{n_up}: a random start above it, in {n_above} above the naive bound too")
 
 
 def part4(n_inst):
@@ -303,11 +387,16 @@ def main():
                     help="part 1 on bench/hmm_starts.py's 162 instances as well")
     ap.add_argument("--decode", type=int, default=0, metavar="N",
                     help="only part 4, on N instances")
+    ap.add_argument("--random", type=int, default=0, metavar="N",
+                    help="only part 5, on N random models")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     print(f"load average {os.getloadavg()[0]:.2f} (2 cores shared)")
     if a.decode:
         part4(a.decode)
+        return
+    if a.random:
+        part5(a.random)
         return
     scales, lags = (0.1, 0.3, 1.0, 3.0), (2, 1)
     part1(scales, lags)
