@@ -11,6 +11,7 @@
  * part (s_{>t} given s_t, through R), independent given s_t; see docs/context_hmm.md.
  */
 #include "mf_hmm_internal.h"
+#include "mf_gemm.h"
 
 static int c1_at(const xchain_t *x, ptrdiff_t l)
 {
@@ -58,6 +59,7 @@ void mf_hmm__xchain_layout(arena_t *a, xchain_t *x, const mf_hmm_model *m, ptrdi
     x->tmp = (double *)take(a, n, n, sizeof(double));
     x->tmp2 = (double *)take(a, n, n, sizeof(double));
     x->v = (double *)take(a, 5, n, sizeof(double));
+    x->sq = (double *)take(a, 3 * T, n, sizeof(double));
     x->bar = (double *)take(a, 3 * T, m->D, sizeof(double));
     x->cov = (double *)take(a, T, m->D, sizeof(double));
     x->cnd = (double *)take(a, 2 * n, m->D, sizeof(double));
@@ -383,24 +385,17 @@ static void put_table(ptrdiff_t n, ptrdiff_t D, const double *tab, double *row, 
 }
 
 /* row[i, off + D .. off + (len+1) D) = sum_k M[i, k] src[k, off .. off + len D): the products
- * at distances 1 .. len from those at 0 .. len - 1, for one segment (table). */
-MF_HMM_CLONES
+ * at distances 1 .. len from those at 0 .. len - 1, for one segment (table); an n x n by
+ * n x len D product, summed in increasing k for every entry (mf_gemm.h). */
 static void shift_mul(ptrdiff_t n, const double *restrict M, const double *restrict src,
                       double *restrict row, ptrdiff_t w, ptrdiff_t off, ptrdiff_t D, ptrdiff_t len)
 {
     const ptrdiff_t L = len * D;
-    ptrdiff_t i, k, j;
+    ptrdiff_t i, j;
     if (len < 1) return;
-    for (i = 0; i < n; i++) {
-        double *restrict o = row + i * w + off + D;
-        for (j = 0; j < L; j++) o[j] = 0.0;
-        for (k = 0; k < n; k++) {
-            const double c = M[i * n + k];
-            const double *restrict sk = src + k * w + off;
-            if (c == 0.0) continue;
-            for (j = 0; j < L; j++) o[j] += c * sk[j];
-        }
-    }
+    for (i = 0; i < n; i++)
+        for (j = 0; j < L; j++) row[i * w + off + D + j] = 0.0;
+    mf_gemm_nn(n, L, n, M, n, src + off, w, row + off + D, w);
 }
 
 /* The right row of t from the row of t + 1 (next; unused at t = T - 1); leaves R_t in x->tmp
@@ -853,14 +848,59 @@ int mf_hmm_chain_objective(const mf_hmm_model *m, ptrdiff_t T, const double *X,
     return mf_hmm__publish(status, value);
 }
 
-/* Coordinate ascent from h (in place); history[0..*n_sweeps] (within hist_len).  MF_OK when a
- * sweep raised F by at most tol * T (or there is nothing to optimise), MF_NOT_CONVERGED when
- * the budget ran out first. */
+/* One step of the ascent: a sweep from h, whose objective was the last one computed, then
+ * the objective at the result (which the next sweep needs), *F. */
+static int ascent_step(xchain_t *x, double *h, double *F)
+{
+    int status = x->lr ? lr_sweep(x, h) : xchain_sweep(x, h);
+    if (status) return status;
+    return mf_hmm__xchain_objective(x, h, NULL, NULL, NULL, NULL, F);
+}
+
+/* The squared extrapolation of three successive iterates h0, h1, h2 (Varadhan & Roland 2008,
+ * SQUAREM's step S3): with r = h1 - h0 and v = h2 - 2 h1 + h0, hp = h0 - 2 a r + a^2 v,
+ * a = -|r| / |v| clipped to [-ALPHA_MAX, -1] (a = -1 gives h2 itself).  Entries where an
+ * iterate is not finite (a state a potential forbids) are h2's.  Returns 0 when there is no
+ * step to take (r or v zero). */
+#define ALPHA_MAX 100.0
+static int extrapolate(const double *h0, const double *h1, const double *h2, double *hp,
+                       ptrdiff_t N)
+{
+    double sr = 0.0, sv = 0.0, al;
+    ptrdiff_t i;
+    for (i = 0; i < N; i++) {
+        if (!isfinite(h0[i]) || !isfinite(h1[i]) || !isfinite(h2[i])) continue;
+        sr += sq(h1[i] - h0[i]);
+        sv += sq(h2[i] - 2.0 * h1[i] + h0[i]);
+    }
+    if (!(sr > 0.0) || !(sv > 0.0) || !isfinite(sr) || !isfinite(sv)) return 0;
+    al = -sqrt(sr / sv);
+    if (al > -1.0) al = -1.0;
+    if (al < -ALPHA_MAX) al = -ALPHA_MAX;
+    for (i = 0; i < N; i++) {
+        if (!isfinite(h0[i]) || !isfinite(h1[i]) || !isfinite(h2[i])) {
+            hp[i] = h2[i];
+            continue;
+        }
+        hp[i] = h0[i] - 2.0 * al * (h1[i] - h0[i]) + al * al * (h2[i] - 2.0 * h1[i] + h0[i]);
+    }
+    return 1;
+}
+#undef ALPHA_MAX
+
+/* Coordinate ascent from h (in place); history[0..*n_sweeps] (within hist_len).  Two plain
+ * sweeps, then a sweep from their extrapolation, kept only when it ends above the second
+ * plain sweep (else the ascent goes on from there): every iterate kept is at least as high as
+ * the one before, and the history is that of the iterates kept.  MF_OK when a sweep raised F
+ * by at most tol * T (or there is nothing to optimise), MF_NOT_CONVERGED when the budget ran
+ * out first. */
 int mf_hmm__xchain_ascent(xchain_t *x, ptrdiff_t max_sweeps, double tol, double *h,
                          double *history, ptrdiff_t hist_len, ptrdiff_t *n_sweeps,
                          double *value)
 {
-    double F, Fn;
+    const ptrdiff_t N = x->T * x->n;
+    const double tolT = tol * (double)x->T;
+    double F, Fn, Fp, *h0 = x->sq, *h1 = x->sq + N, *hp = x->sq + 2 * N;
     ptrdiff_t it = 0;
     int status = mf_hmm__xchain_objective(x, h, NULL, NULL, NULL, NULL, &F), converged = 1;
     if (status) return status;
@@ -868,18 +908,40 @@ int mf_hmm__xchain_ascent(xchain_t *x, ptrdiff_t max_sweeps, double tol, double 
     if (x->kmax > 0 && x->T > x->lag) {
         converged = 0;
         while (it < max_sweeps) {
-            it++;
-            status = x->lr ? lr_sweep(x, h) : xchain_sweep(x, h);
-            if (status) return status;
-            status = mf_hmm__xchain_objective(x, h, NULL, NULL, NULL, NULL, &Fn);
-            if (status) return status;
-            put_history(history, hist_len, it, Fn);
-            if (Fn - F <= tol * (double)x->T) {
-                F = Fn;
-                converged = 1;
-                break;
-            }
+            /* two plain sweeps, h0 -> h1 -> h */
+            memcpy(h0, h, (size_t)N * sizeof(double));
+            if ((status = ascent_step(x, h, &Fn)) != MF_OK) return status;
+            put_history(history, hist_len, ++it, Fn);
+            if (Fn - F <= tolT) converged = 1;
             F = Fn;
+            if (converged || it >= max_sweeps) break;
+            memcpy(h1, h, (size_t)N * sizeof(double));
+            if ((status = ascent_step(x, h, &Fn)) != MF_OK) return status;
+            put_history(history, hist_len, ++it, Fn);
+            if (Fn - F <= tolT) converged = 1;
+            F = Fn;
+            if (converged || it >= max_sweeps) break;
+            /* a sweep from the extrapolated point: kept when it ends above F */
+            if (!extrapolate(h0, h1, h, hp, N)) continue;
+            status = mf_hmm__xchain_objective(x, hp, NULL, NULL, NULL, NULL, &Fp);
+            if (status == MF_OK) {
+                status = ascent_step(x, hp, &Fn);
+                it++;
+                if (status == MF_OK && Fn >= F) {
+                    memcpy(h, hp, (size_t)N * sizeof(double));
+                    put_history(history, hist_len, it, Fn);
+                    if (Fn - Fp <= tolT) converged = 1;
+                    F = Fn;
+                    if (converged) break;
+                    continue;
+                }
+                put_history(history, hist_len, it, F);
+            }
+            /* the point did not pay (or left the range the chain can take): back to h */
+            if (status != MF_OK && status != HMM_NONFINITE && status != HMM_IMPOSSIBLE)
+                return status;
+            if ((status = mf_hmm__xchain_objective(x, h, NULL, NULL, NULL, NULL, &Fn)) != MF_OK)
+                return status;
         }
     }
     *n_sweeps = it;

@@ -272,6 +272,7 @@ typedef struct {
     double *ML, *MR;            /* (nk, n, n) products of conditional matrices */
     double *tmp, *tmp2;         /* (n, n) */
     double *v;                  /* (5 n) */
+    double *sq;                 /* (3, T, n) the ascent's extrapolation: h0, h1, the new point */
     /* the low-rank path (mf_hmm_chain.c): on when lr */
     int lr;
     ptrdiff_t bV, bU, aU, aW;   /* largest distances of the right (V, U) and left (U, W) rows */
@@ -310,9 +311,9 @@ MF_HMM_INTERNAL int mf_hmm__xchain_objective(xchain_t *x, const double *h, doubl
 /* F(h) evaluated without cancellation (see mf_hmm__emission): the value a kernel reports.
  * Overwrites the messages, gam and cr (used as scratch). */
 MF_HMM_INTERNAL int mf_hmm__xchain_careful(xchain_t *x, const double *h, double *value);
-/* Coordinate ascent from h (in place); history[0..*n_sweeps] (within hist_len).  MF_OK when a
- * sweep raised F by at most tol * T (or there is nothing to optimise), MF_NOT_CONVERGED when
- * the budget ran out first. */
+/* Coordinate ascent from h (in place), extrapolated every third sweep (see mf_hmm_ascent);
+ * history[0..*n_sweeps] (within hist_len).  MF_OK when a sweep raised F by at most tol * T (or
+ * there is nothing to optimise), MF_NOT_CONVERGED when the budget ran out first. */
 MF_HMM_INTERNAL int mf_hmm__xchain_ascent(xchain_t *x, ptrdiff_t max_sweeps, double tol,
                                           double *h, double *history, ptrdiff_t hist_len,
                                           ptrdiff_t *n_sweeps, double *value);
