@@ -126,6 +126,29 @@ def test_coordinate_sweep_matches_enumeration(context, lag):
         assert R.exact_elbo(p, X, hp) <= val + 1e-10
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_every_third_sweep_starts_from_the_squared_extrapolation(seed):
+    # the kernel's three-sweep cycle, rebuilt from single plain sweeps and NumPy: h0 -> h1 -> h2
+    # by coordinate sweeps, hp = h0 - 2 a r + a^2 v (r = h1 - h0, v = h2 - 2 h1 + h0,
+    # a = -|r|/|v| clipped to [-100, -1]), a sweep from hp kept only if it ends above h2
+    h = random_hmm(n=3, lag=2, context="both", seed=40 + seed, cscale=0.8)
+    X, _ = h.sample(30, random_state=seed)
+    args = kernel_args(h)
+    # six sweeps in, where the steps shrink geometrically and the extrapolation goes beyond h2
+    h0 = _chain.ascent(*args, X, np.random.default_rng(seed).normal(size=(30, 3)), 6, 0.0)[1]
+    F1, h1, _ = _chain.ascent(*args, X, h0, 1, 0.0)
+    F2, h2, _ = _chain.ascent(*args, X, h1, 1, 0.0)
+    r, v = h1 - h0, h2 - 2 * h1 + h0
+    a = min(max(-np.sqrt((r * r).sum() / (v * v).sum()), -100.0), -1.0)
+    assert a < -1.2   # (a = -1 would give h2 itself)
+    F3, h3, _ = _chain.ascent(*args, X, h0 - 2 * a * r + a * a * v, 1, 0.0)
+    kept = F3 >= F2
+    val, hh, hist = _chain.ascent(*args, X, h0, 3, 0.0)
+    np.testing.assert_allclose(hist, [hist[0], F1, F2, F3 if kept else F2], rtol=1e-12)
+    np.testing.assert_allclose(hh, h3 if kept else h2, rtol=1e-10, atol=1e-10)
+    assert val == hist[-1]
+
+
 def test_ascent_converges_to_a_stationary_point():
     # central finite differences of the kernel's objective vanish at the ascent's limit
     h = random_hmm(n=3, lag=2, context="both", seed=2, cscale=0.7)
