@@ -54,7 +54,7 @@ extern "C" {
  * lie tenths of a nat to tens of nats apart, so the screen keeps the start the full ascents
  * would keep, except where an ascent creeps across a plateau before it climbs again
  * (docs/context_hmm.md gives how often, measured). */
-#define MF_HMM_PRE_TOL 1e-4
+#define MF_HMM_PRE_TOL 1e-3
 #define MF_HMM_SCREEN_TOL 1e-5
 
 typedef struct {
