@@ -6,6 +6,7 @@ docs/context_hmm.md that examples/context_hmm.py does not print.
     python bench/hmm_start_detail.py --grid        # part 1 on bench/hmm_starts.py's 162 too
     python bench/hmm_start_detail.py --decode 400  # part 4 only, on 400 instances
     python bench/hmm_start_detail.py --random 3000 # part 5 only, on 3000 random models
+    python bench/hmm_start_detail.py --threads 5   # part 6 only, 5 rounds
 
 1. The starts.  The solver (mf_hmm_structured, csrc/mf_hmm.h) runs four starts -- 0: the link
    solution from the first-order posterior, 1: the link solution from the naive marginals (the
@@ -31,6 +32,11 @@ docs/context_hmm.md that examples/context_hmm.py does not print.
 5. (--random N) Structured against naive on N random models (lag 1 apart from lags 2-3): how
    often structured is below naive beyond the stopping tolerance, by how much, and whether
    ascents from random potentials find a chain above the structured bound there.
+6. (--threads R) The issue-11 workload of bench/hmm_speed.py (n = 10, lag 5, both, T = 1000,
+   one sequence): wall time of the structured score on one and on two threads (the four starts
+   run apart), best of 3 each, in R rounds; each round first and last measures how many cores
+   two busy threads of this process get (2.0: both cores free), since on a shared machine a
+   round where another process holds a core says nothing about threads.
 """
 import argparse
 import os
@@ -395,6 +401,47 @@ def part4(n_inst):
           f"{naive_agree} ({100 * naive_agree / n_inst:.1f}%)")
 
 
+def cores_free():
+    """CPU time over wall time of two threads hashing (2.0 when both cores are free)."""
+    import hashlib
+    import threading
+
+    def work():
+        x = b"a" * 5_000_000
+        for _ in range(20):
+            hashlib.sha256(x).digest()
+    ts = [threading.Thread(target=work) for _ in range(2)]
+    w, c = time.perf_counter(), time.process_time()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return (time.process_time() - c) / (time.perf_counter() - w)
+
+
+def part6(rounds):
+    sys.path.insert(0, HERE)
+    from hmm_speed import make_model
+    h = make_model()
+    X, _ = h.sample(1000, random_state=1)     # bench/hmm_speed.py's workload
+    print("\n[6] structured score of one T = 1000 sequence (n = 10, lag 5, both), wall time, "
+          "best of 3; cores: what two busy threads got before / after the round")
+    for _ in range(rounds):
+        c0 = cores_free()
+        t = {}
+        for nt in (1, 2):
+            h.n_threads = nt
+            best = np.inf
+            for _ in range(3):
+                w = time.perf_counter()
+                h.score(X)
+                best = min(best, time.perf_counter() - w)
+            t[nt] = best
+        c1 = cores_free()
+        print(f"    cores {c0:.2f} / {c1:.2f}: 1 thread {t[1] * 1e3:.1f} ms, 2 threads "
+              f"{t[2] * 1e3:.1f} ms ({t[1] / t[2]:.2f}x)", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--grid", action="store_true",
@@ -403,6 +450,8 @@ def main():
                     help="only part 4, on N instances")
     ap.add_argument("--random", type=int, default=0, metavar="N",
                     help="only part 5, on N random models")
+    ap.add_argument("--threads", type=int, default=0, metavar="R",
+                    help="only part 6, R rounds")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     print(f"load average {os.getloadavg()[0]:.2f} (2 cores shared)")
@@ -411,6 +460,9 @@ def main():
         return
     if a.random:
         part5(a.random)
+        return
+    if a.threads:
+        part6(a.threads)
         return
     scales, lags = (0.1, 0.3, 1.0, 3.0), (2, 1)
     part1(scales, lags)
