@@ -470,8 +470,9 @@ static void lr_couplings(const xchain_t *x, ptrdiff_t t, const double *L, const 
     }
 }
 
-/* F(h) and gam, tl by the low-rank path (no pairwise marginals). */
-static int lr_objective(xchain_t *x, const double *h, double *value)
+/* F(h) and gam, tl by the low-rank path (no pairwise marginals at lag or 2 lag); xi_sum (the
+ * summed marginals of neighbours) when not NULL. */
+static int lr_objective(xchain_t *x, const double *h, double *xi_sum, double *value)
 {
     const ptrdiff_t T = x->T, n = x->n, lag = x->lag;
     const double *L0 = x->ll + 2 * x->rowL;
@@ -479,6 +480,7 @@ static int lr_objective(xchain_t *x, const double *h, double *value)
     ptrdiff_t t, i;
     int status = xchain_pass(x, h, &logz);
     if (status) return status;
+    if (xi_sum) for (i = 0; i < n * n; i++) xi_sum[i] = 0.0;
     const int all = x->blk == T;   /* every right row kept: the sweep reads them directly */
     for (t = T - 1; t >= 0; t--) {
         double *row = all ? x->bk + t * x->rowR : x->rr + (t & 1) * x->rowR;
@@ -496,6 +498,11 @@ static int lr_objective(xchain_t *x, const double *h, double *value)
         for (i = 0; i < n; i++) {
             g[i] /= s;
             if (g[i] > 0.0) Fs += g[i] * (x->e[t * n + i] - h[t * n + i] - tl[i]);
+        }
+        if (xi_sum && t < T - 1) {   /* lr_rstep left R_t in x->tmp */
+            ptrdiff_t j;
+            for (i = 0; i < n; i++)
+                for (j = 0; j < n; j++) xi_sum[i * n + j] += g[i] * x->tmp[i * n + j];
         }
     }
     (void)lag;
@@ -529,7 +536,7 @@ int mf_hmm__xchain_objective(xchain_t *x, const double *h, double *xi_sum, doubl
     ptrdiff_t t, i, j, d;
     int status;
     const double *k;
-    if (x->lr && !xi_sum && !pair1 && !pair2 && !pmask) return lr_objective(x, h, value);
+    if (x->lr && !pair1 && !pair2 && !pmask) return lr_objective(x, h, xi_sum, value);
     status = xchain_pass(x, h, &logz);
     if (status) return status;
     if (xi_sum) for (i = 0; i < n2; i++) xi_sum[i] = 0.0;

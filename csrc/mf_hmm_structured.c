@@ -316,8 +316,11 @@ static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
         for (k = 0; k <= nbest && k < hist_len; k++) history[k] = S.hist[kept][k];
     }
     /* the kept chain's marginals and statistics */
-    status = mf_hmm__xchain_objective(&x, b.hbest, xi_sum, b.pairs, b.pairs + n * n,
-                                      stat_H && stat_g ? b.pmask : NULL, &F);
+    if (stat_H && stat_g)   /* the M-step's pairwise marginals: the full-matrix path */
+        status = mf_hmm__xchain_objective(&x, b.hbest, xi_sum, b.pairs, b.pairs + n * n, b.pmask,
+                                          &F);
+    else
+        status = mf_hmm__xchain_objective(&x, b.hbest, xi_sum, NULL, NULL, NULL, &F);
     if (status) goto done;
     memcpy(gamma, x.gam, (size_t)Tn * sizeof(double));
     if (logpot) memcpy(logpot, b.hbest, (size_t)Tn * sizeof(double));

@@ -209,6 +209,15 @@ def test_structured_is_the_best_ascent_from_its_starts(context):
     assert r["bound"][0] == pytest.approx(R.exact_elbo(p, X, r["logpot"]), abs=1e-10)
     np.testing.assert_allclose(r["gamma"], R.link_bound(p, X, r["logpot"])[1], atol=1e-12)
     np.testing.assert_allclose(r["xi"][0], R.chain_pair_marginals(p, r["logpot"], 1), atol=1e-12)
+    # without the M-step statistics the neighbours' marginals come from the low-rank path
+    old = _chain._set_lowrank_mode(1)
+    try:
+        r_nostats = shifted_run(h, X)[2]
+    finally:
+        _chain._set_lowrank_mode(old)
+    np.testing.assert_array_equal(r_nostats["logpot"], r["logpot"])
+    np.testing.assert_allclose(r_nostats["xi"][0], R.chain_pair_marginals(p, r["logpot"], 1),
+                               atol=1e-12)
     # the starts: the link solutions from both inits (to the looser PRE_TOL), the first-order
     # posterior, and the first-order posterior without the context means
     e = R._site_terms(dict(p, U=args[2]), Xs)   # the first-order posterior's potentials
