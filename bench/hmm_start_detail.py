@@ -154,17 +154,20 @@ def report_starts(rows, label):
           "how many instances lose > 1e-6; screen loss: instances where the best full ascent "
           "is above the solver's bound by > 1e-6, and the largest such gap; 2 finalists: "
           "instances where taking the two best screened starts on to infer_tol would raise the "
-          "bound by > 1e-6; IPF higher: instances where the IPF start's ascent ends above the "
+          "bound by > 1e-6; kept: rise after screen: how much the kept start's F rises after "
+          "the screen (nats); IPF higher: instances where the IPF start's ascent ends above the "
           "solver's bound by > 1e-6")
     print(f"    {'instances':28s} {'emul.':>7s} {'kept 0/1/2/3':>13s} {'unique winner':>14s} "
           + " ".join(f"{'without ' + str(k):>16s}" for k in range(4))
-          + f" {'screen loss':>16s} {'2 finalists':>18s} {'IPF higher':>10s}")
+          + f" {'screen loss':>16s} {'2 finalists':>18s} {'kept: rise after screen':>24s}"
+          f" {'IPF higher':>10s}")
     tot = {"kept": np.zeros(4, int), "win": np.zeros(4, int), "loss": np.zeros(4),
-           "nloss": np.zeros(4, int), "n": 0, "screen": [], "ipf": 0, "ipf_n": 0, "fin2": []}
+           "nloss": np.zeros(4, int), "n": 0, "screen": [], "ipf": 0, "ipf_n": 0, "fin2": [],
+           "rise": []}
     for name, res in rows:
         kept, win = np.zeros(4, int), np.zeros(4, int)
         loss, nloss = np.zeros(4), np.zeros(4, int)
-        emul, sloss, ipf_hi, ipf_n, fin2 = 0.0, [], 0, 0, []
+        emul, sloss, ipf_hi, ipf_n, fin2, rise = 0.0, [], 0, 0, [], []
         for screen, full, _, _, solver, ipf in res:
             v, k = pick(screen, full, range(4))
             emul = max(emul, abs(v - solver))
@@ -178,6 +181,7 @@ def report_starts(rows, label):
                 nloss[j] += d > EPS
             sloss.append(full.max() - v)
             fin2.append(pick2(screen, full) - v)
+            rise.append(full[k] - screen[k])
             if ipf is not None:
                 ipf_n += 1
                 ipf_hi += ipf > v + EPS
@@ -188,6 +192,7 @@ def report_starts(rows, label):
               + " ".join(f"{loss[j] / m:>10.4f} ({nloss[j]:2d})" for j in range(4))
               + f" {(s > EPS).sum():3d} (max {s.max():6.3f})"
               + f" {(f2 > EPS).sum():3d} (max {f2.max():+6.3f})"
+              + f" median {np.median(rise):7.1e} max {max(rise):7.1e}"
               + (f" {ipf_hi:>5d}/{ipf_n}" if ipf_n else f" {'-':>10s}"))
         tot["kept"] += kept
         tot["win"] += win
@@ -198,12 +203,14 @@ def report_starts(rows, label):
         tot["ipf"] += ipf_hi
         tot["ipf_n"] += ipf_n
         tot["fin2"] += fin2
-    s, f2 = np.array(tot["screen"]), np.array(tot["fin2"])
+        tot["rise"] += rise
+    s, f2, rs = np.array(tot["screen"]), np.array(tot["fin2"]), np.array(tot["rise"])
     print(f"    {'all ' + str(tot['n']):28s} {'':7s} {'/'.join(map(str, tot['kept'])):>13s} "
           f"{'/'.join(map(str, tot['win'])):>14s} "
           + " ".join(f"{tot['loss'][j] / tot['n']:>10.4f} ({tot['nloss'][j]:2d})" for j in range(4))
           + f" {(s > EPS).sum():3d} (max {s.max():6.3f})"
           + f" {(f2 > EPS).sum():3d} (max {f2.max():+6.3f})"
+          + f" median {np.median(rs):7.1e} max {rs.max():7.1e}"
           + (f" {tot['ipf']:>5d}/{tot['ipf_n']}" if tot["ipf_n"] else ""))
 
 
