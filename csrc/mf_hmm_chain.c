@@ -909,24 +909,20 @@ int mf_hmm__xchain_ascent(xchain_t *x, ptrdiff_t max_sweeps, double tol, double 
     const double tolT = tol * (double)x->T;
     double F, Fn, Fp, *h0 = x->sq, *h1 = x->sq + N, *hp = x->sq + 2 * N;
     ptrdiff_t it = 0;
-    int status = mf_hmm__xchain_objective(x, h, NULL, NULL, NULL, NULL, &F), converged = 1;
+    int status = mf_hmm__xchain_objective(x, h, NULL, NULL, NULL, NULL, &F), converged = 1, k;
     if (status) return status;
     put_history(history, hist_len, 0, F);
     if (x->kmax > 0 && x->T > x->lag) {
         converged = 0;
         while (it < max_sweeps) {
             /* two plain sweeps, h0 -> h1 -> h */
-            memcpy(h0, h, (size_t)N * sizeof(double));
-            if ((status = ascent_step(x, h, &Fn)) != MF_OK) return status;
-            put_history(history, hist_len, ++it, Fn);
-            if (Fn - F <= tolT) converged = 1;
-            F = Fn;
-            if (converged || it >= max_sweeps) break;
-            memcpy(h1, h, (size_t)N * sizeof(double));
-            if ((status = ascent_step(x, h, &Fn)) != MF_OK) return status;
-            put_history(history, hist_len, ++it, Fn);
-            if (Fn - F <= tolT) converged = 1;
-            F = Fn;
+            for (k = 0; k < 2 && !converged && it < max_sweeps; k++) {
+                memcpy(k ? h1 : h0, h, (size_t)N * sizeof(double));
+                if ((status = ascent_step(x, h, &Fn)) != MF_OK) return status;
+                put_history(history, hist_len, ++it, Fn);
+                if (Fn - F <= tolT) converged = 1;
+                F = Fn;
+            }
             if (converged || it >= max_sweeps) break;
             /* a sweep from the extrapolated point: kept when it ends above F */
             if (!extrapolate(h0, h1, h, hp, N)) continue;
