@@ -118,6 +118,7 @@ cdef extern from "mf_hmm.h" nogil:
 
 cdef extern from "mf_hmm_internal.h" nogil:
     int mf_hmm__lowrank_mode
+    int MF_HMM_N_STARTS
 
 
 def _set_lowrank_mode(int mode):
@@ -136,6 +137,8 @@ def _set_lowrank_mode(int mode):
 #: that place two of them, and the ascents from all four before the best goes on (mf_hmm.h).
 PRE_TOL = MF_HMM_PRE_TOL
 SCREEN_TOL = MF_HMM_SCREEN_TOL
+#: How many starts a structured solve runs (on separate threads when it has them).
+N_STARTS = MF_HMM_N_STARTS
 
 #: Longest per-sequence history kept (the bound before the first sweep and after each of the
 #: first HISTORY_MAX sweeps), so that a large sweep budget never needs a large buffer.

@@ -440,8 +440,8 @@ class ContextHMM(PersistMixin, BaseEstimator):
                              "infer_max_iter" if max_iter is None else "max_iter", 0)
         tol = check_real(self.infer_tol if tol is None else tol,
                          "infer_tol" if tol is None else "tol")
-        # threads over sequences; a structured solve can also run its four starts apart
-        n_items = (len(offsets) - 1) * (3 if method == "structured" else 1)
+        # threads over sequences; a structured solve can also run its starts apart
+        n_items = (len(offsets) - 1) * (_chain.N_STARTS if method == "structured" else 1)
         n_threads = n_threads_for(self.n_threads, n_items)
         return _chain.run(method, sp, A, U, V, W, lag, right, left, Xs, offsets, max_iter, tol,
                           want_stats, n_threads, init)
