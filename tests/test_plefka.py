@@ -470,6 +470,20 @@ def test_blocked_dense_path_matches_the_per_item_path(order, missing):
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("order", [11, 12])
+def test_blocked_answers_do_not_depend_on_how_the_items_are_cut(order):
+    """The block length follows the item count (16 for up to 512 items, up to 64 from 2048);
+    a pattern's answer is the same bits whichever block it shares: solved among 2100 items
+    (blocks of 64), 700 (22) or 40 (16)."""
+    rng = np.random.default_rng(230 + order)
+    S, w, h, net_of, clamp = _layered_items(rng, [3, 6, 10], 2100, scale=1.5)
+    full = plefka.solve(S, w, h, net_of, clamp, order, "sigmoid")
+    for lo, hi in ((0, 700), (1000, 1040), (2077, 2100)):
+        part = plefka.solve(S, w, h, net_of[lo:hi], clamp[lo:hi], order, "sigmoid")
+        for a, b in zip(part, full):
+            np.testing.assert_array_equal(a, b[lo:hi])
+
+
 def test_blocked_dense_path_budget_and_start():
     rng = np.random.default_rng(210)
     S, w, h, net_of, clamp = _layered_items(rng, [4, 8, 12], 70, scale=2.0)

@@ -1251,9 +1251,16 @@ cdef int qn_direction(const Net *net, Work *W, const double *t, const double *dt
 # the per-unit terms lane-wise, the reverse pass by transposed products (mf_gemm_tn).  Each
 # pattern runs the same solver as solve_item (the same steps, tests and line search) as a
 # resumable state machine: every round evaluates the pending trial points of all unfinished
-# patterns of the block at once.  Blocks are cut from the items alone (runs of one net, at most BLOCK items),
-# never from the thread count, so the answers are the same for any number of threads.
-DEF BLOCK = 64          # patterns per block
+# patterns of the block at once.  Blocks are cut from the items alone (runs of one net, at most
+# BLOCK items, fewer when the items are few: see block_cap), never from the thread count; a
+# pattern's answer does not depend on the block it shares either (its state machine is its own
+# and every product sums in one fixed order), so the answers are the same for any number of
+# threads.
+DEF BLOCK = 64          # patterns per block, at most
+DEF BLOCK_SPLIT = 32    # items are cut into at least this many blocks while a block keeps ...
+DEF BLOCK_LEAST = 16    # ... at least this many patterns: the threads' shares then differ by
+                        # at most about half a block (1000 patterns: 32 blocks of 32, which
+                        # two threads split 1.90x against 1.83x with 16 blocks of 64)
 DEF BLOCK_MIN = 8       # shorter runs of one net go through the per-item path
 DEF PH_INIT = 0
 DEF PH_FULL = 1
@@ -1943,7 +1950,7 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
     cdef Py_ssize_t n = net.n, nnz = net.nnz
     cdef Py_ssize_t nbytes = WORK_BYTES(n)
     cdef int order = net.order, act = net.act, nt, t
-    cdef Py_ssize_t p, q, n_blocks = 0, ng = -1, bbytes = 0
+    cdef Py_ssize_t p, q, n_blocks = 0, ng = -1, bbytes = 0, bcap, nb, sz, e
     cdef Group *groups = NULL
     cdef int use_blocks = 0
     cdef intp_t *bstart
@@ -1962,19 +1969,33 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
                 find_groups(net, groups)
                 use_blocks = 1
                 bbytes = BLOCK_BYTES(n, nnz)
-    # blocks: runs of consecutive items of one net, cut at BLOCK items (the items alone decide)
+    # blocks: runs of consecutive items of one net, at most bcap items (the items alone decide)
+    bcap = (n_items + BLOCK_SPLIT - 1) // BLOCK_SPLIT
+    if bcap < BLOCK_LEAST:
+        bcap = BLOCK_LEAST
+    if bcap > BLOCK:
+        bcap = BLOCK
     bstart = <intp_t *> malloc((n_items + 1) * sizeof(intp_t))
     if bstart == NULL:
         free(groups)
         return MF_ENOMEM
+    # each run of one net in blocks of sz items, sz a multiple of 8 (the products' tiles are 8
+    # patterns wide) near run / ceil(run / bcap); a last piece shorter than BLOCK_MIN is not
+    # left alone: the rest is one block when it fits, else two halves
     p = 0
     while p < n_items:
-        bstart[n_blocks] = p
-        n_blocks += 1
         q = p + 1
-        while q < n_items and q - p < BLOCK and (net_of == NULL or net_of[q] == net_of[p]):
+        while q < n_items and (net_of == NULL or net_of[q] == net_of[p]):
             q += 1
-        p = q
+        nb = (q - p + bcap - 1) // bcap
+        sz = ((q - p + nb - 1) // nb + 7) // 8 * 8
+        while p < q:
+            e = p + sz if p + sz < q else q
+            if 0 < q - e < BLOCK_MIN:
+                e = q if q - p <= BLOCK else p + (q - p) // 2
+            bstart[n_blocks] = p
+            n_blocks += 1
+            p = e
     bstart[n_blocks] = n_items
     job.net = net
     job.w = w
