@@ -205,14 +205,19 @@ def compare(models, methods, repeats, use_torch, use_joint, max_peer_items=None,
     if use_torch and not torch_ok:
         print(f"PyTorch peers skipped: {torch_why_unavailable()}")
     for name in models:
-        case = make_case(name)
+        # NumPy's BLAS threads (mfengine uses none) limited to one throughout: after a product
+        # (the sampling of the case) OpenBLAS's idle threads spin for a while, taking the second
+        # core from mfengine's two-thread run and inflating its one-thread run's CPU time
+        with _common.blas_threads(1):
+            case = make_case(name)
         for method in methods:
-            run_mf(case.subset(32), method, 1, tol)                             # warm-up
             res, n_of = {}, {}
-            for t in (1, 2):
-                res[("mf", t)] = timed(run_mf, case, method, t, tol, repeats=repeats,
-                                               budget=8.0)
-                n_of[("mf", t)] = case.n_items
+            with _common.blas_threads(1):
+                run_mf(case.subset(32), method, 1, tol)                         # warm-up
+                for t in (1, 2):
+                    res[("mf", t)] = timed(run_mf, case, method, t, tol, repeats=repeats,
+                                           budget=8.0)
+                    n_of[("mf", t)] = case.n_items
             ref = res[("mf", 1)]
             if not np.array_equal(res[("mf", 2)].bound, ref.bound):
                 print(f"  !! mf.infer ({method}) gives different bounds on 1 and 2 threads")
