@@ -58,6 +58,8 @@ void mf_hmm__xchain_layout(arena_t *a, xchain_t *x, const mf_hmm_model *m, ptrdi
     x->MR = (double *)take(a, x->nk, n * n, sizeof(double));
     x->tmp = (double *)take(a, n, n, sizeof(double));
     x->tmp2 = (double *)take(a, n, n, sizeof(double));
+    x->At = (double *)take(a, n, n, sizeof(double));
+    x->Lnx = (double *)take(a, n, n, sizeof(double));
     x->v = (double *)take(a, 5, n, sizeof(double));
     x->sq = (double *)take(a, 3 * T, n, sizeof(double));
     x->bar = (double *)take(a, 3 * T, m->D, sizeof(double));
@@ -73,6 +75,8 @@ void mf_hmm__xchain_setup(xchain_t *x, const double *X)
     ptrdiff_t i, j, d, t;
     x->X = X;
     x->cst = mf_hmm__site_terms(m, x->T, X, x->e);
+    for (i = 0; i < n; i++)
+        for (j = 0; j < n; j++) x->At[j * n + i] = m->transmat[i * n + j];
     for (t = 0; t < x->T; t++) x->rc[t] = row_code(X, D, t);
     for (i = 0; i < n; i++)
         for (j = 0; j < n; j++) {
@@ -147,17 +151,20 @@ static int xchain_pass(xchain_t *x, const double *h, double *logz)
         double mx = -INFINITY, s = 0.0;
         for (i = 0; i < n; i++)
             if (isnan(lp[i]) || lp[i] == INFINITY) return HMM_NONFINITE;
-        /* predicted mass of s_t; the step is scaled by the best reachable potential (mf_hmm__fb) */
-        for (j = 0; j < n; j++) {
-            double a;
-            if (t == 0) a = x->m->startprob[j];
-            else {
-                a = 0.0;
-                for (i = 0; i < n; i++) a += x->alpha[(t - 1) * n + i] * A[i * n + j];
+        /* predicted mass of s_t (each sum in increasing i, the loop over j innermost); the
+         * step is scaled by the best reachable potential (mf_hmm__fb) */
+        if (t == 0) {
+            for (j = 0; j < n; j++) al[j] = x->m->startprob[j];
+        } else {
+            const double *ap = x->alpha + (t - 1) * n;
+            for (j = 0; j < n; j++) al[j] = 0.0;
+            for (i = 0; i < n; i++) {
+                const double c = ap[i], *Ai = A + i * n;
+                for (j = 0; j < n; j++) al[j] += c * Ai[j];
             }
-            al[j] = a;
-            if (a > 0.0 && lp[j] > mx) mx = lp[j];
         }
+        for (j = 0; j < n; j++)
+            if (al[j] > 0.0 && lp[j] > mx) mx = lp[j];
         if (mx == -INFINITY) return HMM_IMPOSSIBLE;
         for (j = 0; j < n; j++) {
             const double dl = lp[j] - mx;
@@ -209,12 +216,12 @@ static void rmat(const xchain_t *x, ptrdiff_t t, double *R)
 static void lmat(const xchain_t *x, ptrdiff_t t, double *L)
 {
     const ptrdiff_t n = x->n;
-    const double *A = x->m->transmat, *al = x->alpha + (t - 1) * n;
+    const double *At = x->At, *al = x->alpha + (t - 1) * n;
     ptrdiff_t i, j;
     for (i = 0; i < n; i++) {
         double s = 0.0;
         for (j = 0; j < n; j++) {
-            L[i * n + j] = al[j] * A[j * n + i];
+            L[i * n + j] = al[j] * At[i * n + j];
             s += L[i * n + j];
         }
         if (s > 0.0) for (j = 0; j < n; j++) L[i * n + j] /= s;
@@ -419,20 +426,28 @@ static void lr_lstep(xchain_t *x, ptrdiff_t t, const double *prev, double *row)
 {
     const mf_hmm_model *m = x->m;
     const ptrdiff_t n = x->n, D = m->D;
-    if (t >= 1) {
-        lmat(x, t, x->tmp);
-        shift_mul(n, x->tmp, prev, row, x->wL, 0, D, x->wL / D - 1);
-    }
+    if (t >= 1)   /* L_t, which the sweep's step at t - 1 left in x->Lnx */
+        shift_mul(n, x->Lnx, prev, row, x->wL, 0, D, x->wL / D - 1);
     if (x->aU >= 0) put_table(n, D, m->U, row, x->wL, x->offLU);
     if (x->aW >= 0) put_table(n, D, m->W, row, x->wL, x->offLW);
 }
 
-static double dot3(const double *a, const double *b, const double *w, ptrdiff_t D)
+/* out[i] += sum_d la[i wL + d] rb[i wR + d] w[d], i < n (D = 2 written out: the common case) */
+static void add_dots(ptrdiff_t n, const double *la, ptrdiff_t wL, const double *rb, ptrdiff_t wR,
+                     const double *w, ptrdiff_t D, double *out)
 {
-    double s = 0.0;
-    ptrdiff_t d;
-    for (d = 0; d < D; d++) s += a[d] * b[d] * w[d];
-    return s;
+    ptrdiff_t i, d;
+    if (D == 2) {
+        const double w0 = w[0], w1 = w[1];
+        for (i = 0; i < n; i++)
+            out[i] += la[i * wL] * rb[i * wR] * w0 + la[i * wL + 1] * rb[i * wR + 1] * w1;
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        double s = 0.0;
+        for (d = 0; d < D; d++) s += la[i * wL + d] * rb[i * wR + d] * w[d];
+        out[i] += s;
+    }
 }
 
 /* out[i] += sum of E[K(s_l, s_m) | s_t = i] over the couplings at distance lag with
@@ -444,29 +459,26 @@ static void lr_couplings(const xchain_t *x, ptrdiff_t t, const double *L, const 
 {
     const mf_hmm_model *m = x->m;
     const ptrdiff_t n = x->n, D = m->D, lag = x->lag, wL = x->wL, wR = x->wR;
-    ptrdiff_t a, i;
+    ptrdiff_t a;
     for (a = a1lo; a <= a1hi; a++) {
         const ptrdiff_t l = t - a, b = lag - a;
         if (!c1_at(x, l)) continue;
         if (m->right) {      /* output l: U at l, V at l + lag */
             const double *la = L + x->offLU + a * D, *rb = R + x->offRV + b * D;
-            const double *w = x->mk + l * D;
-            for (i = 0; i < n; i++) out[i] += dot3(la + i * wL, rb + i * wR, w, D);
+            add_dots(n, la, wL, rb, wR, x->mk + l * D, D, out);
         }
         if (m->left) {       /* output l + lag: W at l, U at l + lag */
             const double *la = L + x->offLW + a * D, *rb = R + x->offRU + b * D;
-            const double *w = x->mk + (l + lag) * D;
-            for (i = 0; i < n; i++) out[i] += dot3(la + i * wL, rb + i * wR, w, D);
+            add_dots(n, la, wL, rb, wR, x->mk + (l + lag) * D, D, out);
         }
     }
     for (a = a2lo; a <= a2hi; a++) {   /* output l + lag: W at l, V at l + 2 lag */
         const ptrdiff_t l = t - a, b = 2 * lag - a;
-        const double *la, *rb, *w;
+        const double *la, *rb;
         if (!c2_at(x, l)) continue;
         la = L + x->offLW + a * D;
         rb = R + x->offRV + b * D;
-        w = x->mk + (l + lag) * D;
-        for (i = 0; i < n; i++) out[i] += dot3(la + i * wL, rb + i * wR, w, D);
+        add_dots(n, la, wL, rb, wR, x->mk + (l + lag) * D, D, out);
     }
 }
 
@@ -691,16 +703,19 @@ static int set_site(xchain_t *x, ptrdiff_t t, const double *term, const double *
     ptrdiff_t i, j;
     for (i = 0; i < n; i++)
         if (!isfinite(term[i])) return HMM_NONFINITE;
-    for (j = 0; j < n; j++) {
-        double pr;
-        if (t == 0) pr = x->m->startprob[j];
-        else {
-            pr = 0.0;
-            for (i = 0; i < n; i++) pr += x->alpha[(t - 1) * n + i] * A[i * n + j];
+    /* predicted mass (each sum in increasing i, as xchain_pass) */
+    if (t == 0) {
+        for (j = 0; j < n; j++) al[j] = x->m->startprob[j];
+    } else {
+        const double *ap = x->alpha + (t - 1) * n;
+        for (j = 0; j < n; j++) al[j] = 0.0;
+        for (i = 0; i < n; i++) {
+            const double c = ap[i], *Ai = A + i * n;
+            for (j = 0; j < n; j++) al[j] += c * Ai[j];
         }
-        al[j] = pr;
-        if (pr > 0.0 && term[j] > mx) mx = term[j];
     }
+    for (j = 0; j < n; j++)
+        if (al[j] > 0.0 && term[j] > mx) mx = term[j];
     if (mx == -INFINITY) return HMM_IMPOSSIBLE;
     for (j = 0; j < n; j++) {
         const double dl = term[j] - mx;
@@ -712,10 +727,10 @@ static int set_site(xchain_t *x, ptrdiff_t t, const double *term, const double *
     for (j = 0; j < n; j++) al[j] /= s;
     if (t + 1 < T) {
         for (j = 0; j < n; j++) w[j] = cl[j] + x->e[t * n + j] - h[t * n + j] - khi[j];
-        lmat(x, t + 1, x->tmp);
+        lmat(x, t + 1, x->Lnx);   /* (kept for the low-rank path's left row of t + 1) */
         for (i = 0; i < n; i++) {
             double c = 0.0;
-            for (j = 0; j < n; j++) c += x->tmp[i * n + j] * w[j];
+            for (j = 0; j < n; j++) c += x->Lnx[i * n + j] * w[j];
             cl[i] = c;
         }
         shift_max(cl, n);

@@ -271,6 +271,8 @@ typedef struct {
     double *cr;                 /* (T, n) right-hand conditional sums of a sweep */
     double *ML, *MR;            /* (nk, n, n) products of conditional matrices */
     double *tmp, *tmp2;         /* (n, n) */
+    double *At;                 /* (n, n) the transitions transposed, At[j, i] = A[i, j] */
+    double *Lnx;                /* (n, n) L_{t+1}, left by a sweep's step at t for the next */
     double *v;                  /* (5 n) */
     double *sq;                 /* (3, T, n) the ascent's extrapolation: h0, h1, the new point */
     /* the low-rank path (mf_hmm_chain.c): on when lr */
