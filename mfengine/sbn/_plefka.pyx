@@ -38,9 +38,11 @@ u_i| <= tol with no free unit pushed against the bound |t| = T_MAX.  A trial poi
 
 For G11 and G12 a unit on the bound whose image lies beyond it counts as converged (its
 coordinate minimum is a mean a double cannot tell from 0 or 1), and items the iteration leaves
-unconverged are solved again by coordinate descent on G (``cd_item``: one unit at a time, the
-root of dG/du_j bracketed and found by regula falsi, each move kept only if it lowers G; O(its
-children) per evaluation), kept when it converges or ends lower.  With that fallback to come,
+unconverged within the budget are solved again by coordinate descent on G (``cd_item``: one
+unit at a time, the root of dG/du_j bracketed and found by regula falsi, each move kept only
+if it lowers G; O(its children) per evaluation), kept when it converges or ends lower.  Its
+sweeps share max_iter with the iteration's steps (a sweep costs some hundred times a step on a
+dense net): an item whose iteration spent the budget gets none.  With that fallback to come,
 the iteration gives up as soon as it stops making progress (a window of PROG_WINDOW = 20
 iterations lowers G by at most tol, or by more than half what the window before did: a crawl,
 not a convergence) instead of spending its whole budget; the coordinate descent then starts
@@ -1915,7 +1917,9 @@ cdef void cd_body(void *ctx, Py_ssize_t p, int thread) noexcept nogil:
     cdef int8_t conv2 = 0
     cdef Work W
     cdef int st
-    if j.conv[p] or j.status[p] != MF_OK or not (j.G[p] < INFINITY):
+    # the sweeps share the item's budget with the iteration before them: an item that spent it
+    # all (the caller's max_iter too small for it) stays as the iteration left it
+    if j.conv[p] or j.status[p] != MF_OK or not (j.G[p] < INFINITY) or j.n_iter[p] >= j.max_iter:
         return
     if block == NULL:
         j.status[p] = MF_ENOMEM
@@ -1930,7 +1934,8 @@ cdef void cd_body(void *ctx, Py_ssize_t p, int thread) noexcept nogil:
     else:
         irow = j.init + p * n if j.init != NULL else NULL
     st = cd_item(net, wrow, j.h + (j.net_of[p] * j.h_stride if j.net_of != NULL else 0),
-                 j.clamp + p * n, irow, &W, j.tol, j.max_iter, &G2, u2, &it2, &conv2)
+                 j.clamp + p * n, irow, &W, j.tol, j.max_iter - j.n_iter[p], &G2, u2, &it2,
+                 &conv2)
     if st == MF_OK and (conv2 or G2 < j.G[p]):
         j.G[p] = G2
         j.conv[p] = conv2
@@ -2033,7 +2038,7 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
     q = 0
     if order <= 12 and cd:
         for p in range(n_items):
-            if not conv[p] and status[p] == MF_OK and G[p] < INFINITY:
+            if not conv[p] and status[p] == MF_OK and G[p] < INFINITY and n_iter[p] < max_iter:
                 q += 1
     if q > 0:
         nt = mf_clamp_threads(n_threads, q)

@@ -114,8 +114,10 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
         Converged when every free mean is within ``tol`` of its fixed-point image
         ``sigmoid(-dF/du)``.
     max_iter : int, default 500
-        Fixed-point iterations (each possibly with a line search) per item; the
-        coordinate-descent fallback may take as many sweeps more.
+        Fixed-point iterations (each possibly with a line search) per item, together with
+        the coordinate-descent sweeps of the fallback: an item on which the iteration gives up
+        has the rest of the budget for them; one that spent it all keeps the iteration's
+        answer.
     n_threads : int or None, default 1
         OpenMP threads (None: ``OMP_NUM_THREADS`` or all cores; clamped to at least 1).  The
         answers do not depend on it.
@@ -132,8 +134,8 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
     coordinate_descent : bool, default True
         Orders 11 and 12: solve the items the fixed-point iteration leaves unconverged again,
         from the same start, by coordinate descent on G (one unit at a time, each move
-        lowering G; at most ``max_iter`` sweeps more), keeping that answer when it converges
-        or ends lower.  This is what makes stiff sparse nets converge (diagnosis-style
+        lowering G; as many sweeps as the iteration left of ``max_iter``), keeping that answer
+        when it converges or ends lower.  This is what makes stiff sparse nets converge (diagnosis-style
         noisy-OR nets, whose units' curvatures differ by orders of magnitude).  A unit whose
         minimum lies beyond the bound |logit u| = 700 (u below 1e-304 or within that of 1)
         then counts as converged on the bound.  False: the fixed-point iteration only, and
