@@ -138,6 +138,25 @@ const double *mf_hmm__k2(xchain_t *x, ptrdiff_t l)
     return x->kb;
 }
 
+/* al[j] = the chain's predicted mass of s_t = j: startprob at t = 0, else
+ * sum_i alpha_{t-1}(i) A(i, j), each sum in increasing i (the loop over j innermost). */
+static void predict(const xchain_t *x, ptrdiff_t t, double *al)
+{
+    const ptrdiff_t n = x->n;
+    const double *A = x->m->transmat, *ap;
+    ptrdiff_t i, j;
+    if (t == 0) {
+        for (j = 0; j < n; j++) al[j] = x->m->startprob[j];
+        return;
+    }
+    ap = x->alpha + (t - 1) * n;
+    for (j = 0; j < n; j++) al[j] = 0.0;
+    for (i = 0; i < n; i++) {
+        const double c = ap[i], *Ai = A + i * n;
+        for (j = 0; j < n; j++) al[j] += c * Ai[j];
+    }
+}
+
 /* Forward (filtered, normalised) and backward (scaled) messages of the chain with potentials h. */
 static int xchain_pass(xchain_t *x, const double *h, double *logz)
 {
@@ -151,18 +170,8 @@ static int xchain_pass(xchain_t *x, const double *h, double *logz)
         double mx = -INFINITY, s = 0.0;
         for (i = 0; i < n; i++)
             if (isnan(lp[i]) || lp[i] == INFINITY) return HMM_NONFINITE;
-        /* predicted mass of s_t (each sum in increasing i, the loop over j innermost); the
-         * step is scaled by the best reachable potential (mf_hmm__fb) */
-        if (t == 0) {
-            for (j = 0; j < n; j++) al[j] = x->m->startprob[j];
-        } else {
-            const double *ap = x->alpha + (t - 1) * n;
-            for (j = 0; j < n; j++) al[j] = 0.0;
-            for (i = 0; i < n; i++) {
-                const double c = ap[i], *Ai = A + i * n;
-                for (j = 0; j < n; j++) al[j] += c * Ai[j];
-            }
-        }
+        /* predicted mass of s_t; the step is scaled by the best reachable potential (mf_hmm__fb) */
+        predict(x, t, al);
         for (j = 0; j < n; j++)
             if (al[j] > 0.0 && lp[j] > mx) mx = lp[j];
         if (mx == -INFINITY) return HMM_IMPOSSIBLE;
@@ -698,22 +707,11 @@ static int set_site(xchain_t *x, ptrdiff_t t, const double *term, const double *
                     double *cl)
 {
     const ptrdiff_t T = x->T, n = x->n;
-    const double *A = x->m->transmat;
     double *w = x->v + 3 * n, *al = x->alpha + t * n, mx = -INFINITY, s = 0.0;
     ptrdiff_t i, j;
     for (i = 0; i < n; i++)
         if (!isfinite(term[i])) return HMM_NONFINITE;
-    /* predicted mass (each sum in increasing i, as xchain_pass) */
-    if (t == 0) {
-        for (j = 0; j < n; j++) al[j] = x->m->startprob[j];
-    } else {
-        const double *ap = x->alpha + (t - 1) * n;
-        for (j = 0; j < n; j++) al[j] = 0.0;
-        for (i = 0; i < n; i++) {
-            const double c = ap[i], *Ai = A + i * n;
-            for (j = 0; j < n; j++) al[j] += c * Ai[j];
-        }
-    }
+    predict(x, t, al);
     for (j = 0; j < n; j++)
         if (al[j] > 0.0 && term[j] > mx) mx = term[j];
     if (mx == -INFINITY) return HMM_IMPOSSIBLE;
