@@ -56,15 +56,9 @@ EPS = 1e-6
 
 def part3_model(lag, cs, seed):
     """The instances of examples/context_hmm.py, part 3 (same draws)."""
-    r2 = np.random.default_rng(1000 + seed)
-    h = mf.ContextHMM(3, 2, lag=lag, context="both", n_threads=1, progress=False)
-    h.means_ = 2.0 * r2.normal(size=(3, 2))
-    A = r2.random((3, 3)) + 2 * np.eye(3)
-    h.transmat_ = A / A.sum(1, keepdims=True)
-    h.right_means_ = cs * r2.normal(size=(3, 2))
-    h.left_means_ = cs * r2.normal(size=(3, 2))
-    X, _ = h.sample(40, random_state=seed)
-    return h, X
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+    from context_hmm import gap_instance
+    return gap_instance(lag, cs, seed, n_threads=1, progress=False)
 
 
 def site_terms(P, Xs, lag, right, left, own_only=False):
@@ -379,20 +373,11 @@ def part5(n_models, seed=0):
 def part4(n_inst):
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
     import reference_hmm as R
-    from test_hmm import random_hmm
-    from test_hmm_decode import exact_log_joint
+    from test_hmm_decode import decode_instances, exact_log_joint
     agree = near = naive_agree = 0
     ratios = []
-    for k in range(n_inst):   # the generator of test_decode_agrees_with_exact_decoding...
-        rng = np.random.default_rng(k)
-        n = int(rng.choice([2, 3]))
-        T = int(rng.integers(4, 8 if n == 2 else 7))
-        lag = int(rng.integers(1, 4))
-        h = random_hmm(n=n, D=2, lag=lag, context=["right", "left", "both"][k % 3], seed=k,
-                       cscale=[0.3, 1.0, 2.0][(k // 3) % 3], sep=1.5)
-        X, _ = h.sample(T, random_state=k)
-        if k % 4 == 0:
-            X[rng.integers(T)] = np.nan
+    for k, h, X in decode_instances(n_inst):   # test_decode_agrees_with_exact_decoding...'s
+        n = h.n_states
         P, lj = exact_log_joint(R.params_of(h), X, n)
         best = int(np.argmax(lj))
         path = h.decode(X)[1]

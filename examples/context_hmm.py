@@ -50,6 +50,19 @@ def figure1_models(rng, n=5, D=2, lag=5, context_scale=0.6):
     return first, ctx
 
 
+def gap_instance(lag, context_scale, seed, **kw):
+    """Part 3's instance ``seed``: n = 3, D = 2, context both, T = 40 (``kw`` to ContextHMM)."""
+    r2 = np.random.default_rng(1000 + seed)
+    h = mf.ContextHMM(3, 2, lag=lag, context="both", **kw)
+    h.means_ = 2.0 * r2.normal(size=(3, 2))
+    A = r2.random((3, 3)) + 2 * np.eye(3)
+    h.transmat_ = A / A.sum(1, keepdims=True)
+    h.right_means_ = context_scale * r2.normal(size=(3, 2))
+    h.left_means_ = context_scale * r2.normal(size=(3, 2))
+    X, _ = h.sample(40, random_state=seed)
+    return h, X
+
+
 def main(outdir="hmm_output"):
     os.makedirs(outdir, exist_ok=True)
     out = lines_out(os.path.join(outdir, "results.txt"))
@@ -127,14 +140,7 @@ def main(outdir="hmm_output"):
         for cs in (0.1, 0.3, 1.0, 3.0):
             gs, gn = [], []
             for seed in range(20):
-                r2 = np.random.default_rng(1000 + seed)
-                h = mf.ContextHMM(3, 2, lag=lag3, context="both")
-                h.means_ = 2.0 * r2.normal(size=(3, 2))
-                A = r2.random((3, 3)) + 2 * np.eye(3)
-                h.transmat_ = A / A.sum(1, keepdims=True)
-                h.right_means_ = cs * r2.normal(size=(3, 2))
-                h.left_means_ = cs * r2.normal(size=(3, 2))
-                X, _ = h.sample(40, random_state=seed)
+                h, X = gap_instance(lag3, cs, seed)
                 ex = h.score(X, method="exact")
                 gs.append(h.score(X) - ex)
                 gn.append(h.score(X, method="naive") - ex)
