@@ -372,21 +372,8 @@ def part5(n_models, seed=0):
 
 def part4(n_inst):
     sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
-    import reference_hmm as R
-    from test_hmm_decode import decode_instances, exact_log_joint
-    agree = near = naive_agree = 0
-    ratios = []
-    for k, h, X in decode_instances(n_inst):   # test_decode_agrees_with_exact_decoding...'s
-        n = h.n_states
-        P, lj = exact_log_joint(R.params_of(h), X, n)
-        best = int(np.argmax(lj))
-        path = h.decode(X)[1]
-        i = int(np.nonzero((P == path).all(1))[0][0])
-        ratio = np.exp(lj[i] - lj[best])
-        ratios.append(ratio)
-        agree += i == best
-        near += ratio >= 0.99
-        naive_agree += np.array_equal(P[best], h.decode(X, method="naive")[1])
+    from test_hmm_decode import decode_counts
+    agree, near, naive_agree, ratios = decode_counts(n_inst)
     print(f"\n[4] decoding, {n_inst} instances of tests/test_hmm_decode.py: structured Viterbi "
           f"is the exact MAP path in {agree} ({100 * agree / n_inst:.1f}%), within 1% of its "
           f"posterior probability in {near}, worst ratio {min(ratios):.3f}; naive argmax: "

@@ -36,17 +36,14 @@ def decode_instances(n_inst):
         yield k, h, X
 
 
-def test_decode_agrees_with_exact_decoding_on_small_instances():
-    # 200 random models (n 2-3, T 4-7, lag 1-3, every context, context scale 0.3-2, a missing
-    # frame in a quarter of them).  Measured: structured Viterbi is the exact MAP path in
-    # 196 of these 200 and 390 of 400 instances (97.5%; the rest within a factor 0.67 of its
-    # posterior probability); the naive marginals' argmax in 181 and 362 (90.5%); the same
-    # with the four screened starts as with the three full ascents before them
-    # (`pytest -s` prints the counts; `python bench/hmm_start_detail.py --decode 400`).
-    n_inst, agree, near, naive_agree, ratios = 200, 0, 0, 0, []
+def decode_counts(n_inst):
+    """Over the first n_inst decoding instances: how often the structured Viterbi path is the
+    exact MAP path, how often it has at least 0.99 times its posterior probability, how often
+    the naive marginals' argmax is the MAP path, and each path's probability ratio to it."""
+    agree = near = naive_agree = 0
+    ratios = []
     for k, h, X in decode_instances(n_inst):
-        n = h.n_states
-        P, lj = exact_log_joint(R.params_of(h), X, n)
+        P, lj = exact_log_joint(R.params_of(h), X, h.n_states)
         best = int(np.argmax(lj))
         logp, path = h.decode(X)
         i = int(np.nonzero((P == path).all(1))[0][0])
@@ -57,6 +54,18 @@ def test_decode_agrees_with_exact_decoding_on_small_instances():
         agree += i == best
         near += ratio >= 0.99
         naive_agree += np.array_equal(P[best], h.decode(X, method="naive")[1])
+    return agree, near, naive_agree, ratios
+
+
+def test_decode_agrees_with_exact_decoding_on_small_instances():
+    # 200 random models (n 2-3, T 4-7, lag 1-3, every context, context scale 0.3-2, a missing
+    # frame in a quarter of them).  Measured: structured Viterbi is the exact MAP path in
+    # 196 of these 200 and 390 of 400 instances (97.5%; the rest within a factor 0.67 of its
+    # posterior probability); the naive marginals' argmax in 181 and 362 (90.5%); the same
+    # with the four screened starts as with the three full ascents before them
+    # (`pytest -s` prints the counts; `python bench/hmm_start_detail.py --decode 400`).
+    n_inst = 200
+    agree, near, naive_agree, ratios = decode_counts(n_inst)
     print(f"decode: exact MAP path in {agree}/{n_inst}, within 1% of its posterior "
           f"probability in {near}/{n_inst}, worst ratio {min(ratios):.3f}; naive argmax: "
           f"{naive_agree}/{n_inst}")
