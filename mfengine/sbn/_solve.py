@@ -132,15 +132,15 @@ def dag_items(model, V, missing=None):
             raise ValueError("missing is not supported for a BeliefNetBatch; solve nets one by one")
         V3, squeeze = model._check_data(V)
         k, m = V3.shape[:2]
-        clamp = np.full((k * m, model.n_units), np.nan)
+        clamp = np.full((k * m, model.W_.shape[-1]), np.nan)
         clamp[:, model.visible_] = V3.reshape(k * m, V3.shape[2])
         shape = (k,) if squeeze else (k, m)
         return model, model._packed_w(), clamp, np.repeat(np.arange(k, dtype=np.intp), m), shape
     V, miss = model._check_data(V, missing)
     if miss is not None:
         V = np.where(miss, np.nan, V)
-    batch = model._as_batch()
-    clamp = np.full((V.shape[0], model.n_units), np.nan)
+    batch = model._as_batch(checked=True)
+    clamp = np.full((V.shape[0], model.W_.shape[-1]), np.nan)   # (W_ checked just above)
     clamp[:, model.visible_] = V
     return batch, model._packed_w(), clamp, np.zeros(V.shape[0], dtype=np.intp), (V.shape[0],)
 

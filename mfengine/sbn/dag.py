@@ -568,9 +568,11 @@ class BeliefNet(_DagModel):
         return [s.ch_idx[s.ch_ptr[j]:s.ch_ptr[j + 1]] for j in range(s.n_units)]
 
 
-    def _as_batch(self):
-        """This net as a one-net BeliefNetBatch sharing its checked arrays and structure."""
-        self._params()
+    def _as_batch(self, checked=False):
+        """This net as a one-net BeliefNetBatch sharing its checked arrays and structure
+        (``checked``: the caller has just run ``_params``)."""
+        if not checked:
+            self._params()
         batch = BeliefNetBatch(None, None, self.visible_, self.activation)
         batch.h_, batch.visible_ = self.h_[None], self.visible_
         batch._structure = self._structure
