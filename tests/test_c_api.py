@@ -669,6 +669,39 @@ C_IO = textwrap.dedent(
         return g;
     }
 
+    /* The context-HMM case (sp, A, logpot, U, V, W, X, lengths .bin) and room for its
+       outputs: n states, D output dimensions, T steps of the forward-backward case, rows of X
+       in n_seq sequences. */
+    typedef struct {
+        size_t n, T, n_seq;
+        ptrdiff_t D, rows, *len, *ns;
+        double *sp, *A, *lp, *U, *V, *W, *X, *gamma, *pot, *xs, *bound;
+        signed char *conv;
+    } hmm_case;
+
+    static hmm_case load_hmm(void) {
+        hmm_case c;
+        size_t nU, N;
+        c.sp = load("sp", &c.n, 8);
+        c.A = load("A", NULL, 8);
+        c.lp = load("logpot", &c.T, 8);
+        c.U = load("U", &nU, 8);
+        c.V = load("V", NULL, 8);
+        c.W = load("W", NULL, 8);
+        c.X = load("X", &N, 8);
+        c.len = load("lengths", &c.n_seq, sizeof(ptrdiff_t));
+        c.D = nU / c.n;
+        c.rows = N / c.D;
+        c.T /= c.n;
+        c.gamma = malloc(c.rows * c.n * 8);
+        c.pot = malloc(c.rows * c.n * 8);
+        c.xs = malloc(c.n * c.n * 8);
+        c.bound = malloc(c.n_seq * 8);
+        c.ns = malloc(c.n_seq * sizeof(ptrdiff_t));
+        c.conv = malloc(c.n_seq);
+        return c;
+    }
+
     /* The E-step on the case (tol 1e-6, 1000 sweeps, 2 threads) through `ng`, with the unit
        types `types` (NULL: a bad argument); on success its outputs saved as ng_*. */
     static int run_nlgbn(mfengine_nlgbn_infer_fn ng, ng_case *g, const signed char *types) {
@@ -696,14 +729,14 @@ C_PROGRAM_ALL = textwrap.dedent(
     #include <stdlib.h>
     #include "mfengine_solver.h"
 
-    /* load, save, the NLGBN case: C_IO */
+    /* load, save, the HMM and NLGBN cases: C_IO */
 
     #define GET(fn, type, module, name) \
         type fn = (type) mfengine_capi_import(module, name); \
         if (fn == NULL) { PyErr_Print(); return 3; }
 
     int main(int argc, char **argv) {
-        size_t n1, nnz, nc, T, n, N, n_seq;
+        size_t n1, nnz, nc;
         ptrdiff_t *pp = load("pp", &n1, sizeof(ptrdiff_t));
         ptrdiff_t *pi = load("pi", &nnz, sizeof(ptrdiff_t));
         double *w = load("w", NULL, 8), *h = load("h", NULL, 8), *clamp = load("clamp", &nc, 8);
@@ -760,35 +793,27 @@ C_PROGRAM_ALL = textwrap.dedent(
                500, 1, G, mu, it, conv));
         Py_END_ALLOW_THREADS
 
-        size_t nU;
-        double *sp = load("sp", &n, 8), *A = load("A", NULL, 8), *lp = load("logpot", &T, 8);
-        double *U = load("U", &nU, 8), *V = load("V", NULL, 8), *W = load("W", NULL, 8);
-        double *X = load("X", &N, 8);
-        ptrdiff_t *len = load("lengths", &n_seq, sizeof(ptrdiff_t));
-        ptrdiff_t D = nU / n, rows = N / D;
-        T /= n;
-        double *gamma = malloc(rows * n * 8), *pot = malloc(rows * n * 8);
-        double *xs = malloc(n * n * 8), *hb = malloc(n_seq * 8), logz;
-        ptrdiff_t *hns = malloc(n_seq * sizeof(ptrdiff_t));
-        signed char *hconv = malloc(n_seq);
+        hmm_case c = load_hmm();
+        double logz;
         Py_BEGIN_ALLOW_THREADS
-        printf("fb %d\n", fb(T, n, sp, A, lp, gamma, xs, &logz));
-        save("fb_gamma", gamma, T * n * 8);
-        save("fb_xi", xs, n * n * 8);
+        printf("fb %d\n", fb(c.T, c.n, c.sp, c.A, c.lp, c.gamma, c.xs, &logz));
+        save("fb_gamma", c.gamma, c.T * c.n * 8);
+        save("fb_xi", c.xs, c.n * c.n * 8);
         save("fb_logz", &logz, 8);
-        printf("fb_negative %d\n", fb(-1, n, sp, A, lp, gamma, xs, &logz));
-        s = st(n, D, 2, 3, sp, A, U, V, W, n_seq, len, X, 400, 1e-13, 2, gamma, pot, hb, hns,
-               hconv);
+        printf("fb_negative %d\n", fb(-1, c.n, c.sp, c.A, c.lp, c.gamma, c.xs, &logz));
+        s = st(c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V, c.W, c.n_seq, c.len, c.X, 400, 1e-13, 2,
+               c.gamma, c.pot, c.bound, c.ns, c.conv);
         printf("structured %d\n", s);
-        save("st_gamma", gamma, rows * n * 8);
-        save("st_logpot", pot, rows * n * 8);
-        save("st_bound", hb, n_seq * 8);
-        s = nv(n, D, 2, 3, sp, A, U, V, W, n_seq, len, X, 400, 1e-13, 2, gamma, hb, hns, hconv);
+        save("st_gamma", c.gamma, c.rows * c.n * 8);
+        save("st_logpot", c.pot, c.rows * c.n * 8);
+        save("st_bound", c.bound, c.n_seq * 8);
+        s = nv(c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V, c.W, c.n_seq, c.len, c.X, 400, 1e-13, 2,
+               c.gamma, c.bound, c.ns, c.conv);
         printf("naive %d\n", s);
-        save("nv_gamma", gamma, rows * n * 8);
-        save("nv_bound", hb, n_seq * 8);
-        printf("naive_nan %d\n", nv(n, D, 2, 3, sp, A, U, V, W, n_seq, len, X, 400, NAN, 2,
-               gamma, hb, hns, hconv));
+        save("nv_gamma", c.gamma, c.rows * c.n * 8);
+        save("nv_bound", c.bound, c.n_seq * 8);
+        printf("naive_nan %d\n", nv(c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V, c.W, c.n_seq, c.len,
+               c.X, 400, NAN, 2, c.gamma, c.bound, c.ns, c.conv));
         Py_END_ALLOW_THREADS
 
         ng_case g = load_nlgbn();
@@ -801,7 +826,7 @@ C_PROGRAM_ALL = textwrap.dedent(
         return 0;
     }
     """
-).replace("/* load, save, the NLGBN case: C_IO */", C_IO)
+).replace("/* load, save, the HMM and NLGBN cases: C_IO */", C_IO)
 
 
 def test_c_program_reaches_every_function_through_the_header(tmp_path):
@@ -1007,45 +1032,38 @@ C_PROGRAM_NO_PYTHON = textwrap.dedent(
     #include <stdlib.h>
     #include "mfengine_solver.h"
 
-    /* load, save, the NLGBN case: C_IO */
+    /* load, save, the HMM and NLGBN cases: C_IO */
 
     int main(void) {
-        size_t n, nU, N, T, n_seq;
-        double *sp = load("sp", &n, 8), *A = load("A", NULL, 8), *lp = load("logpot", &T, 8);
-        double *U = load("U", &nU, 8), *V = load("V", NULL, 8), *W = load("W", NULL, 8);
-        double *X = load("X", &N, 8);
-        ptrdiff_t *len = load("lengths", &n_seq, sizeof(ptrdiff_t));
-        ptrdiff_t D = nU / n, rows = N / D;
-        T /= n;
-        double *gamma = malloc(rows * n * 8), *pot = malloc(rows * n * 8);
-        double *xs = malloc(n * n * 8), *hb = malloc(n_seq * 8), logz;
-        ptrdiff_t *hns = malloc(n_seq * sizeof(ptrdiff_t));
-        signed char *hconv = malloc(n_seq);
-        printf("fb %d\n", mfengine_hmm_fb_infer(T, n, sp, A, lp, gamma, xs, &logz));
-        save("fb_gamma", gamma, T * n * 8);
+        hmm_case c = load_hmm();
+        double logz;
+        printf("fb %d\n", mfengine_hmm_fb_infer(c.T, c.n, c.sp, c.A, c.lp, c.gamma, c.xs, &logz));
+        save("fb_gamma", c.gamma, c.T * c.n * 8);
         save("fb_logz", &logz, 8);
-        printf("fb_negative %d\n", mfengine_hmm_fb_infer(-1, n, sp, A, lp, gamma, xs, &logz));
-        for (int threads = 1; threads <= 4; threads *= 2) {   /* 4 > sequences: the starts */
+        printf("fb_negative %d\n", mfengine_hmm_fb_infer(-1, c.n, c.sp, c.A, c.lp, c.gamma, c.xs,
+               &logz));
+        for (int threads = 1; threads <= 4; threads *= 2) {   /* 4 threads: the starts apart */
             char name[32];
-            int s = mfengine_hmm_structured_infer(n, D, 2, 3, sp, A, U, V, W, n_seq, len, X,
-                                                  400, 1e-13, threads, gamma, pot, hb, hns,
-                                                  hconv);
+            int s = mfengine_hmm_structured_infer(c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V, c.W,
+                                                  c.n_seq, c.len, c.X, 400, 1e-13, threads,
+                                                  c.gamma, c.pot, c.bound, c.ns, c.conv);
             printf("structured%d %d\n", threads, s);
             snprintf(name, sizeof name, "st%d_bound", threads);
-            save(name, hb, n_seq * 8);
+            save(name, c.bound, c.n_seq * 8);
             snprintf(name, sizeof name, "st%d_gamma", threads);
-            save(name, gamma, rows * n * 8);
+            save(name, c.gamma, c.rows * c.n * 8);
         }
-        int s = mfengine_hmm_naive_infer(n, D, 2, 3, sp, A, U, V, W, n_seq, len, X, 400, 1e-13,
-                                         2, gamma, hb, hns, hconv);
+        int s = mfengine_hmm_naive_infer(c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V, c.W, c.n_seq,
+                                         c.len, c.X, 400, 1e-13, 2, c.gamma, c.bound, c.ns,
+                                         c.conv);
         printf("naive %d\n", s);
-        save("nv_bound", hb, n_seq * 8);
-        printf("naive_nan %d\n", mfengine_hmm_naive_infer(n, D, 2, 3, sp, A, U, V, W, n_seq, len,
-               X, 400, NAN, 2, gamma, hb, hns, hconv));
-        len[0] = 0;
+        save("nv_bound", c.bound, c.n_seq * 8);
+        printf("naive_nan %d\n", mfengine_hmm_naive_infer(c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V,
+               c.W, c.n_seq, c.len, c.X, 400, NAN, 2, c.gamma, c.bound, c.ns, c.conv));
+        c.len[0] = 0;
         printf("structured_zero_length %d\n", mfengine_hmm_structured_infer(
-               n, D, 2, 3, sp, A, U, V, W, n_seq, len, X, 400, 1e-13, 2, gamma, pot, hb, hns,
-               hconv));
+               c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V, c.W, c.n_seq, c.len, c.X, 400, 1e-13, 2,
+               c.gamma, c.pot, c.bound, c.ns, c.conv));
 
         ng_case g = load_nlgbn();
         printf("nlgbn %d\n", run_nlgbn(mfengine_nlgbn_infer, &g, g.types));
@@ -1078,7 +1096,7 @@ C_PROGRAM_NO_PYTHON = textwrap.dedent(
         return 0;
     }
     """
-).replace("/* load, save, the NLGBN case: C_IO */", C_IO)
+).replace("/* load, save, the HMM and NLGBN cases: C_IO */", C_IO)
 
 
 def test_c_program_without_python_calls_every_family(tmp_path):
