@@ -157,6 +157,34 @@ static void predict(const xchain_t *x, ptrdiff_t t, double *al)
     }
 }
 
+/* The filtered forward message alpha_t for potentials lp at t, from alpha_{t-1}: the predicted
+ * mass times exp(lp - mx), normalised, with mx the largest potential among the states t can
+ * reach (so that no factor exceeds 1; mf_hmm__fb); ph (or NULL) receives those factors,
+ * exp(min(lp - mx, 0)).  *mx and *s (the mass before normalising) for ln Z.  HMM_IMPOSSIBLE
+ * when no reachable state has a potential above -inf. */
+static int forward_step(xchain_t *x, ptrdiff_t t, const double *lp, double *ph, double *mx,
+                        double *s)
+{
+    const ptrdiff_t n = x->n;
+    double *al = x->alpha + t * n, m = -INFINITY, sum = 0.0;
+    ptrdiff_t j;
+    predict(x, t, al);
+    for (j = 0; j < n; j++)
+        if (al[j] > 0.0 && lp[j] > m) m = lp[j];
+    if (m == -INFINITY) return HMM_IMPOSSIBLE;
+    for (j = 0; j < n; j++) {
+        const double dl = lp[j] - m, f = exp(dl < 0.0 ? dl : 0.0);
+        if (ph) ph[j] = f;
+        al[j] = al[j] > 0.0 ? al[j] * f : 0.0;
+        sum += al[j];
+    }
+    if (!(sum > 0.0)) return HMM_NONFINITE;
+    for (j = 0; j < n; j++) al[j] /= sum;
+    *mx = m;
+    *s = sum;
+    return MF_OK;
+}
+
 /* Forward (filtered, normalised) and backward (scaled) messages of the chain with potentials h. */
 static int xchain_pass(xchain_t *x, const double *h, double *logz)
 {
@@ -166,24 +194,12 @@ static int xchain_pass(xchain_t *x, const double *h, double *logz)
     ptrdiff_t t, i, j;
     for (t = 0; t < T; t++) {
         const double *lp = h + t * n;
-        double *al = x->alpha + t * n, *ph = x->phi + t * n;
-        double mx = -INFINITY, s = 0.0;
+        double mx, s;
+        int status;
         for (i = 0; i < n; i++)
             if (isnan(lp[i]) || lp[i] == INFINITY) return HMM_NONFINITE;
-        /* predicted mass of s_t; the step is scaled by the best reachable potential (mf_hmm__fb) */
-        predict(x, t, al);
-        for (j = 0; j < n; j++)
-            if (al[j] > 0.0 && lp[j] > mx) mx = lp[j];
-        if (mx == -INFINITY) return HMM_IMPOSSIBLE;
-        for (j = 0; j < n; j++) {
-            const double dl = lp[j] - mx;
-            ph[j] = exp(dl < 0.0 ? dl : 0.0);
-            al[j] *= ph[j];
-            s += al[j];
-        }
-        if (!(s > 0.0)) return HMM_NONFINITE;
+        if ((status = forward_step(x, t, lp, x->phi + t * n, &mx, &s)) != MF_OK) return status;
         lz += mx;
-        for (j = 0; j < n; j++) al[j] /= s;
         lz += log(s);
     }
     for (i = 0; i < n; i++) x->beta[(T - 1) * n + i] = 1.0;
@@ -707,22 +723,13 @@ static int set_site(xchain_t *x, ptrdiff_t t, const double *term, const double *
                     double *cl)
 {
     const ptrdiff_t T = x->T, n = x->n;
-    double *w = x->v + 3 * n, *al = x->alpha + t * n, mx = -INFINITY, s = 0.0;
+    double *w = x->v + 3 * n, mx, s;
     ptrdiff_t i, j;
+    int status;
     for (i = 0; i < n; i++)
         if (!isfinite(term[i])) return HMM_NONFINITE;
-    predict(x, t, al);
-    for (j = 0; j < n; j++)
-        if (al[j] > 0.0 && term[j] > mx) mx = term[j];
-    if (mx == -INFINITY) return HMM_IMPOSSIBLE;
-    for (j = 0; j < n; j++) {
-        const double dl = term[j] - mx;
-        h[t * n + j] = dl;
-        al[j] = al[j] > 0.0 ? al[j] * exp(dl) : 0.0;
-        s += al[j];
-    }
-    if (!(s > 0.0)) return HMM_NONFINITE;
-    for (j = 0; j < n; j++) al[j] /= s;
+    if ((status = forward_step(x, t, term, NULL, &mx, &s)) != MF_OK) return status;
+    for (j = 0; j < n; j++) h[t * n + j] = term[j] - mx;
     if (t + 1 < T) {
         for (j = 0; j < n; j++) w[j] = cl[j] + x->e[t * n + j] - h[t * n + j] - khi[j];
         lmat(x, t + 1, x->Lnx);   /* (kept for the low-rank path's left row of t + 1) */
