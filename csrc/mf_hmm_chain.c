@@ -64,7 +64,13 @@ void mf_hmm__xchain_layout(arena_t *a, xchain_t *x, const mf_hmm_model *m, ptrdi
     x->sq = (double *)take(a, 3 * T, n, sizeof(double));
     x->bar = (double *)take(a, 3 * T, m->D, sizeof(double));
     x->cov = (double *)take(a, T, m->D, sizeof(double));
-    x->cnd = (double *)take(a, 2 * n, m->D, sizeof(double));
+    /* the careful evaluation's rows: V to distance 2 lag (lag without left context), U to lag */
+    x->cV = m->right ? (m->left ? 2 * m->lag : m->lag) : -1;
+    x->cU = m->left ? m->lag : -1;
+    x->offCV = 0;
+    x->offCU = (x->cV + 1) * m->D;
+    x->wC = (x->cV + 1 + x->cU + 1) * m->D;
+    x->cnd = (double *)take(a, 2 * n, x->wC > 0 ? x->wC : 1, sizeof(double));
     lr_layout(a, x);
 }
 
@@ -632,42 +638,43 @@ int mf_hmm__xchain_objective(xchain_t *x, const double *h, double *xi_sum, doubl
     return MF_OK;
 }
 
-/* cov[d] += Cov_Q(A[s_la, d], B[s_lb, d]) (la < lb, A = table ka, B = table kb) for the observed
- * coordinates d of output o: E[B(s_lb) - Bbar | s_la = i] carried back from lb to la through
- * the conditional matrices R, then summed against gamma_la (A - Abar), every factor centred. */
-static void careful_cov(xchain_t *x, ptrdiff_t o, ptrdiff_t la, int ka, ptrdiff_t lb, int kb,
-                        double *cov)
+/* The careful evaluation's right rows: per state i, the centred conditional means
+ * E[V(s_{l+b}) - Vbar_{l+b} | s_l = i] for b = 0 .. cV (a segment at offCV) and the same of U for
+ * b = 0 .. cU (at offCU), D-wide slots, from the row of l + 1 (next; unused at l = T - 1) by one
+ * product R_l row_{l+1} over the whole width, as lr_rstep: the rows' recursion runs at a fixed
+ * target time l + b, so every entry is carried centred at its own mean.  Entries beyond the
+ * room left are never read. */
+static void careful_row(xchain_t *x, ptrdiff_t l, const double *next, double *row)
 {
     const mf_hmm_model *m = x->m;
-    const ptrdiff_t T = x->T, n = x->n, D = m->D;
-    const double *A = table(m, ka), *B = table(m, kb);
-    const double *abar = x->bar + (ka * T + la) * D, *bbar = x->bar + (kb * T + lb) * D;
-    const double *g = x->gam + la * n;
-    double *c = x->cnd, *c2 = x->cnd + n * D, *sw;
-    ptrdiff_t s, i, j, d;
-    for (j = 0; j < n; j++)
-        for (d = 0; d < D; d++) c[j * D + d] = B[j * D + d] - bbar[d];
-    for (s = lb - 1; s >= la; s--) {
-        rmat(x, s, x->tmp);
-        for (i = 0; i < n; i++) {
-            double *out = c2 + i * D;
-            for (d = 0; d < D; d++) out[d] = 0.0;
-            for (j = 0; j < n; j++) {
-                const double r = x->tmp[i * n + j];
-                if (r == 0.0) continue;
-                for (d = 0; d < D; d++) out[d] += r * c[j * D + d];
-            }
-        }
-        sw = c;
-        c = c2;
-        c2 = sw;
+    const ptrdiff_t T = x->T, n = x->n, D = m->D, w = x->wC;
+    ptrdiff_t i, d;
+    if (l < T - 1) {
+        rmat(x, l, x->tmp);
+        shift_mul(n, x->tmp, next, row, w, 0, D, w / D - 1);
     }
+    for (i = 0; i < n; i++)
+        for (d = 0; d < D; d++) {
+            if (x->cV >= 0) row[i * w + x->offCV + d] = m->V[i * D + d] - x->bar[(T + l) * D + d];
+            if (x->cU >= 0) row[i * w + x->offCU + d] = m->U[i * D + d] - x->bar[l * D + d];
+        }
+}
+
+/* cov[o, d] += Cov_Q(A[s_l, d], B[s_{l+b}, d]) over the observed coordinates d of output o:
+ * sum_i gamma_l(i) (A_id - Abar_ld) E[B(s_{l+b}) - Bbar | s_l = i]_d, every factor centred
+ * (A = table ka; c: the row's entries of B at distance b, stride x->wC). */
+static void careful_add(xchain_t *x, ptrdiff_t o, ptrdiff_t l, int ka, const double *c)
+{
+    const mf_hmm_model *m = x->m;
+    const ptrdiff_t n = x->n, D = m->D, w = x->wC;
+    const double *A = table(m, ka), *abar = x->bar + (ka * x->T + l) * D, *g = x->gam + l * n;
+    ptrdiff_t i, d;
     for (d = 0; d < D; d++) {
         double acc = 0.0;
         if (!seen(x->X, D, o, d)) continue;
         for (i = 0; i < n; i++)
-            if (g[i] > 0.0) acc += g[i] * (A[i * D + d] - abar[d]) * c[i * D + d];
-        cov[d] += acc;
+            if (g[i] > 0.0) acc += g[i] * (A[i * D + d] - abar[d]) * c[i * w + d];
+        x->cov[o * D + d] += acc;
     }
 }
 
@@ -702,13 +709,21 @@ int mf_hmm__xchain_careful(xchain_t *x, const double *h, double *value)
     }
     mf_hmm__bar_means(m, T, x->gam, x->bar);
     memset(x->cov, 0, (size_t)(T * D) * sizeof(double));
+    /* each covariance at its earlier end l, the rows carried backward: for an output, U-V (at
+     * l = t) is added before W-U and W-V (at l = t - lag) */
+    if (x->has1) memset(x->cnd, 0, (size_t)(2 * n * x->wC) * sizeof(double));
     if (x->has1)
-        for (t = 0; t < T; t++) {
-            const int r = m->right && lag < T - t, l = m->left && t >= lag;
-            if (x->rc[t] == ROW_MISSING) continue;
-            if (r) careful_cov(x, t, t, 0, t + lag, 1, x->cov + t * D);             /* U, V */
-            if (l) careful_cov(x, t, t - lag, 2, t, 0, x->cov + t * D);             /* W, U */
-            if (r && l) careful_cov(x, t, t - lag, 2, t + lag, 1, x->cov + t * D);  /* W, V */
+        for (t = T - 1; t >= 0; t--) {
+            double *row = x->cnd + (t & 1) * n * x->wC;
+            careful_row(x, t, x->cnd + ((t + 1) & 1) * n * x->wC, row);
+            if (lag >= T - t) continue;
+            if (m->right && x->rc[t] != ROW_MISSING)   /* output t: U at t, V at t + lag */
+                careful_add(x, t, t, 0, row + x->offCV + lag * D);
+            if (m->left && x->rc[t + lag] != ROW_MISSING) {   /* output t + lag: W at t, ... */
+                careful_add(x, t + lag, t, 2, row + x->offCU + lag * D);   /* ... U at t + lag */
+                if (m->right && lag < T - t - lag)                          /* ... V at t + 2 lag */
+                    careful_add(x, t + lag, t, 2, row + x->offCV + 2 * lag * D);
+            }
         }
     F += mf_hmm__emission(m, T, x->X, x->gam, x->bar, x->cov);
     if (!isfinite(F)) return HMM_NONFINITE;

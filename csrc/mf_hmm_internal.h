@@ -283,7 +283,9 @@ typedef struct {
     double *mk;                 /* (T, D) 1 where observed, 0 where missing */
     double *ck, *bk, *rr, *ll;  /* checkpoints (nck rows), block (blk rows), 2 right rows, 3 left */
     /* the careful evaluation of the reported bound (mf_hmm__xchain_careful) */
-    double *bar, *cov, *cnd;    /* (3, T, D) means under Q, (T, D) covariances, (2, n, D) */
+    double *bar, *cov;          /* (3, T, D) means under Q, (T, D) covariances */
+    ptrdiff_t cV, cU, offCV, offCU, wC;   /* its rows' largest distances (-1: none) and layout */
+    double *cnd;                /* (2, n, wC) two rows (mf_hmm_chain.c, careful_row) */
 } xchain_t;
 
 /* Which path the chain objective and sweep take: 0 by cost (the default), 1 the low-rank
