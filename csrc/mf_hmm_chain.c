@@ -191,14 +191,16 @@ static int forward_step(xchain_t *x, ptrdiff_t t, const double *lp, double *ph, 
     return MF_OK;
 }
 
-/* Forward (filtered, normalised) and backward (scaled) messages of the chain with potentials h. */
-static int xchain_pass(xchain_t *x, const double *h, double *logz)
+/* Forward (filtered, normalised) and backward (scaled) messages of the chain with potentials h,
+ * and ln Z.  With have_forward the forward messages, phi and *logz are already those of h (a
+ * low-rank sweep leaves them: lr_sweep), and only the backward ones are computed. */
+static int xchain_messages(xchain_t *x, const double *h, int have_forward, double *logz)
 {
     const ptrdiff_t T = x->T, n = x->n;
     const double *A = x->m->transmat;
-    double lz = 0.0;
+    double lz = have_forward ? *logz : 0.0;
     ptrdiff_t t, i, j;
-    for (t = 0; t < T; t++) {
+    for (t = 0; t < T && !have_forward; t++) {
         const double *lp = h + t * n;
         double mx, s;
         int status;
@@ -224,6 +226,11 @@ static int xchain_pass(xchain_t *x, const double *h, double *logz)
     if (!isfinite(lz)) return HMM_NONFINITE;
     *logz = lz;
     return MF_OK;
+}
+
+static int xchain_pass(xchain_t *x, const double *h, double *logz)
+{
+    return xchain_messages(x, h, 0, logz);
 }
 
 /* R_t(i, j) = Q(s_{t+1} = j | s_t = i), from the backward messages (t + 1 < T); a state that
@@ -513,18 +520,22 @@ static void lr_couplings(const xchain_t *x, ptrdiff_t t, const double *L, const 
     }
 }
 
-/* F(h) and gam, tl by the low-rank path (no pairwise marginals at lag or 2 lag); xi_sum (the
- * summed marginals of neighbours) when not NULL. */
-static int lr_objective(xchain_t *x, const double *h, double *xi_sum, double *value)
+/* F(h) and gam, tl, cr by the low-rank path (no pairwise marginals at lag or 2 lag); xi_sum
+ * (the summed marginals of neighbours) when not NULL.  fwd_logz: NULL, or ln Z when the
+ * forward messages are already those of h (left by lr_sweep).  cr is a sweep's right-hand
+ * conditional sums (backward_cr), formed here from the R_t the rows need anyway. */
+static int lr_objective(xchain_t *x, const double *h, const double *fwd_logz, double *xi_sum,
+                        double *value)
 {
-    const ptrdiff_t T = x->T, n = x->n, lag = x->lag;
+    const ptrdiff_t T = x->T, n = x->n;
     const double *L0 = x->ll + 2 * x->rowL;
-    double logz, F, Fs = 0.0;
-    ptrdiff_t t, i;
-    int status = xchain_pass(x, h, &logz);
+    double logz = fwd_logz ? *fwd_logz : 0.0, F, Fs = 0.0, *w = x->v + 3 * n;
+    ptrdiff_t t, i, j;
+    int status = xchain_messages(x, h, fwd_logz != NULL, &logz);
     if (status) return status;
     if (xi_sum) for (i = 0; i < n * n; i++) xi_sum[i] = 0.0;
     const int all = x->blk == T;   /* every right row kept: the sweep reads them directly */
+    for (i = 0; i < n; i++) x->cr[(T - 1) * n + i] = 0.0;
     for (t = T - 1; t >= 0; t--) {
         double *row = all ? x->bk + t * x->rowR : x->rr + (t & 1) * x->rowR;
         const double *next = all ? x->bk + (t + 1) * x->rowR : x->rr + ((t + 1) & 1) * x->rowR;
@@ -542,13 +553,21 @@ static int lr_objective(xchain_t *x, const double *h, double *xi_sum, double *va
             g[i] /= s;
             if (g[i] > 0.0) Fs += g[i] * (x->e[t * n + i] - h[t * n + i] - tl[i]);
         }
-        if (xi_sum && t < T - 1) {   /* lr_rstep left R_t in x->tmp */
-            ptrdiff_t j;
-            for (i = 0; i < n; i++)
-                for (j = 0; j < n; j++) xi_sum[i * n + j] += g[i] * x->tmp[i * n + j];
+        if (t < T - 1) {   /* lr_rstep left R_t in x->tmp */
+            const ptrdiff_t u = t + 1;
+            for (j = 0; j < n; j++)
+                w[j] = x->cr[u * n + j] + x->e[u * n + j] - h[u * n + j] - x->tl[u * n + j];
+            for (i = 0; i < n; i++) {
+                double c = 0.0;
+                for (j = 0; j < n; j++) c += x->tmp[i * n + j] * w[j];
+                x->cr[t * n + i] = c;
+            }
+            shift_max(x->cr + t * n, n);
+            if (xi_sum)
+                for (i = 0; i < n; i++)
+                    for (j = 0; j < n; j++) xi_sum[i * n + j] += g[i] * x->tmp[i * n + j];
         }
     }
-    (void)lag;
     F = logz + x->cst + Fs;
     if (!isfinite(F)) return HMM_NONFINITE;
     *value = F;
@@ -579,7 +598,7 @@ int mf_hmm__xchain_objective(xchain_t *x, const double *h, double *xi_sum, doubl
     ptrdiff_t t, i, j, d;
     int status;
     const double *k;
-    if (x->lr && !pair1 && !pair2 && !pmask) return lr_objective(x, h, xi_sum, value);
+    if (x->lr && !pair1 && !pair2 && !pmask) return lr_objective(x, h, NULL, xi_sum, value);
     status = xchain_pass(x, h, &logz);
     if (status) return status;
     if (xi_sum) for (i = 0; i < n2; i++) xi_sum[i] = 0.0;
@@ -733,9 +752,11 @@ int mf_hmm__xchain_careful(xchain_t *x, const double *h, double *value)
 
 /* The end of a sweep's step at t, shared by both paths: h_t = term (shifted to a largest
  * reachable entry of 0), the forward message alpha_t it gives, and the left conditional sums
- * cl for t + 1 (khi: the couplings whose later end is t). */
+ * cl for t + 1 (khi: the couplings whose later end is t).  With lz (not NULL) also phi_t and
+ * ln Z's term of t, added to *lz: the forward messages of the new h_t, as xchain_messages
+ * would compute them (bit for bit). */
 static int set_site(xchain_t *x, ptrdiff_t t, const double *term, const double *khi, double *h,
-                    double *cl)
+                    double *cl, double *lz)
 {
     const ptrdiff_t T = x->T, n = x->n;
     double *w = x->v + 3 * n, mx, s;
@@ -743,8 +764,9 @@ static int set_site(xchain_t *x, ptrdiff_t t, const double *term, const double *
     int status;
     for (i = 0; i < n; i++)
         if (!isfinite(term[i])) return HMM_NONFINITE;
-    if ((status = forward_step(x, t, term, NULL, &mx, &s)) != MF_OK) return status;
+    if ((status = forward_step(x, t, term, lz ? x->phi + t * n : NULL, &mx, &s)) != MF_OK) return status;
     for (j = 0; j < n; j++) h[t * n + j] = term[j] - mx;
+    if (lz) *lz += log(s);   /* as xchain_messages will find for h_t, whose largest is 0 */
     if (t + 1 < T) {
         for (j = 0; j < n; j++) w[j] = cl[j] + x->e[t * n + j] - h[t * n + j] - khi[j];
         lmat(x, t + 1, x->Lnx);   /* (kept for the low-rank path's left row of t + 1) */
@@ -821,24 +843,23 @@ static int xchain_sweep(xchain_t *x, double *h)
         for (i = 0; i < n; i++)
             term[i] = x->e[t * n + i] + cl[i] + x->cr[t * n + i] - x->tl[t * n + i] - khi[i]
                       - sd[i];
-        if ((status = set_site(x, t, term, khi, h, cl)) != MF_OK) return status;
+        if ((status = set_site(x, t, term, khi, h, cl, NULL)) != MF_OK) return status;
     }
     return MF_OK;
 }
 
 
 /* One sweep of coordinate maximisation by the low-rank path (same update as xchain_sweep).
- * Needs the messages, tl and checkpoints of lr_objective(h) just before. */
-static int lr_sweep(xchain_t *x, double *h)
+ * Needs the messages, tl, cr and checkpoints of lr_objective(h) just before; leaves the forward
+ * messages of the new h, and its ln Z in *lz. */
+static int lr_sweep(xchain_t *x, double *h, double *lz)
 {
     const ptrdiff_t T = x->T, n = x->n, lag = x->lag;
     double *cl = x->v, *khi = x->v + n, *term = x->v + 2 * n, *sd = x->v + 4 * n;
     ptrdiff_t t, i;
     int status;
 
-    /* backward: cr (the checkpoints of the right rows are lr_objective's) */
-    backward_cr(x, h);
-
+    *lz = 0.0;
     for (i = 0; i < n; i++) cl[i] = 0.0;
     for (t = 0; t < T; t++) {
         double *L = x->ll + (t & 1) * x->rowL;
@@ -856,7 +877,7 @@ static int lr_sweep(xchain_t *x, double *h)
         for (i = 0; i < n; i++)
             term[i] = x->e[t * n + i] + cl[i] + x->cr[t * n + i] - x->tl[t * n + i] - khi[i]
                       - sd[i];
-        if ((status = set_site(x, t, term, khi, h, cl)) != MF_OK) return status;
+        if ((status = set_site(x, t, term, khi, h, cl, lz)) != MF_OK) return status;
     }
     return MF_OK;
 }
@@ -894,8 +915,13 @@ int mf_hmm_chain_objective(const mf_hmm_model *m, ptrdiff_t T, const double *X,
  * the objective at the result (which the next sweep needs), *F. */
 static int ascent_step(xchain_t *x, double *h, double *F)
 {
-    int status = x->lr ? lr_sweep(x, h) : xchain_sweep(x, h);
-    if (status) return status;
+    double lz;
+    int status;
+    if (x->lr) {   /* the sweep leaves the new forward messages */
+        if ((status = lr_sweep(x, h, &lz)) != MF_OK) return status;
+        return lr_objective(x, h, &lz, NULL, F);
+    }
+    if ((status = xchain_sweep(x, h)) != MF_OK) return status;
     return mf_hmm__xchain_objective(x, h, NULL, NULL, NULL, NULL, F);
 }
 
