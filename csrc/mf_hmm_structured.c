@@ -117,9 +117,8 @@ static int run_start(int k, const mf_hmm_model *m, ptrdiff_t T, const double *X,
     return mf_hmm__xchain_ascent(x, max_sweeps, tol, b->h, b->hist, hist_len, ns, F);
 }
 
-/* One thread's scratch: a chain and its buffers, in a block of its own or the caller's. */
+/* One thread's scratch: a chain and its buffers (worker 0: the solve's main ones). */
 typedef struct {
-    arena_t a;
     xchain_t own_x;
     structured_bufs own_b;
     xchain_t *x;
@@ -127,32 +126,13 @@ typedef struct {
     double *gam;
 } worker_t;
 
-static void worker_layout(worker_t *w, const mf_hmm_model *m, ptrdiff_t T, ptrdiff_t hist_len)
+static void worker_layout(worker_t *w, arena_t *a, const mf_hmm_model *m, ptrdiff_t T,
+                          ptrdiff_t hist_len)
 {
-    mf_hmm__structured_layout(&w->a, &w->own_x, m, T, hist_len, &w->own_b);
-    w->gam = (double *)take(&w->a, T, m->n, sizeof(double));
+    mf_hmm__structured_layout(a, &w->own_x, m, T, hist_len, &w->own_b);
+    w->gam = (double *)take(a, T, m->n, sizeof(double));
     w->x = &w->own_x;
     w->b = &w->own_b;
-}
-
-/* Blocks of their own for workers 0 .. nw - 1; on failure none is left allocated. */
-static int workers_open(worker_t *w, int nw, const mf_hmm_model *m, ptrdiff_t T,
-                        const double *X, ptrdiff_t hist_len)
-{
-    int i, status;
-    for (i = 0; i < nw; i++) {
-        w[i].a.base = NULL;
-        w[i].a.used = 0;
-        w[i].a.bad = 0;
-        worker_layout(&w[i], m, T, hist_len);
-        if ((status = arena_alloc(&w[i].a)) != MF_OK) {
-            while (i-- > 0) free(w[i].a.base);
-            return status;
-        }
-        worker_layout(&w[i], m, T, hist_len);
-        mf_hmm__xchain_setup(w[i].x, X);
-    }
-    return MF_OK;
 }
 
 /* The starts' results, one entry per start: potentials, history, value, sweeps, status. */
@@ -165,6 +145,23 @@ typedef struct {
     ptrdiff_t ns[N_STARTS];
     int st[N_STARTS], fin[FINALISTS];
 } starts_t;
+
+/* The solve's one block (one allocation, so that a solve's scratch is reused from the heap
+ * by the next rather than mapped afresh): the main chain and its buffers; with the starts,
+ * their results and a chain for each worker 1 .. nw - 1 (worker 0 works in the main chain). */
+static void core_layout(arena_t *a, xchain_t *x, structured_bufs *b, const mf_hmm_model *m,
+                        ptrdiff_t T, ptrdiff_t hist_len, int starts, starts_t *S, worker_t *w,
+                        int nw)
+{
+    int k;
+    mf_hmm__structured_layout(a, x, m, T, hist_len, b);
+    if (!starts) return;
+    for (k = 0; k < N_STARTS; k++) {
+        S->h[k] = (double *)take(a, T, m->n, sizeof(double));
+        S->hist[k] = (double *)take(a, hist_len, 1, sizeof(double));
+    }
+    for (k = 1; k < nw; k++) worker_layout(&w[k], a, m, T, hist_len);
+}
 
 /* Job i of a phase on worker me: phase 0 runs start i to the screen's tolerance, phase 1
  * takes finalist i on to the caller's, within what is left of the sweep budget. */
@@ -238,21 +235,24 @@ static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
                            double *stat_g, int n_threads)
 {
     const ptrdiff_t n = m->n, Tn = T * m->n;
+    /* several starts unless warm-started, or without couplings (the first-order posterior
+     * is then exact) */
+    const int starts = !init && (m->right || m->left) && T > m->lag;
+    const int nw = starts && n_threads > 1 ? (n_threads < N_STARTS ? n_threads : N_STARTS) : 1;
     xchain_t x;
-    arena_t a = {NULL, 0, 0}, ka = {NULL, 0, 0};
+    arena_t a = {NULL, 0, 0};
     structured_bufs b;
     double best = -INFINITY, F;
     ptrdiff_t k, nbest = 0;
-    int status, start, conv_best = MF_OK, nw = 0, nf, kept;
+    int status, start, conv_best = MF_OK, nf, kept;
     worker_t w[N_STARTS];
     starts_t S;
 
-    mf_hmm__structured_layout(&a, &x, m, T, hist_len, &b);
+    core_layout(&a, &x, &b, m, T, hist_len, starts, &S, w, nw);
     if ((status = arena_alloc(&a)) != MF_OK) return status;
-    mf_hmm__structured_layout(&a, &x, m, T, hist_len, &b);
+    core_layout(&a, &x, &b, m, T, hist_len, starts, &S, w, nw);
     mf_hmm__xchain_setup(&x, X);
-    if (init || x.kmax == 0 || T <= m->lag) {
-        /* a warm start; or no couplings, where the first-order posterior is exact */
+    if (!starts) {
         memcpy(b.hbest, init ? init : x.e, (size_t)Tn * sizeof(double));
         status = mf_hmm__xchain_ascent(&x, max_sweeps, tol, b.hbest, history, hist_len, &nbest, &best);
         if (status != MF_OK && status != MF_NOT_CONVERGED) goto done;
@@ -265,29 +265,12 @@ static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
         S.hist_len = hist_len;
         S.tol = tol;
         S.stol = tol > SCREEN_TOL ? tol : SCREEN_TOL;
-        for (start = 0; start < N_STARTS; start++) {
-            S.h[start] = (double *)take(&ka, T, n, sizeof(double));
-            S.hist[start] = (double *)take(&ka, hist_len, 1, sizeof(double));
-        }
-        if ((status = arena_alloc(&ka)) != MF_OK) goto done;
-        for (start = 0; start < N_STARTS; start++) {
-            S.h[start] = (double *)take(&ka, T, n, sizeof(double));
-            S.hist[start] = (double *)take(&ka, hist_len, 1, sizeof(double));
-        }
-        /* one thread works in this block; several, each in a block of its own */
-        if (n_threads > 1) {
-            nw = n_threads < N_STARTS ? n_threads : N_STARTS;
-            if ((status = workers_open(w, nw, m, T, X, hist_len)) != MF_OK) {
-                nw = 0;
-                goto done;
-            }
-        } else {
-            w[0].x = &x;
-            w[0].b = &b;
-            w[0].gam = gamma;
-        }
+        w[0].x = &x;   /* worker 0 (the calling thread) works in the main chain */
+        w[0].b = &b;
+        w[0].gam = gamma;
+        for (k = 1; k < nw; k++) mf_hmm__xchain_setup(w[k].x, X);
         /* every start's ascent to the screen's tolerance */
-        run_phase(&S, 0, N_STARTS, w, nw > 1 ? nw : 1);
+        run_phase(&S, 0, N_STARTS, w, nw);
         for (start = 0; start < N_STARTS; start++)
             if (!usable(S.st[start]) && !(start == 1 && S.st[start] == HMM_IMPOSSIBLE)) {
                 status = S.st[start];   /* the first error, in the starts' order */
@@ -297,7 +280,7 @@ static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
          * converged at the screen's); nf >= 1, as start 0 is never skipped */
         for (nf = 0; nf < FINALISTS && (k = next_best(&S, nf)) >= 0; nf++) S.fin[nf] = (int)k;
         if (S.stol > tol) {
-            run_phase(&S, 1, nf, w, nw > 1 ? nw : 1);
+            run_phase(&S, 1, nf, w, nw);
             for (k = 0; k < nf; k++)
                 if (!usable(S.st[S.fin[k]])) {
                     status = S.st[S.fin[k]];
@@ -332,9 +315,7 @@ static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
     *bound = best;
     status = conv_best;
 done:
-    for (start = 0; start < nw; start++) free(w[start].a.base);
     free(a.base);
-    free(ka.base);
     return status;
 }
 
