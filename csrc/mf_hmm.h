@@ -159,9 +159,10 @@ int mf_hmm_structured(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdi
                       double *logpot, double *stat_H, double *stat_g);
 
 /* mf_hmm_structured with its four starts (init NULL) run on up to n_threads threads (more
- * than 4 are never used: the starts are independent; fewer than 1 is taken as 1), each in a
- * scratch block of its own (mf_hmm_work_size once more per extra thread).  Everything it
- * writes is the same for any n_threads. */
+ * than 4 are never used: the starts are independent; fewer than 1 is taken as 1), each extra
+ * thread in a chain's scratch of its own, carved with the rest from the solve's one block
+ * (at most mf_hmm_work_size once more per extra thread).  Everything it writes is the same
+ * for any n_threads. */
 int mf_hmm_structured_threads(const mf_hmm_model *m, ptrdiff_t T, const double *X,
                               ptrdiff_t max_sweeps, double tol, const double *init,
                               double *gamma, double *xi_sum, double *history, ptrdiff_t hist_len,
