@@ -20,6 +20,14 @@ random parent diseases, leak biases 0.005-0.01).  The cases are findings sampled
 
 Run it under ``nice`` on a shared machine; the ratios, measured in the same run, are what to
 compare across machines.
+
+Fresh memory: the noisy-OR result holds a q per edge (cases x edges doubles, 64 MB for 200
+cases), a new array per call.  NumPy asks for transparent huge pages on arrays of 4 MB or more;
+where the kernel then compacts memory at fault time (``/sys/kernel/mm/transparent_hugepage``,
+``defrag`` = madvise), filling that array can cost as much CPU as the solve itself, and unevenly
+(on the 2-core VM of the closing notes: 1.5-2.1 ms of CPU per case instead of 1.1, two threads
+1.16-1.89x one thread instead of 1.91-1.93x).  The script prints both settings;
+``NUMPY_MADVISE_HUGEPAGE=0 python bench/diagnosis.py`` runs with NumPy's request turned off.
 """
 import argparse
 import os
@@ -176,6 +184,22 @@ def _timed_cpu(f):
     return r, time.perf_counter() - t0, time.process_time() - c0
 
 
+def _hugepages():
+    """NumPy's request for transparent huge pages on large arrays, and the kernel's settings."""
+    try:
+        asks = bool(np._core.multiarray._get_madvise_hugepage())
+    except AttributeError:   # a NumPy without the switch
+        asks = None
+    out = f"numpy madvise hugepage: {asks}"
+    for name in ("enabled", "defrag"):
+        try:
+            with open(f"/sys/kernel/mm/transparent_hugepage/{name}") as f:
+                out += f", THP {name}: {f.read().strip()}"
+        except OSError:
+            pass
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--diseases", type=int, default=600)
@@ -188,7 +212,7 @@ def main(argv=None):
     ap.add_argument("--methods", default="sjj")
     args = ap.parse_args(argv)
 
-    print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; {_hugepages()}")
     tracemalloc.start()
     t0 = time.perf_counter()
     net = mf.datasets.make_diagnosis_net(args.diseases, args.findings, args.parents,
@@ -241,7 +265,7 @@ def main(argv=None):
         print(f"sjj, 2 threads: {args.cases / dt2:.1f} cases/s wall, {dt1 / dt2:.2f}x one thread "
               f"(best of 3 runs each, in turn with one thread; median {med[1] / med[2]:.2f}x; on "
               f"a busy machine the second core may not be free); CPU ms per case of each run, "
-              f"1 thread {cpu_all[1]}, 2 threads {cpu_all[2]} (fresh memory costs CPU); CPU "
+              f"1 thread {cpu_all[1]}, 2 threads {cpu_all[2]} (fresh memory costs CPU: see the module docstring); CPU "
               f"{cpu2 / args.cases * 1e3:.3f} ms per case; results identical: {same}")
         peer = NumpyDiagnosisSJJ(net)
         k = min(args.peer_cases, args.cases)
