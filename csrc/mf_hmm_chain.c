@@ -335,6 +335,23 @@ static void shift_max(double *v, ptrdiff_t n)
     if (isfinite(mx)) for (i = 0; i < n; i++) v[i] -= mx;
 }
 
+/* One step of a sweep's right-hand conditional sums: cr[t] = R_t (cr + e - h - tl)[t + 1],
+ * shifted to a largest entry of 0 (R: R_t). */
+static void cr_step(xchain_t *x, const double *h, ptrdiff_t t, const double *R)
+{
+    const ptrdiff_t n = x->n, u = t + 1;
+    double *w = x->v + 3 * n;
+    ptrdiff_t i, j;
+    for (j = 0; j < n; j++)
+        w[j] = x->cr[u * n + j] + x->e[u * n + j] - h[u * n + j] - x->tl[u * n + j];
+    for (i = 0; i < n; i++) {
+        double c = 0.0;
+        for (j = 0; j < n; j++) c += R[i * n + j] * w[j];
+        x->cr[t * n + i] = c;
+    }
+    shift_max(x->cr + t * n, n);
+}
+
 /* ----------------------------------------------------------------------------------------- */
 /* The low-rank path.  Every coupling energy is a sum over output coordinates of products of
  * two mean tables, K(j, k) = sum_d A[j, d] B[k, d] (masked by the coordinates of its output
@@ -529,7 +546,7 @@ static int lr_objective(xchain_t *x, const double *h, const double *fwd_logz, do
 {
     const ptrdiff_t T = x->T, n = x->n;
     const double *L0 = x->ll + 2 * x->rowL;
-    double logz = fwd_logz ? *fwd_logz : 0.0, F, Fs = 0.0, *w = x->v + 3 * n;
+    double logz = fwd_logz ? *fwd_logz : 0.0, F, Fs = 0.0;
     ptrdiff_t t, i, j;
     int status = xchain_messages(x, h, fwd_logz != NULL, &logz);
     if (status) return status;
@@ -554,15 +571,7 @@ static int lr_objective(xchain_t *x, const double *h, const double *fwd_logz, do
             if (g[i] > 0.0) Fs += g[i] * (x->e[t * n + i] - h[t * n + i] - tl[i]);
         }
         if (t < T - 1) {   /* lr_rstep left R_t in x->tmp */
-            const ptrdiff_t u = t + 1;
-            for (j = 0; j < n; j++)
-                w[j] = x->cr[u * n + j] + x->e[u * n + j] - h[u * n + j] - x->tl[u * n + j];
-            for (i = 0; i < n; i++) {
-                double c = 0.0;
-                for (j = 0; j < n; j++) c += x->tmp[i * n + j] * w[j];
-                x->cr[t * n + i] = c;
-            }
-            shift_max(x->cr + t * n, n);
+            cr_step(x, h, t, x->tmp);
             if (xi_sum)
                 for (i = 0; i < n; i++)
                     for (j = 0; j < n; j++) xi_sum[i * n + j] += g[i] * x->tmp[i * n + j];
@@ -785,19 +794,11 @@ static int set_site(xchain_t *x, ptrdiff_t t, const double *term, const double *
 static void backward_cr(xchain_t *x, const double *h)
 {
     const ptrdiff_t T = x->T, n = x->n;
-    double *w = x->v + 3 * n;
-    ptrdiff_t t, i, j;
+    ptrdiff_t t, i;
     for (i = 0; i < n; i++) x->cr[(T - 1) * n + i] = 0.0;
-    for (t = T - 1; t >= 1; t--) {
-        for (j = 0; j < n; j++)
-            w[j] = x->cr[t * n + j] + x->e[t * n + j] - h[t * n + j] - x->tl[t * n + j];
-        rmat(x, t - 1, x->tmp);
-        for (i = 0; i < n; i++) {
-            double c = 0.0;
-            for (j = 0; j < n; j++) c += x->tmp[i * n + j] * w[j];
-            x->cr[(t - 1) * n + i] = c;
-        }
-        shift_max(x->cr + (t - 1) * n, n);
+    for (t = T - 2; t >= 0; t--) {
+        rmat(x, t, x->tmp);
+        cr_step(x, h, t, x->tmp);
     }
 }
 
