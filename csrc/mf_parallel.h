@@ -20,4 +20,11 @@ int mf_clamp_threads(ptrdiff_t n_threads, ptrdiff_t n_items);
  * on thread 0. */
 void mf_parallel_for(ptrdiff_t n, int n_threads, mf_body_fn body, void *ctx);
 
+/* Asks the system to back the whole pages inside [p, p + n_bytes) with ordinary pages rather
+ * than transparent huge pages, before anything is written there (Linux: madvise with
+ * MADV_NOHUGEPAGE; elsewhere, or for less than 4 MB, nothing).  For large outputs the threads
+ * fill once: faulting them in as huge pages, compacted at fault time where the system is set
+ * so, can cost more than the solve that writes them.  Advice only: failure is ignored. */
+void mf_small_pages(void *p, size_t n_bytes);
+
 #endif

@@ -2,6 +2,7 @@
 ln P (weights up to 1e3), equal to a small independent reference at the returned means and q,
 a fixed point of the coordinate ascent, monotone, and the same for any thread count."""
 import itertools
+import os
 
 import numpy as np
 import pytest
@@ -189,6 +190,41 @@ def test_diagnosis_net_threads_and_evaluate_agree():
                       r1.xi, activation="noisy_or")
     np.testing.assert_allclose(ev, r1.bound, rtol=1e-12, atol=1e-10)
     assert r1.converged.all()
+
+
+def _vm_flags(address):
+    """The VmFlags of the mapping of this process that holds ``address`` (Linux smaps)."""
+    flags, inside = None, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= address < hi
+            elif inside and head == "VmFlags:":
+                flags = line.split()[1:]
+    return flags
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's smaps")
+def test_large_fresh_q_is_kept_on_ordinary_pages():
+    """The q array the kernel fills (here 5 MB) is advised onto ordinary pages before the
+    threads touch it (flag nh: MADV_NOHUGEPAGE), and a caller's own start is left alone."""
+    net = mf.datasets.make_diagnosis_net(60, 400, 8, random_state=3)
+    X = net.sample(200, random_state=4)
+    r = net.infer(X, method="sjj", n_threads=2)
+    assert r.xi.nbytes > 4 << 20
+    flags = _vm_flags(r.xi.ctypes.data + r.xi.nbytes // 2)
+    assert flags is not None and "nh" in flags
+    s = net.structure
+    clamp = np.full((200, net.n_units), np.nan)
+    clamp[:, net.visible_] = X
+    q0 = np.array(r.xi)        # the caller's array, written before the call: not advised
+    out = sjj.solve(s, net._packed_w(), net.h_[None], np.zeros(200, np.intp), clamp,
+                    init_mu=np.asarray(r.mu), init_xi=q0, activation="noisy_or")
+    assert "nh" not in _vm_flags(q0.ctypes.data + q0.nbytes // 2)
+    assert np.all(out[0] >= r.bound - 1e-9)        # a warm start only climbs on
+    np.testing.assert_allclose(out[0], r.bound, rtol=0, atol=1e-5)
 
 
 def test_huge_weights_stay_finite_and_below_exact():

@@ -128,6 +128,7 @@ cdef extern from "mf_parallel.h" nogil:
     ctypedef void (*mf_body_fn)(void *ctx, Py_ssize_t i, int thread) noexcept nogil
     int mf_clamp_threads(Py_ssize_t n_threads, Py_ssize_t n_items)
     void mf_parallel_for(Py_ssize_t n, int n_threads, mf_body_fn body, void *ctx)
+    void mf_small_pages(void *p, size_t n_bytes)
 from libc.math cimport fabs, log, log1p, exp, expm1, sqrt
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport uintptr_t
@@ -1634,7 +1635,9 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
     False keeps every sigmoid item on the careful path (for tests that compare the two).
     ``fill_mu`` / ``fill_xi``: ``mu`` / ``xi`` are uninitialised (np.empty); the kernel
     writes the default start (means 0.5; xi 0.5, noisy-OR q uniform) into each item's rows
-    inside the parallel loop, so that the threads take the first-touch page faults.
+    inside the parallel loop, so that the threads take the first-touch page faults, and
+    their whole pages are marked for ordinary rather than huge pages first (``mf_small_pages``
+    in ``csrc/mf_parallel.h``; advice to the system, nothing else changes).
 
     Returns MF_OK, or MF_EBADARG (nothing written) when a size or an index is inconsistent;
     ``status[p]`` is MF_ENOMEM for an item whose thread could not allocate its scratch space.
@@ -1658,6 +1661,16 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
     cdef Py_ssize_t maxin = 0, maxout = 0
     cdef int rc
     with nogil:
+        # mu / xi to fill are the caller's np.empty arrays, not touched yet: ordinary pages
+        # (NumPy asks for huge pages from 4 MB; faulting in the 64 MB q of 200 diagnosis
+        # cases as huge pages took 1.5-2.1 ms of CPU per case instead of 1.1, and held two
+        # threads to 1.6-1.9x one).  The C entry point leaves its caller's memory alone.
+        if fill_mu:
+            mf_small_pages(&mu[0, 0] if n_items and n else NULL,
+                           <size_t> n_items * <size_t> n * sizeof(double))
+        if fill_xi:
+            mf_small_pages(&xi[0, 0] if n_items and n_xi else NULL,
+                           <size_t> n_items * <size_t> n_xi * sizeof(double))
         rc = prepare_sig(&g, noisy_or, &pos, &maxin, &maxout)
         if rc == MF_OK:
             rc = run_items(&g, pos, maxin, maxout, &w[0, 0] if w.shape[0] and nnz else NULL,
