@@ -72,6 +72,53 @@ def test_layered_net_as_dag_has_the_same_likelihood():
     np.testing.assert_allclose(dag.exact_log_likelihood(V), net.exact_log_likelihood(V), rtol=1e-12)
 
 
+@pytest.mark.parametrize("method", ["sjj", "plefka11", "plefka12"])
+def test_layered_dag_methods_solve_what_to_dag_solves(method):
+    """A layered net's DAG methods build their items in O(weights) (DagStructure.layered):
+    the same structure, weights and answers, bit for bit, as ``to_dag()``'s, missing values
+    too."""
+    from mfengine.sbn._solve import dag_items
+
+    net = mf.SigmoidBeliefNet([3, 5, 8], weight_scale=1.5, method=method, random_state=2)
+    X = net.sample(30, random_state=3)
+    miss = np.random.default_rng(4).random(X.shape) < 0.2
+    for m in (None, miss):
+        a = dag_items(net, X, m)
+        b = dag_items(net.to_dag(), X, m)
+        assert a[0]._structure.same_as(b[0]._structure)
+        assert np.array_equal(a[0]._structure.ch_w, b[0]._structure.ch_w)
+        for x, y in zip(a[1:], b[1:]):
+            np.testing.assert_array_equal(x, y)
+        np.testing.assert_array_equal(a[0].h_, b[0].h_)
+        r, d = net.infer(X, m, method=method), net.to_dag().infer(X, m, method=method)
+        np.testing.assert_array_equal(r.bound, d.bound)
+        np.testing.assert_array_equal(np.concatenate(r.mu, axis=1), d.mu)
+    est = net.log_likelihood(X[:4], n_samples=50, random_state=0, method="importance")
+    ref = net.to_dag().log_likelihood(X[:4], n_samples=50, random_state=0, method="importance")
+    np.testing.assert_array_equal(est.estimate, ref.estimate)
+    net.weights_[1][0, 0] = 0.0            # an exact zero: still an edge here, not in to_dag()
+    np.testing.assert_allclose(net.infer(X, method=method).bound,
+                               net.to_dag().infer(X, method=method).bound, rtol=0, atol=1e-10)
+
+
+def test_layered_dag_items_allocate_nothing_of_size_n_units_squared():
+    """40 layers of 50 units: 97,500 weights, 2,000 units (n_units**2 doubles: 32 MB)."""
+    import tracemalloc
+
+    from mfengine.sbn._solve import dag_items
+
+    net = mf.SigmoidBeliefNet([50] * 40, random_state=0)
+    X = net.sample(4, random_state=1)
+    tracemalloc.start()
+    batch, w, clamp, _, _ = dag_items(net, X)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert w.shape == (1, 39 * 2500) and batch._structure.nnz == 39 * 2500
+    assert peak < 6e6, peak
+    r = net.infer(X, method="plefka11")
+    assert r.bound.shape == (4,) and np.all(np.isfinite(r.bound))
+
+
 def test_noisy_or_refuses_negative_parameters_and_bad_input():
     """Parameters are checked at first use (here ``sample``), not in the constructor."""
     W = np.zeros((3, 3))

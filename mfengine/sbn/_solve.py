@@ -124,8 +124,12 @@ def dag_items(model, V, missing=None):
     (n_nets, nnz) weights;
     ``clamp`` (n_items, n_units) holds each clamped unit's value and NaN at free ones (hidden,
     or visible and missing); ``net_of`` the net of each item; ``shape`` the leading shape of
-    the result.
+    the result.  A model of another class that has a ``_dag_items(V, missing)`` method (a
+    layered SigmoidBeliefNet: the items of its ``to_dag()``) builds them itself.
     """
+    own = getattr(model, "_dag_items", None)
+    if own is not None:
+        return own(V, missing)
     model._params()
     if model._batch:
         if missing is not None:

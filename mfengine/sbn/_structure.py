@@ -49,6 +49,39 @@ class DagStructure:
         self._rows = np.ascontiguousarray(rows, dtype=np.intp)
         self._cols = np.ascontiguousarray(cols, dtype=np.intp)
 
+    @classmethod
+    def layered(cls, sizes):
+        """Every edge from each layer to the next of a layered net (units numbered layer by
+        layer, top first), built in O(n_units + n_weights) time and memory: unit i of layer
+        l + 1 has every unit of layer l as a parent, and the edge weights in parent order are
+        the layers' (sizes[l + 1], sizes[l]) weight matrices raveled and concatenated."""
+        sizes = [int(k) for k in sizes]
+        off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.intp)
+        n, pairs = int(off[-1]), range(len(sizes) - 1)
+        s = cls.__new__(cls)
+        s.n_units = n
+        s.nnz = sum(sizes[l] * sizes[l + 1] for l in pairs)
+        fan_in, fan_out = np.zeros(n, np.intp), np.zeros(n, np.intp)
+        for l in pairs:
+            fan_in[off[l + 1]:off[l + 2]] = sizes[l]
+            fan_out[off[l]:off[l + 1]] = sizes[l + 1]
+        s.par_ptr, s.ch_ptr = np.zeros(n + 1, np.intp), np.zeros(n + 1, np.intp)
+        np.cumsum(fan_in, out=s.par_ptr[1:])
+        np.cumsum(fan_out, out=s.ch_ptr[1:])
+
+        def cat(parts):
+            return np.ascontiguousarray(np.concatenate([np.zeros(0, np.intp)] + parts),
+                                        dtype=np.intp)
+
+        top = [np.arange(off[l], off[l + 1], dtype=np.intp) for l in range(len(sizes))]
+        s._cols = s.par_idx = cat([np.tile(top[l], sizes[l + 1]) for l in pairs])
+        s._rows = cat([np.repeat(top[l + 1], sizes[l]) for l in pairs])
+        s.ch_idx = cat([np.tile(top[l + 1], sizes[l]) for l in pairs])
+        base = np.concatenate([[0], np.cumsum([sizes[l] * sizes[l + 1] for l in pairs])])
+        s.ch_w = cat([(base[l] + np.arange(sizes[l + 1], dtype=np.intp)[None, :] * sizes[l]
+                       + np.arange(sizes[l], dtype=np.intp)[:, None]).ravel() for l in pairs])
+        return s
+
     def _from_sparse(self, W):
         """The structure of a scipy.sparse matrix in O(n_units + nnz) time and memory: its
         canonical CSR form gives the parent lists, and a CSR -> CSC conversion (a stable

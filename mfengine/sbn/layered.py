@@ -33,6 +33,7 @@ from mfengine.sbn._solve import (
     run_dag,
     run_gaussian,
 )
+from mfengine.sbn._structure import DagStructure
 
 __all__ = ["SigmoidBeliefNet", "MAX_ENUMERATED_HIDDEN"]
 
@@ -278,6 +279,32 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
     def _sizes(self):
         return tuple(b.shape[0] for b in self.biases_)
 
+    def _dag_items(self, X, missing=None):
+        """What ``dag_items`` gives for ``to_dag()`` (see ``mfengine.sbn._solve``), built in
+        O(n_units + n_weights) time and memory: the structure of every inter-layer edge
+        (``DagStructure.layered``, kept while the sizes stay), the weights raveled layer by
+        layer, no n_units x n_units matrix and no second check of the parameters.  An exactly
+        zero weight stays an edge here (``to_dag()`` drops it); it adds exact zeros."""
+        from mfengine.sbn.dag import BeliefNetBatch
+
+        self._params()
+        V, miss = self._check_data(X, missing)
+        sizes = self._sizes()
+        cached = getattr(self, "_layered_structure", None)
+        if cached is None or cached[0] != sizes:
+            cached = (sizes, DagStructure.layered(sizes))
+            self._layered_structure = cached
+        s = cached[1]
+        visible = np.zeros(s.n_units, dtype=bool)
+        visible[s.n_units - sizes[-1]:] = True
+        batch = BeliefNetBatch(None, None, visible, "sigmoid")
+        batch.h_, batch.visible_ = np.concatenate(self.biases_)[None], visible
+        batch._structure = s
+        w = np.concatenate([np.ravel(W) for W in self.weights_] + [np.zeros(0)])[None]
+        clamp = np.full((V.shape[0], s.n_units), np.nan)
+        clamp[:, visible] = V if miss is None else np.where(miss, np.nan, V)
+        return batch, w, clamp, np.zeros(V.shape[0], dtype=np.intp), (V.shape[0],)
+
     @property
     def n_visible(self):
         """Number of visible units (the last layer)."""
@@ -402,8 +429,8 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             must be 0 or 1 except where ``missing`` is True (there they may be anything, NaN
             too).
         missing : array_like of bool, shape (n_patterns, n_visible) or (n_visible,), optional
-            True marks a missing visible entry; it is marginalised exactly (its terms leave
-            the bound).  Only with "gaussian".
+            True marks a missing visible entry; it is marginalised exactly (with "gaussian"
+            its terms leave the bound; with the DAG methods it is a free unit of the solve).
         method : str, optional
             Default: the net's ``method``.  "gaussian": Saul & Jordan's Gaussian-approximated
             bound (eq. 24), solved by cyclic stepwise ascent in which every update raises the
@@ -456,8 +483,8 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             V, miss = self._check_data(X, missing)
             return run_gaussian(self, V, miss, init_mu, tol, max_iter, inner_tol, n_threads,
                                 progress)
-        r = run_dag(self.to_dag(), X, missing, method, tol, max_iter, inner_tol, n_threads,
-                    init_mu, progress)
+        r = run_dag(self, X, missing, method, tol, max_iter, inner_tol, n_threads, init_mu,
+                    progress)
         splits = np.cumsum(self._sizes())[:-1]
         r.mu = [np.ascontiguousarray(a) for a in np.split(r.mu, splits, axis=1)]
         if r.xi is not None:
@@ -585,8 +612,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         n_threads = self.n_threads if n_threads is None else n_threads
         r = self.infer(X, missing, n_threads=n_threads, progress=progress)
         mu = np.concatenate(r.mu, axis=1)
-        dag = self.to_dag()
-        return importance_items(dag, X, missing, mu, r.bound, n_samples, seed, n_threads,
+        return importance_items(self, X, missing, mu, r.bound, n_samples, seed, n_threads,
                                 progress, method, n_steps)
 
     def impute(self, X, missing, *, method=None, n_samples=1000, random_state=None):
@@ -635,7 +661,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             _, n_samples, _, seed = check_sampling_args(method, n_samples, random_state)
             r = self.infer(X, missing)
             V, miss = self._check_data(X, missing)
-            _, pred = importance_items(self.to_dag(), X, missing, np.concatenate(r.mu, axis=1),
+            _, pred = importance_items(self, X, missing, np.concatenate(r.mu, axis=1),
                                        r.bound, n_samples, seed, self.n_threads,
                                        check_flag(self.progress, "progress"), predict=True)
             return np.where(miss.astype(bool), pred[:, self.n_hidden:], V)
