@@ -119,6 +119,31 @@ def test_layered_dag_items_allocate_nothing_of_size_n_units_squared():
     assert r.bound.shape == (4,) and np.all(np.isfinite(r.bound))
 
 
+def test_layered_to_dag_sparse_and_dag_training_allocate_no_n_units_squared():
+    """to_dag(sparse=True) is to_dag() as a CSR matrix; the DAG methods' training (which
+    runs on it) of 40 layers of 50 units peaks below the 32 MB of one dense W (through the
+    dense W: 100 MB; what it holds is the gradient's few (patterns, weights) temporaries),
+    and trains as the dense DAG does."""
+    import tracemalloc
+
+    small = mf.SigmoidBeliefNet([3, 5, 8], random_state=1)
+    np.testing.assert_array_equal(small.to_dag(sparse=True).W.toarray(), small.to_dag().W)
+    with pytest.raises(TypeError, match="sparse"):
+        small.to_dag(sparse="yes")
+    net = mf.SigmoidBeliefNet([50] * 40, method="sjj", random_state=0, progress=False)
+    X = net.sample(1, random_state=1)
+    dense = net.to_dag().set_params(learning_rate=0.1, random_state=None)
+    tracemalloc.start()
+    net.partial_fit(X)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 32e6, peak
+    dense.partial_fit(X)
+    for l, w in enumerate(net.weights_):
+        np.testing.assert_allclose(w, dense.W_[50 * (l + 1):50 * (l + 2), 50 * l:50 * (l + 1)],
+                                   rtol=0, atol=1e-12)
+
+
 def test_noisy_or_refuses_negative_parameters_and_bad_input():
     """Parameters are checked at first use (here ``sample``), not in the constructor."""
     W = np.zeros((3, 3))
