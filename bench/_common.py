@@ -180,6 +180,27 @@ def timed(fn, *args, repeats=1, budget=None, **kw):
     return out
 
 
+def timed_threads(fn, threads=(1, 2), repeats=5, budget=None):
+    """``fn(t)`` for each thread count t in turn, round after round (a slow spell of a shared
+    machine then falls on every thread count alike, not on whichever ran during it), up to
+    ``repeats`` rounds, none started once the calls have taken ``budget`` seconds.  Returns
+    {t: (outcome, wall seconds, CPU seconds of the calling thread, CPU seconds of the
+    process)} of each t's fastest round by wall time."""
+    best, spent = {}, 0.0
+    for _ in range(repeats):
+        for t in threads:
+            c0, p0, t0 = time.thread_time(), time.process_time(), time.perf_counter()
+            out = fn(t)
+            dt = time.perf_counter() - t0
+            m = (out, dt, time.thread_time() - c0, time.process_time() - p0)
+            if t not in best or dt < best[t][1]:
+                best[t] = m
+            spent += dt
+        if budget is not None and spent >= budget:
+            break
+    return best
+
+
 def agreement(bound, ref):
     d = np.asarray(bound) - np.asarray(ref)
     return {

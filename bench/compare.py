@@ -16,10 +16,12 @@ the check does not rely on the library under test).  Then the ratios mf/NumPy, m
 
 The "per CPU-s" column (1-thread runs only) divides by the CPU time of the calling thread in
 the same run, which does not count time spent waiting for a core: on a shared, busy machine it
-is the figure least disturbed by other work.  Every method is timed
-best-of-``--repeats`` (default 3), except that a peer stops repeating
-once it has used ``--budget`` seconds (default 4), so the slow runs are timed once.  NumPy's
-BLAS is limited to one thread; PyTorch runs with torch.set_num_threads(threads).  Timings on a
+is the figure least disturbed by other work.  mf runs one and two threads in turn, best of
+``--repeats`` rounds (default 5); every peer is timed best-of-``--repeats``, except that it
+stops repeating once it has used ``--budget`` seconds (default 4), so the slow runs are timed
+once.  NumPy's BLAS is limited to one thread (also while the case is sampled: OpenBLAS threads
+left spinning after a product would take the core of mf's second thread); PyTorch runs with
+torch.set_num_threads(threads).  Timings on a
 shared machine are noisy: the load average is printed before and after.
 """
 import argparse
@@ -77,16 +79,20 @@ def compare(case_names, n, repeats, use_torch, torch_threads, budget=4.0):
     if use_torch and not torch_ok:
         print(f"PyTorch peer skipped: {torch_impl.why_unavailable()}")
     for name in case_names:
-        case = _common.make_case(name, n)
+        with _common.blas_threads(1):   # OpenBLAS threads left spinning would take mf's core
+            case = _common.make_case(name, n)
         print(f"\n== {name}: {case.description}; {n} patterns sampled from the net; tol {_common.TOL:g}")
         print("   (patterns/s from wall time; per CPU-s = patterns per CPU second of the calling thread,")
         print("    1-thread runs only;")
         print("    d = method's bound - mf's bound per pattern, nats; conv = fraction converged)")
         print(header)
         rows = {}
-        _common.run_mf(case, 1)                                       # warm-up
         for t in (1, 2):
-            rows[("mf", t)] = _common.timed(_common.run_mf, case, t, repeats=repeats)
+            _common.run_mf(case, t)                                   # warm-up
+        for t, (out, wall, cpu, _) in _common.timed_threads(
+                lambda t: _common.run_mf(case, t), repeats=repeats, budget=16.0).items():
+            out.seconds, out.cpu_seconds = wall, cpu
+            rows[("mf", t)] = out
         ref = rows[("mf", 1)]
         if not np.array_equal(rows[("mf", 2)].bound, ref.bound):
             print("  !! mf.infer gives different bounds on 1 and 2 threads")
@@ -163,7 +169,8 @@ def environment():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=_common.N_PATTERNS, help="patterns per case")
-    ap.add_argument("--repeats", type=int, default=3, help="timed repeats of the mf runs (best is kept)")
+    ap.add_argument("--repeats", type=int, default=5,
+                    help="timed rounds of mf, one and two threads in turn (the best of each kept)")
     ap.add_argument("--budget", type=float, default=4.0,
                     help="seconds after which a peer is not repeated")
     ap.add_argument("--cases", default="scale1,normal01", help="comma-separated: scale1,normal01")

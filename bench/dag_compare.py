@@ -185,23 +185,6 @@ def timed(fn, *args, repeats=1, budget=None, **kw):
     return _keep(out, best)
 
 
-def timed_threads(fn, threads=(1, 2), repeats=5, budget=None):
-    """``timed`` of ``fn(t)`` for each thread count t in turn, round after round: a slow
-    spell of a shared machine then falls on every thread count alike instead of on whichever
-    ran during it.  Best wall time of up to ``repeats`` rounds per thread count, stopping
-    after the round in which the calls' time reaches ``budget`` seconds in all."""
-    best, out, spent = {}, {}, 0.0
-    for _ in range(repeats):
-        for t in threads:
-            o, m = _run_once(fn, t)
-            if t not in best or m[0] < best[t][0]:
-                best[t], out[t] = m, o
-            spent += m[0]
-        if budget is not None and spent >= budget:
-            break
-    return {t: _keep(out[t], best[t]) for t in threads}
-
-
 def environment():
     import platform
     bits = [f"python {platform.python_version()}", f"numpy {np.__version__}",
@@ -243,10 +226,10 @@ def compare(models, methods, repeats, use_torch, use_joint, max_peer_items=None,
             with _common.blas_threads(1):
                 for t in (1, 2):
                     run_mf(case.subset(32), method, t, tol)                     # warm-up
-                mine = timed_threads(lambda t: run_mf(case, method, t, tol), repeats=repeats,
-                                     budget=16.0)
-                for t in (1, 2):
-                    res[("mf", t)] = mine[t]
+                mine = _common.timed_threads(lambda t: run_mf(case, method, t, tol),
+                                             repeats=repeats, budget=16.0)
+                for t, (out, wall, cpu, proc) in mine.items():
+                    res[("mf", t)] = _keep(out, (wall, cpu, proc))
                     n_of[("mf", t)] = case.n_items
             ref = res[("mf", 1)]
             if not np.array_equal(res[("mf", 2)].bound, ref.bound):
