@@ -3,6 +3,7 @@ gradient) validate everything they read before any compiled code runs, and the c
 entry points check sizes and indices themselves (MF_EBADARG) instead of trusting the caller."""
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import mfengine as mf
 from mfengine.sbn import _plefka, _sjj, plefka, sjj
@@ -351,3 +352,25 @@ def test_c_api_reports_items_left_unconverged():
     s, w, h, clamp = _capi_case(rng, "sigmoid")
     rc, out = _capi_call(s, w, h, clamp, "sigmoid", max_sweeps=1, tol=0.0)
     assert rc == _sjj.STATUS_NOT_CONVERGED and np.all(np.isfinite(out["bound"]))
+
+
+def test_a_built_structure_is_sealed_and_checked_once():
+    """The constructors' arrays are read-only and consistent by construction: check_structure
+    returns them without a second look; replacing one (or n_units) brings the full check."""
+    W = np.tril(np.random.default_rng(0).normal(size=(6, 6)), -1)
+    W[3, 1] = 0.0
+    for s in (DagStructure(W != 0), DagStructure(sp.csr_matrix(W)),
+              DagStructure.layered([2, 3, 4])):
+        full = DagStructure.__new__(DagStructure)
+        vars(full).update({k: np.array(v) if isinstance(v, np.ndarray) else v
+                           for k, v in vars(s).items() if k != "_sealed_as"})
+        assert full.sealed() is None and s.sealed() is not None
+        for a, b in zip(sjj.check_structure(s), sjj.check_structure(full)):
+            np.testing.assert_array_equal(a, b)
+        with pytest.raises(ValueError, match="read-only"):
+            s.par_idx[0] = 0
+        s.par_idx = s.par_idx.copy()
+        assert s.sealed() is None
+        s.par_idx[-1] = s.n_units
+        with pytest.raises(ValueError, match="structure.par_idx"):
+            sjj.check_structure(s)

@@ -50,6 +50,30 @@ def test_structure_from_any_sparse_format_equals_the_dense_one():
             assert not s.covers(sp.csr_matrix(W + off)) and not s.covers(W + off)
 
 
+def test_pack_of_a_sparse_matrix_with_another_stored_pattern():
+    """Explicit zeros, entries off the edges, duplicates, no edge at all: pack reads each
+    edge's entry as the dense matrix gives it (a net whose weights all became 0 used to fail
+    with 'setting an array element with a sequence')."""
+    rng = np.random.default_rng(3)
+    for _ in range(100):
+        n = int(rng.integers(1, 8))
+        W = np.tril(rng.normal(size=(n, n)), -1) * (rng.random((n, n)) < 0.6)
+        s = DagStructure(W != 0)
+        C = sp.csr_matrix(np.tril(rng.normal(size=(n, n)), -1))
+        C.data[rng.random(C.data.size) < 0.3] = 0.0
+        dup = sp.coo_matrix(W)
+        dup = sp.coo_matrix((np.r_[dup.data, dup.data], (np.r_[dup.row, dup.row],
+                                                         np.r_[dup.col, dup.col])), (n, n))
+        for X in (C, sp.coo_matrix(W * (rng.random((n, n)) < 0.5)), dup):
+            np.testing.assert_array_equal(s.pack(X), s.pack(X.toarray()))
+    net = mf.SigmoidBeliefNet([2, 3], method="plefka12", max_iter=2, random_state=0,
+                              progress=False)
+    X = net.sample(2, random_state=1)
+    net.weights_[0] = np.zeros((3, 2))
+    net.warm_start = True
+    assert np.all(np.isfinite(net.fit(X).history_))
+
+
 def test_packed_weights_are_a_copy():
     W = sp.csr_matrix(np.tril(np.ones((4, 4)), -1))
     s = DagStructure(W)

@@ -48,6 +48,7 @@ class DagStructure:
         self.ch_w = np.ascontiguousarray(order, dtype=np.intp)
         self._rows = np.ascontiguousarray(rows, dtype=np.intp)
         self._cols = np.ascontiguousarray(cols, dtype=np.intp)
+        self._seal()
 
     @classmethod
     def layered(cls, sizes):
@@ -80,6 +81,7 @@ class DagStructure:
         base = np.concatenate([[0], np.cumsum([sizes[l] * sizes[l + 1] for l in pairs])])
         s.ch_w = cat([(base[l] + np.arange(sizes[l + 1], dtype=np.intp)[None, :] * sizes[l]
                        + np.arange(sizes[l], dtype=np.intp)[:, None]).ravel() for l in pairs])
+        s._seal()
         return s
 
     def _from_sparse(self, W):
@@ -116,6 +118,31 @@ class DagStructure:
         self.ch_w = np.ascontiguousarray(ids.data, dtype=np.intp)
         self._rows = rows
         self._cols = cols
+        self._seal()
+
+    #: The index arrays every DAG kernel reads (their consistency: ``sjj.check_structure``).
+    ARRAYS = ("par_ptr", "par_idx", "ch_ptr", "ch_idx", "ch_w")
+
+    def _seal(self):
+        """Make the arrays this constructor built read-only and remember them: they are
+        consistent by construction, so the kernels' callers need not check them again
+        (``sealed``) until one is replaced."""
+        for name in self.ARRAYS + ("_rows", "_cols"):
+            getattr(self, name).flags.writeable = False
+        self._sealed_as = (self.n_units, self.nnz) + tuple(id(getattr(self, k))
+                                                         for k in self.ARRAYS)
+
+    def sealed(self):
+        """The five index arrays when they are still the read-only ones a constructor
+        built (and ``n_units``, ``nnz`` still theirs), else None."""
+        arrays = tuple(getattr(self, k, None) for k in self.ARRAYS)
+        if getattr(self, "_sealed_as", None) != (getattr(self, "n_units", None),
+                                                 getattr(self, "nnz", None)) + tuple(
+                                                     map(id, arrays)):
+            return None
+        if any(a.flags.writeable for a in arrays):
+            return None
+        return arrays
 
     def pack(self, W):
         """The (..., nnz) weight vectors of dense (..., n_units, n_units) matrices ``W``, or
@@ -124,8 +151,20 @@ class DagStructure:
             csr = W.tocsr()
             if self._same_pattern(csr):
                 return np.array(csr.data, dtype=np.float64)      # a copy, as below
-            return np.ascontiguousarray(np.asarray(csr[self._rows, self._cols],
-                                                   dtype=np.float64).ravel())
+            # another stored pattern (explicit zeros, other entries): each edge's entry by
+            # binary search over W's sorted entry keys, 0 where W stores none
+            if not csr.has_canonical_format:
+                csr = csr.copy()
+                csr.sum_duplicates()
+            keys = (np.repeat(np.arange(csr.shape[0], dtype=np.int64), np.diff(csr.indptr))
+                    * self.n_units + csr.indices)
+            out = np.zeros(self.nnz)
+            if keys.size and self.nnz:
+                edges = self._edge_keys()
+                pos = np.minimum(np.searchsorted(keys, edges), keys.size - 1)
+                hit = keys[pos] == edges
+                out[hit] = np.asarray(csr.data, dtype=np.float64)[pos[hit]]
+            return out
         return np.ascontiguousarray(np.asarray(W, dtype=np.float64)[..., self._rows, self._cols])
 
     def unpack(self, w, sparse=False):

@@ -26,6 +26,7 @@ import numpy as np
 from scipy.special import expit
 
 from mfengine._validation import check_binary, effective_n_threads
+from mfengine.sbn._structure import DagStructure
 
 __all__ = ["solve", "evaluate", "gradient"]
 
@@ -35,7 +36,7 @@ ACTIVATIONS = ("sigmoid", "noisy_or")
 #: every intermediate of the bound (and the bound itself) then stays below the double range.
 MAX_NET_SCALE = 2.0 ** 1020
 
-_STRUCTURE_ARRAYS = ("par_ptr", "par_idx", "ch_ptr", "ch_idx", "ch_w")
+_STRUCTURE_ARRAYS = DagStructure.ARRAYS
 _INTP_MAX = np.iinfo(np.intp).max
 
 
@@ -109,7 +110,8 @@ def check_structure(structure):
     parents are listed in increasing order and once each (a repeated edge would make the
     factorised averages wrong), and the child
     lists (``ch_ptr``, ``ch_idx``, ``ch_w``) list exactly the edges of the parent lists.  The
-    cost is linear in the number of edges.
+    cost is linear in the number of edges, or O(1) for a ``DagStructure`` whose read-only
+    arrays are still the ones its constructor built (consistent by construction).
 
     Parameters
     ----------
@@ -137,6 +139,10 @@ def check_structure(structure):
     >>> par_ptr.tolist(), par_idx.tolist()
     ([0, 0, 1, 3], [0, 0, 1])
     """
+    if isinstance(structure, DagStructure):
+        sealed = structure.sealed()       # as its constructor built it: consistent
+        if sealed is not None:
+            return sealed
     if not all(hasattr(structure, name) for name in _STRUCTURE_ARRAYS):
         raise TypeError(f"structure must be a DagStructure, got {type(structure).__name__}")
     arrays = []
