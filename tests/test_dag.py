@@ -209,3 +209,16 @@ def test_visible_indices_of_any_integer_dtype_behave_alike(dtype):
     for _ in range(2):      # and the refusal leaves the model as it was: refused again
         with pytest.raises(ValueError, match="visible indices must be strictly increasing"):
             mf.infer(bad, X)
+
+
+@pytest.mark.parametrize("method", ["gaussian", "plefka22"])
+def test_layered_infer_and_gradient_name_a_bad_progress(method):
+    """progress given as an array was tested for truth in the chunking (an ambiguous-truth
+    ValueError that named nothing); now it is refused by name, as by the other models."""
+    net = mf.SigmoidBeliefNet([2, 3], method=method, random_state=0, progress=False)
+    X = net.sample(5, random_state=1)
+    with pytest.raises(TypeError, match="progress"):
+        mf.infer(net, X, method=method, progress=np.array([1, 2]))
+    net.progress = np.array([1, 2])
+    with pytest.raises(TypeError, match="progress"):
+        net.gradient(X)

@@ -5,6 +5,8 @@ second-order term w^2 u (1 - u) overflowed at the starting point u = 0.5.  Now s
 started from the G11 solution (or that solution rounded to 0/1), where the units with huge
 weights are saturated and the term is finite; G22, whose terms go as w^4, says so by name when
 it cannot be represented."""
+import re
+
 import numpy as np
 import pytest
 
@@ -43,7 +45,9 @@ def test_g22_is_finite_or_refused_by_name(activation):
         try:
             G, u, _, _ = plefka.solve(s, w, h, net_of, clamp, 22, activation)
         except OverflowError as exc:
-            assert "G22 is not finite" in str(exc) and "are too large" in str(exc) and "W_" in str(exc)
+            msg = str(exc)
+            assert "G22 is not finite" in msg and "are too large" in msg and "W_" in msg
+            assert re.search(r"\bW\b", msg), msg      # the constructor's argument, by name
         else:
             assert np.all(np.isfinite(G))
 

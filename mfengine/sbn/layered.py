@@ -499,7 +499,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             self.infer_max_iter if max_iter is None else max_iter, inner_tol,
             names=("infer_tol" if tol is None else "tol",
                    "infer_max_iter" if max_iter is None else "max_iter"))
-        progress = self.progress if progress is None else progress
+        progress = check_flag(self.progress if progress is None else progress, "progress")
         n_threads = self.n_threads if n_threads is None else n_threads
         self._params()
         if method == "gaussian":

@@ -76,8 +76,8 @@ def _raise_status(rc, status, what, order, n, act=0):
                  "w^4 for G22, leave the double range: |w| above about 1e154 for G12, 1e77 for "
                  "G22)")
         if act == _ACT_CODE["noisy_or"]:
-            cause = ("the weights w (a model's W_) are too large, or the biases h (h_) too close "
-                     "to 0, for this "
+            cause = ("the weights w (W and W_ of a BeliefNet) are too large, or the biases h "
+                     "(h and h_) too close to 0, for this "
                      "expansion (its noisy-OR terms grow as w^2 and as 1 / (e^h - 1): |w| above "
                      "about 1e77, or h below about 1e-150, leave the double range)")
         raise OverflowError(
