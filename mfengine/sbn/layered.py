@@ -274,7 +274,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         if check_flag(sparse, "sparse"):
             import scipy.sparse
 
-            s = self._structure()
+            s = self._dag_structure()
             W = scipy.sparse.csr_matrix((self._packed_weights(), s.par_idx.copy(),
                                          s.par_ptr.copy()), shape=(s.n_units, s.n_units))
         else:
@@ -294,7 +294,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
     def _sizes(self):
         return tuple(b.shape[0] for b in self.biases_)
 
-    def _structure(self):
+    def _dag_structure(self):
         """``DagStructure.layered`` of the (checked) sizes, kept while they stay."""
         sizes = self._sizes()
         cached = getattr(self, "_layered_structure", None)
@@ -304,7 +304,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         return cached[1]
 
     def _packed_weights(self):
-        """The (checked) weights in the parent order of ``_structure()``: (n_weights,)."""
+        """The (checked) weights in the parent order of ``_dag_structure()``: (n_weights,)."""
         return np.concatenate([np.ravel(W) for W in self.weights_] + [np.zeros(0)])
 
     def _dag_items(self, X, missing=None):
@@ -317,7 +317,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
 
         self._params()
         V, miss = self._check_data(X, missing)
-        s = self._structure()
+        s = self._dag_structure()
         visible = np.zeros(s.n_units, dtype=bool)
         visible[s.n_units - self.biases_[-1].shape[0]:] = True
         batch = BeliefNetBatch(None, None, visible, "sigmoid")
@@ -452,8 +452,8 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             must be 0 or 1 except where ``missing`` is True (there they may be anything, NaN
             too).
         missing : array_like of bool, shape (n_patterns, n_visible) or (n_visible,), optional
-            True marks a missing visible entry; it is marginalised exactly (with "gaussian"
-            its terms leave the bound; with the DAG methods it is a free unit of the solve).
+            True marks a missing visible entry.  With "gaussian" it is marginalised exactly
+            (its terms leave the bound); with the DAG methods it is a free unit of the solve.
         method : str, optional
             Default: the net's ``method``.  "gaussian": Saul & Jordan's Gaussian-approximated
             bound (eq. 24), solved by cyclic stepwise ascent in which every update raises the
