@@ -180,6 +180,22 @@ def timed(fn, *args, repeats=1, budget=None, **kw):
     return out
 
 
+def core_scaling(rounds=3):
+    """This machine's two-thread scaling right now, measured on code that is not mfengine's
+    (``mfengine._openmp.core_probe``: cache-bound sums, each thread over its own 512 KiB):
+    the best one-thread time over the best two-thread time of ``rounds`` alternating rounds.
+    About 2.0 on two free cores; a VM whose virtual cores the host runs on one physical core
+    (SMT siblings sharing its L2) gives about 1.3 for this code, and a thread comparison
+    printed beside it is bounded by the machine, not by the code."""
+    from mfengine import _openmp
+
+    best = {1: float("inf"), 2: float("inf")}
+    for _ in range(rounds):
+        for t in (1, 2):
+            best[t] = min(best[t], _openmp.core_probe(t))
+    return best[1] / best[2]
+
+
 def timed_threads(fn, threads=(1, 2), repeats=5, budget=None):
     """``fn(t)`` for each thread count t in turn, round after round (a slow spell of a shared
     machine then falls on every thread count alike, not on whichever ran during it), up to

@@ -89,10 +89,12 @@ def compare(case_names, n, repeats, use_torch, torch_threads, budget=4.0):
         rows = {}
         for t in (1, 2):
             _common.run_mf(case, t)                                   # warm-up
+        probe = [_common.core_scaling()]
         for t, (out, wall, cpu, _) in _common.timed_threads(
                 lambda t: _common.run_mf(case, t), repeats=repeats, budget=16.0).items():
             out.seconds, out.cpu_seconds = wall, cpu
             rows[("mf", t)] = out
+        probe.append(_common.core_scaling())
         ref = rows[("mf", 1)]
         if not np.array_equal(rows[("mf", 2)].bound, ref.bound):
             print("  !! mf.infer gives different bounds on 1 and 2 threads")
@@ -118,7 +120,9 @@ def compare(case_names, n, repeats, use_torch, torch_threads, budget=4.0):
                   f"  [{crate[('mf', 1)] / crate[('torch', 1)]:.2f}x]")
         if ("torch", 2) in rate:
             print(f"    mf / PyTorch L-BFGS   (2 threads each): {rate[('mf', 2)] / rate[('torch', 2)]:7.2f}x")
-        print(f"    mf 2 threads / 1 thread:               {rate[('mf', 2)] / rate[('mf', 1)]:7.2f}x")
+        print(f"    mf 2 threads / 1 thread:               {rate[('mf', 2)] / rate[('mf', 1)]:7.2f}x"
+              f"  (the machine's own two-thread scaling, a C loop, before / after: "
+              f"{probe[0]:.2f}x / {probe[1]:.2f}x)")
         if ("torch", 2) in rate and ("torch", 1) in rate:
             print(f"    PyTorch 2 threads / 1 thread:          {rate[('torch', 2)] / rate[('torch', 1)]:7.2f}x")
         results[name] = (rows, rate)

@@ -226,8 +226,10 @@ def compare(models, methods, repeats, use_torch, use_joint, max_peer_items=None,
             with _common.blas_threads(1):
                 for t in (1, 2):
                     run_mf(case.subset(32), method, t, tol)                     # warm-up
+                probe = _common.core_scaling()
                 mine = _common.timed_threads(lambda t: run_mf(case, method, t, tol),
                                              repeats=repeats, budget=16.0)
+                PROBES[(name, method)] = (probe, _common.core_scaling())
                 for t, (out, wall, cpu, proc) in mine.items():
                     res[("mf", t)] = _keep(out, (wall, cpu, proc))
                     n_of[("mf", t)] = case.n_items
@@ -303,6 +305,11 @@ def print_tables(rows, ratios, tol):
         print(f"| {name} | {method} | {label} | {rw:.2f}x | {cs} |")
 
 
+#: (model, method) -> the machine's own two-thread scaling (``_common.core_scaling``) measured
+#: just before and just after mf's thread rounds
+PROBES = {}
+
+
 def targets(ratios):
     """Issue 11's Plefka targets on the layered net, from the ratios above (per CPU-s where
     known: the figure least disturbed by other work on the machine)."""
@@ -318,6 +325,10 @@ def targets(ratios):
                   f"{'met' if rw >= 1.8 else 'NOT met'}; needs two idle cores); items per "
                   f"process CPU-second, 2 threads / 1 thread = {rc:.2f} (1.00: no parallel "
                   f"overhead)")
+            if (name, method) in PROBES:
+                print(f"  the machine's own two-thread scaling (a cache-bound C loop, not "
+                      f"mfengine), before / after: {PROBES[(name, method)][0]:.2f}x / "
+                      f"{PROBES[(name, method)][1]:.2f}x (about 2 on two free cores)")
 
 
 def main(argv=None):

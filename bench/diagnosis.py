@@ -34,6 +34,7 @@ should now print the same speeds as without it.
 """
 import argparse
 import os
+import sys
 import time
 import tracemalloc
 import warnings
@@ -41,7 +42,10 @@ import warnings
 import numpy as np
 from scipy.special import entr
 
-import mfengine as mf
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _common  # noqa: E402
+import mfengine as mf  # noqa: E402
 
 
 # ---------------------------------------------------------------------------- the NumPy peer
@@ -251,11 +255,13 @@ def main(argv=None):
         # used here: it may land in memory the process has just freed, cheaper to touch, which
         # would favour whichever thread count ran first.
         runs = {1: [], 2: []}
+        probe = [_common.core_scaling()]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for _ in range(3):
                 for nt in (1, 2):
                     runs[nt].append(_timed_cpu(lambda: net.infer(X, method="sjj", n_threads=nt)))
+        probe.append(_common.core_scaling())
         (r1b, dt1, cpu1), (r2, dt2, cpu2) = (min(runs[nt], key=lambda t: t[1]) for nt in (1, 2))
         med = {nt: float(np.median([t[1] for t in runs[nt]])) for nt in (1, 2)}
         cpu_all = {nt: " ".join(f"{t[2] / args.cases * 1e3:.2f}" for t in runs[nt]) for nt in (1, 2)}
@@ -269,7 +275,9 @@ def main(argv=None):
               f"(best of 3 runs each, in turn with one thread; median {med[1] / med[2]:.2f}x; on "
               f"a busy machine the second core may not be free); CPU ms per case of each run, "
               f"1 thread {cpu_all[1]}, 2 threads {cpu_all[2]} (fresh memory costs CPU: see the module docstring); CPU "
-              f"{cpu2 / args.cases * 1e3:.3f} ms per case; results identical: {same}")
+              f"{cpu2 / args.cases * 1e3:.3f} ms per case; results identical: {same}; the "
+              f"machine's own two-thread scaling (a C loop, not mfengine) before / after: "
+              f"{probe[0]:.2f}x / {probe[1]:.2f}x")
         peer = NumpyDiagnosisSJJ(net)
         k = min(args.peer_cases, args.cases)
         out, dtp = _timed(lambda: [peer.solve(x, tol=net.infer_tol) for x in X[:k]])

@@ -141,6 +141,7 @@ def main():
         # one untimed call of each thread count, then the two alternate, best of 5 rounds or
         # more (the wall time of two threads on this VM drifts between rounds)
         times, bounds = {1: np.inf, 2: np.inf}, {}
+        probe = [_common.core_scaling()]
         with _common.blas_threads(1):
             for rnd in range(1 + max(a.repeat, 5)):
                 for nt in (1, 2):
@@ -150,8 +151,11 @@ def main():
                     if rnd:
                         times[nt] = min(times[nt], time.perf_counter() - t0)
                 assert np.array_equal(bounds[1], bounds[2]), "the bounds depend on the thread count"
+        probe.append(_common.core_scaling())
         print(f"  1 thread {times[1] * 1e3:.1f} ms, 2 threads {times[2] * 1e3:.1f} ms (wall): "
-              f"{times[1] / times[2]:.2f} x (same bounds bit for bit)")
+              f"{times[1] / times[2]:.2f} x (same bounds bit for bit); the machine's own "
+              f"two-thread scaling (a C loop, not mfengine) before / after: {probe[0]:.2f} x / "
+              f"{probe[1]:.2f} x")
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 

@@ -60,3 +60,18 @@ def test_the_check_finds_the_race_it_was_written_for(tmp_path):
                    "        for p in prange(10):\n            st = solve(&G2)\n")
     with pytest.raises(AssertionError, match="&G2"):
         test_outputs_written_through_pointers_are_thread_private(bad)
+
+
+def test_core_probe_times_the_same_work_on_any_thread_count():
+    """The machine probe the benchmarks print beside their thread comparisons: a positive
+    time for one and two threads (two threads share the same total work, so they never take
+    much longer than one), and bad arguments refused by name."""
+    from mfengine import _openmp
+
+    t1 = min(_openmp.core_probe(1, kib=64, iters=200) for _ in range(3))
+    t2 = min(_openmp.core_probe(2, kib=64, iters=200) for _ in range(3))
+    assert 0.0 < t1 < 10.0 and 0.0 < t2 < 10.0
+    assert t2 < 2.0 * t1 + 0.01
+    for bad in (dict(n_threads=0), dict(n_threads=1, kib=0), dict(n_threads=1, iters=0)):
+        with pytest.raises(ValueError, match="positive"):
+            _openmp.core_probe(**bad)
