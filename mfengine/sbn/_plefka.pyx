@@ -253,6 +253,41 @@ cdef extern from *:
         }
     }
 
+    /* sum_i a[i] b[i] in four interleaved partial sums, ((s0 + s1) + (s2 + s3)): one fixed
+     * order, but four chains of additions instead of one, so the quasi-Newton recursion's
+     * short dot products are not bound by the latency of a single chain. */
+    static inline double mfp_dot(long n, const double *restrict a, const double *restrict b)
+    {
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        long i = 0;
+        for (; i + 4 <= n; i += 4) {
+            s0 += a[i] * b[i];
+            s1 += a[i + 1] * b[i + 1];
+            s2 += a[i + 2] * b[i + 2];
+            s3 += a[i + 3] * b[i + 3];
+        }
+        for (; i < n; i++)
+            s0 += a[i] * b[i];
+        return (s0 + s1) + (s2 + s3);
+    }
+
+    /* sum_i a[i] b[i] c[i], in the same four partial sums. */
+    static inline double mfp_dot3(long n, const double *restrict a, const double *restrict b,
+                                  const double *restrict c)
+    {
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        long i = 0;
+        for (; i + 4 <= n; i += 4) {
+            s0 += a[i] * b[i] * c[i];
+            s1 += a[i + 1] * b[i + 1] * c[i + 1];
+            s2 += a[i + 2] * b[i + 2] * c[i + 2];
+            s3 += a[i + 3] * b[i + 3] * c[i + 3];
+        }
+        for (; i < n; i++)
+            s0 += a[i] * b[i] * c[i];
+        return (s0 + s1) + (s2 + s3);
+    }
+
     /* dG/du of one unit row over m lanes (free lanes: + t, the entropy's derivative). */
     MFP_CLONES static void mfp_gu_row(long m, int order, const double *restrict UB,
                                       const double *restrict VBAR, const double *restrict C,
@@ -279,6 +314,8 @@ cdef extern from *:
     void mfp_gu_row(long m, int order, const double *UB, const double *VBAR, const double *C,
                     const double *GUM, const double *T, double *GU) noexcept nogil
     double mfp_log1p01(double e) noexcept nogil
+    double mfp_dot(long n, const double *a, const double *b) noexcept nogil
+    double mfp_dot3(long n, const double *a, const double *b, const double *c) noexcept nogil
     int mfp_image(long nf, double tmax, int sat_ok, const double *t, const double *g, const double *u,
                   const double *v, double *dt, double *q, double *res_out) noexcept nogil
 
@@ -1385,10 +1422,7 @@ cdef int ps_qn_direction(PS *P, double tmax) noexcept nogil:
         j = (head - 1 - k + MEM) % MEM
         sj = P.Sm + j * nf
         yj = P.Ym + j * nf
-        a = 0.0
-        for i in range(nf):
-            a = a + sj[i] * r[i]
-        a = a * P.rho[j]
+        a = mfp_dot(nf, sj, r) * P.rho[j]
         P.alph[j] = a
         for i in range(nf):
             r[i] -= a * yj[i]
@@ -1404,10 +1438,7 @@ cdef int ps_qn_direction(PS *P, double tmax) noexcept nogil:
         j = (head - 1 - k + MEM) % MEM
         sj = P.Sm + j * nf
         yj = P.Ym + j * nf
-        b = 0.0
-        for i in range(nf):
-            b = b + yj[i] * r[i]
-        b = b * P.rho[j]
+        b = mfp_dot(nf, yj, r) * P.rho[j]
         for i in range(nf):
             r[i] += (P.alph[j] - b) * sj[i]
     for i in range(nf):
@@ -1440,7 +1471,7 @@ cdef int ps_begin(const Net *net, PS *P, double tol, Py_ssize_t max_iter) noexce
     convergence test and the next direction; sets the full-step trial point and returns 1, or
     0 when done."""
     cdef Py_ssize_t nf = P.nf, i, hn = P.head * P.nf
-    cdef double tmax = net.t_max, x, res = 0.0, sy, ss, yy, Dq, D
+    cdef double tmax = net.t_max, res = 0.0, sy, ss, yy, Dq, D
     cdef int clipped, flags
     flags = mfp_image(nf, tmax, net.sat_ok, P.t, P.gcur, P.ucur, P.vcur, P.dt, P.q, &res)
     clipped = flags & 1
@@ -1453,28 +1484,21 @@ cdef int ps_begin(const Net *net, PS *P, double tol, Py_ssize_t max_iter) noexce
         return 0
     if P.pending:
         P.pending = 0
-        sy = 0.0
-        ss = 0.0
-        yy = 0.0
         for i in range(nf):
-            x = P.q[i] - P.qprev[i]
-            P.Ym[hn + i] = x
-            sy = sy + P.Sm[hn + i] * x
-            ss = ss + P.Sm[hn + i] * P.Sm[hn + i]
-            yy = yy + x * x
+            P.Ym[hn + i] = P.q[i] - P.qprev[i]
+        sy = mfp_dot(nf, P.Sm + hn, P.Ym + hn)
+        ss = mfp_dot(nf, P.Sm + hn, P.Sm + hn)
+        yy = mfp_dot(nf, P.Ym + hn, P.Ym + hn)
         if sy > 1e-10 * sqrt(ss * yy) and sy < INFINITY:
             P.rho[P.head] = 1.0 / sy
             P.head = (P.head + 1) % MEM
             if P.mem < MEM:
                 P.mem += 1
-    D = 0.0
     for i in range(nf):
         P.qprev[i] = P.q[i]
-        D += P.q[i] * P.dt[i]
+    D = mfp_dot(nf, P.q, P.dt)
     if P.qn and P.mem > 0 and ps_qn_direction(P, tmax):
-        Dq = 0.0
-        for i in range(nf):
-            Dq += P.q[i] * P.dq[i]
+        Dq = mfp_dot(nf, P.q, P.dq)
         if Dq < 0.0:
             swap(&P.dt, &P.dq)
             D = Dq
@@ -1530,9 +1554,7 @@ cdef int ps_consume(const Net *net, PS *P, double f, int st, double tol,
         f = INFINITY
     d = INFINITY
     if f < INFINITY:
-        d = 0.0
-        for i in range(nf):
-            d += P.gtry[i] * P.vtry[i] * P.dt[i]
+        d = mfp_dot3(nf, P.gtry, P.vtry, P.dt)
     if P.phase == PH_FULL:
         if f <= P.G + C_ARMIJO * P.D + P.noise and d <= -C_CURV * P.D:
             P.stalls = P.stalls + 1 if (f >= P.G and ps_max_du(P, 1.0) <= tol) else 0
