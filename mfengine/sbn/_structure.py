@@ -27,6 +27,10 @@ class DagStructure:
     ch_ptr (n_units + 1,), ch_idx (nnz,), ch_w (nnz,)
         The children of unit j are ``ch_idx[ch_ptr[j]:ch_ptr[j + 1]]``, ascending; the weight
         of the edge j -> ``ch_idx[k]`` is ``w[ch_w[k]]``.
+
+    The arrays a constructor builds are read-only: consistent by construction, they are not
+    checked again on every solve (``sealed``).  An array replaced by assignment is checked in
+    full before use.
     """
 
     def __init__(self, mask):
