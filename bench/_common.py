@@ -196,6 +196,15 @@ def core_scaling(rounds=3):
     return best[1] / best[2]
 
 
+def measure(fn, *args, **kw):
+    """One call of ``fn``: (its result, (wall seconds, CPU seconds of the calling thread, CPU
+    seconds of the process))."""
+    c0, p0, t0 = time.thread_time(), time.process_time(), time.perf_counter()
+    out = fn(*args, **kw)
+    dt = time.perf_counter() - t0
+    return out, (dt, time.thread_time() - c0, time.process_time() - p0)
+
+
 def timed_threads(fn, threads=(1, 2), repeats=5, budget=None):
     """``fn(t)`` for each thread count t in turn, round after round (a slow spell of a shared
     machine then falls on every thread count alike, not on whichever ran during it), up to
@@ -205,13 +214,10 @@ def timed_threads(fn, threads=(1, 2), repeats=5, budget=None):
     best, spent = {}, 0.0
     for _ in range(repeats):
         for t in threads:
-            c0, p0, t0 = time.thread_time(), time.process_time(), time.perf_counter()
-            out = fn(t)
-            dt = time.perf_counter() - t0
-            m = (out, dt, time.thread_time() - c0, time.process_time() - p0)
-            if t not in best or dt < best[t][1]:
-                best[t] = m
-            spent += dt
+            out, m = measure(fn, t)
+            if t not in best or m[0] < best[t][1]:
+                best[t] = (out,) + m
+            spent += m[0]
         if budget is not None and spent >= budget:
             break
     return best

@@ -156,13 +156,6 @@ def check_agreement(method, st, label):
 
 
 # ---------------------------------------------------------------------------- driver
-def _run_once(fn, *args, **kw):
-    c0, p0, t0 = time.thread_time(), time.process_time(), time.perf_counter()
-    o = fn(*args, **kw)
-    dt = time.perf_counter() - t0
-    return o, (dt, time.thread_time() - c0, time.process_time() - p0)
-
-
 def _keep(out, best):
     out.seconds, out.cpu_seconds = best[0], best[1]
     out.extra["cpu_per_wall"] = best[2] / best[0]
@@ -176,7 +169,7 @@ def timed(fn, *args, repeats=1, budget=None, **kw):
     cores the run had; a 2-thread run that shows ~1 did not get a second core."""
     best, out, spent = None, None, 0.0
     for _ in range(repeats):
-        o, m = _run_once(fn, *args, **kw)
+        o, m = _common.measure(fn, *args, **kw)
         if best is None or m[0] < best[0]:
             best, out = m, o
         spent += m[0]
