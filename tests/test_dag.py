@@ -144,6 +144,28 @@ def test_layered_to_dag_sparse_and_dag_training_allocate_no_n_units_squared():
                                    rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("method", ["sjj", "plefka11", "plefka12"])
+def test_layered_dag_methods_train_a_weight_that_is_exactly_zero(method):
+    """Every inter-layer weight is an edge of the layered net, zero or not: a DAG method's
+    fit and partial_fit move an exact zero as "gaussian" does, and train it as the dense
+    DAG with that entry made an edge does."""
+    net = mf.SigmoidBeliefNet([2, 3, 6], method=method, max_iter=2, random_state=0,
+                              progress=False)
+    X = net.sample(40, random_state=1)
+    net.weights_[0][0, 0] = 0.0
+    W = net.to_dag().W
+    W[2, 0] = 1.0                          # the zero's edge, present in the dense DAG's pattern
+    dense = net.to_dag().set_params(W=W, learning_rate=0.1, random_state=None)
+    dense._params().W_[2, 0] = 0.0
+    net.partial_fit(X)
+    dense.partial_fit(X)
+    assert net.weights_[0][0, 0] != 0.0
+    np.testing.assert_allclose(net.weights_[0], dense.W_[2:5, :2], rtol=0, atol=1e-12)
+    net.weights_[0][0, 0] = 0.0
+    net.set_params(warm_start=True).fit(X)
+    assert net.weights_[0][0, 0] != 0.0
+
+
 def test_noisy_or_refuses_negative_parameters_and_bad_input():
     """Parameters are checked at first use (here ``sample``), not in the constructor."""
     W = np.zeros((3, 3))

@@ -257,8 +257,10 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         sparse : bool, default=False
             Give ``W`` as a scipy.sparse CSR matrix of the inter-layer weights, built in
             O(n_units + n_weights) time and memory, instead of a dense (n_units, n_units)
-            array (what ``fit`` with a DAG method trains: for 10 layers of 1,000 units the
-            dense W would take 800 MB, the weights 72 MB).
+            array (for 10 layers of 1,000 units the dense W would take 800 MB, the weights
+            72 MB).  Either way the DAG's edges are the nonzero weights (a ``BeliefNet``'s
+            structure is W's nonzero pattern); this net's own ``fit`` with a DAG method trains
+            every inter-layer weight, an exact zero included.
 
         Returns
         -------
@@ -272,11 +274,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         sizes = self._sizes()
         off = np.concatenate([[0], np.cumsum(sizes)])
         if check_flag(sparse, "sparse"):
-            import scipy.sparse
-
-            s = self._dag_structure()
-            W = scipy.sparse.csr_matrix((self._packed_weights(), s.par_idx.copy(),
-                                         s.par_ptr.copy()), shape=(s.n_units, s.n_units))
+            W = self._csr_weights()
         else:
             W = np.zeros((off[-1], off[-1]))
             for l, w in enumerate(self.weights_):
@@ -294,6 +292,14 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
     def _sizes(self):
         return tuple(b.shape[0] for b in self.biases_)
 
+    def _training_dag(self):
+        """``to_dag(sparse=True)`` over every inter-layer edge: what the DAG methods train.
+        ``to_dag()``'s edges are the nonzero weights, so a weight that is exactly zero would
+        stay zero; here it is an edge like the others, as it is for "gaussian"."""
+        dag = self.to_dag(sparse=True)
+        dag._params()._structure = self._dag_structure()
+        return dag
+
     def _dag_structure(self):
         """``DagStructure.layered`` of the (checked) sizes, kept while they stay."""
         sizes = self._sizes()
@@ -302,6 +308,14 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             cached = (sizes, DagStructure.layered(sizes))
             self._layered_structure = cached
         return cached[1]
+
+    def _csr_weights(self):
+        """The (checked) weights as a scipy.sparse CSR matrix over ``_dag_structure()``."""
+        import scipy.sparse
+
+        s = self._dag_structure()
+        return scipy.sparse.csr_matrix((self._packed_weights(), s.par_idx.copy(),
+                                        s.par_ptr.copy()), shape=(s.n_units, s.n_units))
 
     def _packed_weights(self):
         """The (checked) weights in the parent order of ``_dag_structure()``: (n_weights,)."""
@@ -1118,7 +1132,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         if method in DAG_METHODS:
             if missing is not None:
                 raise ValueError(f"missing is not supported by partial_fit with method={method!r}")
-            dag = self.to_dag(sparse=True)
+            dag = self._training_dag()
             dag.set_params(learning_rate=rate, random_state=None)
             dag.partial_fit(V)
             self._copy_from_dag(dag)
@@ -1165,7 +1179,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
     def _fit_dag(self, X, missing):
         if missing is not None:
             raise ValueError(f"missing is not supported by fit with method={self.method!r}")
-        dag = self.to_dag(sparse=True)
+        dag = self._training_dag()
         copy_back = self._copy_from_dag
 
         user_callback = self.callback
@@ -1176,7 +1190,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                 user_callback(epoch, self, value)
                 # edits the callback made to weights_/biases_ reach the net being trained
                 self._check_params()
-                d.W_ = self.to_dag(sparse=True)._params().W_
+                d.W_ = self._csr_weights()
                 d.h_ = np.concatenate(self.biases_)
 
         dag.set_params(callback=cb)
@@ -1211,7 +1225,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         if n_rows < 1:
             raise ValueError("X has no patterns: fit needs at least one")
         if method in DAG_METHODS:      # train to_dag() data-parallel, copy back
-            dag = self.to_dag(sparse=True)
+            dag = self._training_dag()
             dag._dask_fit(parts)
             self._copy_from_dag(dag)
             self.history_, self.n_iter_ = dag.history_, dag.n_iter_
