@@ -25,7 +25,7 @@ Fresh memory: the noisy-OR result holds a q per edge (cases x edges doubles, 64 
 cases), a new array per call.  NumPy asks for transparent huge pages on arrays of 4 MB or more;
 where the system then compacts memory at fault time (``/sys/kernel/mm/transparent_hugepage``,
 ``defrag`` = madvise), filling that array as huge pages can cost as much CPU as the solve
-itself, and unevenly (on the 2-core VM of the closing notes: 1.5-2.1 ms of CPU per case instead
+itself, and unevenly (on a 2-core VM with those settings: 1.5-2.1 ms of CPU per case instead
 of 1.1, two threads 1.16-1.89x one thread instead of 1.91-1.93x).  The kernel therefore advises
 the system to back the means and q arrays it allocates and fills with ordinary pages
 (``mf_small_pages``, MADV_NOHUGEPAGE), whatever NumPy asked for; the script prints NumPy's

@@ -1,6 +1,6 @@
 """The C API of the NLGBN E-step (issue 11 item 4): mf_nlgbn_infer, a noexcept nogil function
 over raw pointers declared in mfengine/nlgbn/_estep.pxd, against the Python API, and every
-MF_EBADARG / MF_EOVERFLOW condition of its contract (/work/notes/capi_nlgbn.md)."""
+MF_EBADARG / MF_EOVERFLOW condition of its contract (section 4 of mfengine/solver.pxd)."""
 import numpy as np
 import pytest
 

@@ -5,7 +5,7 @@
 #
 # A cimporting extension compiles with include_dirs=[mfengine.get_include()] (the status codes
 # are the enum of the installed header mf_status.h).  The contract is in the docstring of
-# mfengine.hmm._chain (the section "C API") and in /work/notes/capi_hmm.md; in short:
+# mfengine.hmm._chain (the section "C API") and in section 3 of mfengine/solver.pxd; in short:
 #
 # Every function is noexcept nogil, takes raw pointers and sizes (row-major arrays), writes its
 # outputs through pointers the caller allocated, and returns MF_OK, MF_NOT_CONVERGED (results

@@ -1,5 +1,5 @@
-# C-level entry point of the NLGBN E-step (issue 11 item 4); the contract is the docstring of
-# mf_nlgbn_infer in _estep.pyx and /work/notes/capi_nlgbn.md.  The status codes are the one enum
+# C-level entry point of the NLGBN E-step; the contract is the docstring of mf_nlgbn_infer in
+# _estep.pyx and section 4 of mfengine/solver.pxd.  The status codes are the one enum
 # of every mfengine kernel, csrc/mf_status.h (a cimporting extension compiles with
 # include_dirs=[mfengine.get_include()], where that header is installed).
 

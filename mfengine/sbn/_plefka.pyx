@@ -2199,7 +2199,7 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
 
 
 # ------------------------------------------------------------------ the C API
-# Declared in mfengine/sbn/_plefka.pxd; the contract is /work/notes/capi_plefka.md (and the
+# Declared in mfengine/sbn/_plefka.pxd; the contract is section 2 of mfengine/solver.pxd (and the
 # docstring of mf_plefka_solve below).
 DEF CAPI_MAX_THREADS = 256
 DEF CAPI_MAX_SCALE = 8.98846567431158e+307      # 2^1023: sum |h| + sum |w| of the net
@@ -2230,7 +2230,7 @@ cdef int mf_plefka_solve(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *p
                          Py_ssize_t *n_iter, signed char *converged) noexcept nogil:
     """The Plefka solve (mfengine.sbn.plefka.solve with its defaults: quasi-Newton corrections,
     the coordinate-descent fallback, items whose G overflows restarted from the G11 solution)
-    over one net in CSR form; see /work/notes/capi_plefka.md."""
+    over one net in CSR form; the contract is section 2 of mfengine/solver.pxd."""
     cdef Net net
     cdef intp_t *ch = NULL
     cdef int8_t *status = NULL

@@ -3,7 +3,7 @@
 #
 #     from mfengine.sbn._sjj cimport mf_sjj_solve
 #
-# Contract: /work/notes/capi_sjj.md (Saul, Jaakkola & Jordan's strict lower bound on
+# Contract: section 2 of mfengine/solver.pxd (Saul, Jaakkola & Jordan's strict lower bound on
 # ln P(clamped units), maximised over the means and the variational parameters of every item,
 # for one DAG belief net of sigmoid or noisy-OR units in CSR form, as mfengine.sbn.sjj.solve).
 # The function is noexcept nogil, checks every size, pointer and value it reads before it

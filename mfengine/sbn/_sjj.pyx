@@ -1766,7 +1766,7 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
 
 
 # ---------------------------------------------------------------------------- the C API
-# Declared in mfengine/sbn/_sjj.pxd; the contract is /work/notes/capi_sjj.md (and the
+# Declared in mfengine/sbn/_sjj.pxd; the contract is section 2 of mfengine/solver.pxd (and the
 # docstring of mf_sjj_solve below).
 DEF CAPI_MAX_THREADS = 256
 DEF CAPI_MAX_SCALE = 1.1235582092889474e+307      # 2^1020: sjj.MAX_NET_SCALE
@@ -1782,7 +1782,7 @@ cdef int mf_sjj_solve(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *par_
                       double *mu, double *xi, Py_ssize_t *n_sweeps,
                       signed char *converged) noexcept nogil:
     """The strict SJJ bound maximised for every item (mfengine.sbn.sjj.solve) over one net in
-    CSR form; see /work/notes/capi_sjj.md."""
+    CSR form; the contract is section 2 of mfengine/solver.pxd."""
     cdef Dag g
     cdef intp_t *ch = NULL
     cdef intp_t *pos = NULL
