@@ -185,3 +185,22 @@ def test_errors_name_the_argument_at_fault():
         h.decode(X, [10, 10], method="exact")
     with pytest.raises(ValueError, match="algorithm must be one of"):
         h.decode(X, algorithm="exact")
+
+
+def test_warm_start_names_means_far_from_the_data():
+    """Long fuzz, seed 41: equal means_ of -2e181 kept by warm_start passed the check of their
+    spread (zero) and fit blamed startprob_/transmat_ for the zero probability that followed."""
+    import mfengine as mf
+
+    X = np.sin(np.arange(20.0))[:, None] + 0.5
+    for method in ("structured", "exact"):
+        h = mf.ContextHMM(3, 1, lag=2, context="both", method=method, max_iter=2, bw_max_iter=2,
+                          random_state=0, progress=False)
+        h.means_ = np.full((3, 1), -2.0432355149428977e181)
+        h.warm_start = True
+        with pytest.raises(ValueError, match=r"means_ \(kept by warm_start\) lie 2.04e\+181 "
+                                             "away from the mean of X"):
+            h.fit(X)
+        h.means_ = np.full((3, 1), -1e99)          # within range: no error, a finite bound
+        h.fit(X)
+        assert np.all(np.isfinite(h.history_))

@@ -964,6 +964,13 @@ class ContextHMM(PersistMixin, BaseEstimator):
         U_start = P[2]
         P = (P[0], P[1], np.ascontiguousarray(P[2] - shift), P[3], P[4])
         U_start_shifted = P[2]
+        far = float(np.max(np.abs(P[2]), initial=0.0))
+        if warm and far > _MAX_MAGNITUDE:
+            # (drawn or estimated means lie within the data's range, which fit has checked)
+            raise ValueError(
+                f"means_ (kept by warm_start) lie {far:.3g} away from the mean of X: beyond "
+                f"{_MAX_MAGNITUDE:g} their squared distances to the data leave the range of "
+                "float64; rescale X or fit without warm_start")
         tol = None if self.tol is None else float(self.tol) * n_rows
         history, bw_n_iter, converged, last_r = [], 0, False, None
         n_bw = 0 if warm else int(self.bw_max_iter)
