@@ -79,7 +79,10 @@
 #   inner_tol is each 1-D solve's tolerance, 0 selecting mfengine.infer's rule
 #   min(1e-3, max(1e-13, 0.1 sqrt(tol))); max_sweeps 0 gives the bound at the start.  Out:
 #   bound (n_items,) in nats, a true lower bound for any finite weights; mu; xi (the shape of
-#   init_xi); n_sweeps; converged.  MF_EBADARG also: noisy-OR with a negative weight or a bias
+#   init_xi); n_sweeps; converged.  Free units with no clamped descendant sum out exactly and
+#   are left out of the solve and the bound; their means are predictive ones from their
+#   parents' means (sigmoid: sigmoid(h_i + sum_j W_ij mu_j); noisy-OR: 1 - e^{-h_i} prod_j
+#   (1 - mu_j + mu_j e^{-W_ij})), their xi not meaningful.  MF_EBADARG also: noisy-OR with a negative weight or a bias
 #   <= 0; the sum of |weights| and |biases| above 2^1020; tol or inner_tol negative, NaN or
 #   infinite; max_sweeps < 0 or = PTRDIFF_MAX; an init_xi entry outside its range.  MF_ENOMEM:
 #   mu and xi may hold the start, the rest undefined; MF_EOVERFLOW: nothing written.

@@ -11,11 +11,29 @@ def _lmoment(mu_par, w_row, a):
     return float(np.sum(np.log(1.0 - mu_par + mu_par * np.exp(a * w_row))))
 
 
-def sjj_sigmoid(W, h, mu, xi, free):
-    """L = sum_free H(mu) + sum_i [(mu_i - xi_i) <z_i> - ln(<e^{-xi z_i}> + <e^{(1-xi) z_i}>)]."""
+def barren_mask(W, free, edges=None):
+    """Free units with no clamped descendant (every child barren), found by brute force over
+    the descendants (independent of the kernel's reverse pass).  ``W[i, j]``: j -> i; the
+    edges are ``edges`` (a boolean mask, the net's structure) or else the nonzero weights."""
+    n = len(free)
+    reach = (np.asarray(W) != 0 if edges is None else np.asarray(edges)).T.astype(int)
+    desc = reach.copy()
+    for _ in range(n):
+        desc = np.minimum(desc + desc @ reach, 1)
+    free = np.asarray(free, dtype=bool)
+    return np.array([free[j] and not np.any(desc[j] & ~free) for j in range(n)], dtype=bool)
+
+
+def sjj_sigmoid(W, h, mu, xi, free, edges=None):
+    """L = sum_free H(mu) + sum_i [(mu_i - xi_i) <z_i> - ln(<e^{-xi z_i}> + <e^{(1-xi) z_i}>)],
+    the sums over the units that are not barren (a barren unit sums out of P exactly; edges
+    as in ``barren_mask``)."""
     n = len(h)
+    barren = barren_mask(W, free, edges)
     total = 0.0
     for i in range(n):
+        if barren[i]:
+            continue
         z = h[i] + W[i] @ mu
         la = -xi[i] * h[i] + _lmoment(mu, W[i], -xi[i])
         lb = (1.0 - xi[i]) * h[i] + _lmoment(mu, W[i], 1.0 - xi[i])
@@ -51,14 +69,17 @@ def _dlse(a, b):
     return big + (1 + (small - big).exp()).ln()
 
 
-def sjj_sigmoid_exact(W, h, mu, xi, free):
+def sjj_sigmoid_exact(W, h, mu, xi, free, edges=None):
     """The SJJ bound of ``sjj_sigmoid`` evaluated in 60-digit decimal arithmetic from the
     exact values of the doubles given: the reference for the kernel's rounding at any weight
-    scale.  Returns a Decimal."""
+    scale (barren units left out, as there).  Returns a Decimal."""
     D = lambda x: Decimal(float(x))   # noqa: E731 - the exact value of a double
+    barren = barren_mask(W, free, edges)
     with decimal.localcontext(_context()):
         total = Decimal(0)
         for i in range(len(h)):
+            if barren[i]:
+                continue
             par = np.flatnonzero(W[i])
             m = [D(mu[j]) for j in par]
             w = [D(W[i, j]) for j in par]

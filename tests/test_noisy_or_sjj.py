@@ -11,23 +11,12 @@ import mfengine as mf
 from mfengine.sbn import sjj
 from mfengine.sbn._structure import DagStructure
 
-from reference_sjj import sjj_noisy_or
+from reference_sjj import barren_mask, sjj_noisy_or
 
 
 def g(x):
     """ln(1 - e^{-x})."""
     return np.log(-np.expm1(-x))
-
-
-def barren_mask(W, free):
-    """Free units with no clamped descendant (every child barren), found by brute force over
-    the descendants (independent of the kernel's reverse pass)."""
-    n = len(free)
-    reach = (W != 0).T.astype(int)              # reach[j, i]: i is a child of j
-    desc = reach.copy()
-    for _ in range(n):
-        desc = np.minimum(desc + desc @ reach, 1)
-    return np.array([free[j] and not np.any(desc[j] & ~free) for j in range(n)])
 
 
 def bound_ref(W, h, mu, Q, free):

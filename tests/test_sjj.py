@@ -7,7 +7,8 @@ import mfengine as mf
 from mfengine.sbn import sjj
 from mfengine.sbn.dag import BeliefNetBatch, DagStructure
 
-from reference_sjj import log_joint_dense, mean_field_elbo, sjj_noisy_or, sjj_sigmoid
+from reference_sjj import (barren_mask, log_joint_dense, mean_field_elbo, sjj_noisy_or,
+                           sjj_sigmoid)
 
 
 def layered_arrays(rng, sizes, lo, hi, n_nets):
@@ -86,14 +87,6 @@ def test_ascent_is_monotone(activation):
     assert ok.sum() > 1000 and np.all(steps[ok] >= -1e-12 * (1 + np.abs(hist[:, 1:][ok])))
 
 
-def _barren(W, free):
-    """Free units all of whose children are barren (W[c, i]: the weight of i -> c, c > i)."""
-    b = np.zeros(len(free), dtype=bool)
-    for i in range(len(free) - 1, -1, -1):
-        b[i] = free[i] and all(b[c] for c in np.flatnonzero(W[:, i]))
-    return b
-
-
 @pytest.mark.parametrize("activation", ["sigmoid", "noisy_or"])
 def test_kernel_matches_reference_and_lies_below_the_mean_field_objective(activation):
     rng = np.random.default_rng(2)
@@ -104,21 +97,21 @@ def test_kernel_matches_reference_and_lies_below_the_mean_field_objective(activa
         clamp = np.full((1, 7), np.nan)
         clamp[0, net.visible] = rng.integers(0, 2, 3)
         mu = np.where(free, rng.uniform(0.01, 0.99, 7), clamp[0])
+        # free units with no clamped descendant are summed out exactly: the bound is that of
+        # the net without them
+        k = ~barren_mask(net.W, free)
         if activation == "sigmoid":
             xi = rng.uniform(0, 1, 7)
-            ref = sjj_sigmoid(net.W, net.h, mu, xi, free)
+            ref = sjj_sigmoid(net.W[np.ix_(k, k)], net.h[k], mu[k], xi[k], free[k])
+            assert ref == sjj_sigmoid(net.W, net.h, mu, xi, free)  # the reference leaves them out
             q = xi
-            elbo = mean_field_elbo(net.log_joint, mu, free)
         else:
             Q = rng.random((7, 7)) * (net.W > 0)
             Q /= np.maximum(Q.sum(axis=1, keepdims=True), 1e-300)
-            # free units with no clamped descendant are summed out exactly: the bound is that
-            # of the net without them
-            k = ~_barren(net.W, free)
             ref = sjj_noisy_or(net.W[np.ix_(k, k)], net.h[k], mu[k], Q[np.ix_(k, k)], free[k])
             q = s.pack(Q)
-            kept = log_joint_dense(net.W[np.ix_(k, k)], net.h[k], activation)
-            elbo = mean_field_elbo(kept, mu[k], free[k])
+        kept = log_joint_dense(net.W[np.ix_(k, k)], net.h[k], activation)
+        elbo = mean_field_elbo(kept, mu[k], free[k])
         got = sjj.evaluate(s, s.pack(net.W)[None], net.h[None], np.zeros(1, np.intp), clamp,
                            mu[None], q[None], activation=activation)[0]
         assert got == pytest.approx(ref, rel=1e-11, abs=1e-11)

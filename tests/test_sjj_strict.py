@@ -241,11 +241,52 @@ def test_fast_path_reported_bound_against_60_digit_arithmetic(scale):
     W, h = _random_nets(rng, n, k, scale / 7)      # |h| + sum |W| well within the fast scale
     clamp = np.full((k, n), np.nan)
     clamp[:, 4:] = rng.integers(0, 2, (k, 3))
-    bound, mu, xi, _ = _kernel_solve(DagStructure(np.tril(np.ones((n, n), bool), -1)),
-                                     DagStructure(np.tril(np.ones((n, n), bool), -1)).pack(W),
-                                     h, clamp, True)
+    edges = np.tril(np.ones((n, n), bool), -1)
+    s = DagStructure(edges)
+    bound, mu, xi, _ = _kernel_solve(s, s.pack(W), h, clamp, True)
     free = np.isnan(clamp[0])
     for p in range(k):
-        ref = sjj_sigmoid_exact(W[p], h[p], mu[p], xi[p], free)
+        ref = sjj_sigmoid_exact(W[p], h[p], mu[p], xi[p], free, edges)
         assert Decimal(float(bound[p])) <= ref + Decimal(8 * 2.0**-52) * abs(ref)
         assert abs(float(ref) - bound[p]) <= 1e-11 * (1 + abs(float(ref)))
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_sigmoid_barren_units_sum_out_exactly(fast):
+    """Free units with no clamped descendant sum out of P exactly: here the missing visible
+    units 7 and 8 and hidden unit 4, whose only children they are.  On both paths the bound
+    is the one of the net with them deleted (the same maximum), never above exact ln P; the
+    means of the other units match, each barren unit's mean is sigmoid(h + W mu) of its
+    parents' solved means, top-down, and the ascent is monotone."""
+    from mfengine.sbn import _sjj
+
+    rng = np.random.default_rng(51)
+    n, k = 9, 30
+    edges = np.tril(rng.random((n, n)) < 0.7, -1)
+    edges[5:7, 4] = False                       # unit 4's children: 7 and 8 only
+    edges[7:9, 4] = True
+    W = np.where(edges, rng.normal(0, 1.2, (k, n, n)), 0.0)
+    h = rng.normal(0, 0.5, (k, n))
+    clamp = np.full((k, n), np.nan)
+    clamp[:, 5:7] = rng.integers(0, 2, (k, 2))  # 7, 8 missing
+    s = DagStructure(edges)
+    bound, mu, xi, hist = _kernel_solve(s, s.pack(W), h, clamp, fast, tol=1e-13)
+    barren = np.zeros(clamp.shape, np.uint8)
+    assert _sjj.barren_units(*sjj.check_structure(s)[:5], clamp, barren) == 0
+    assert np.array_equal(np.flatnonzero(barren[0]), [4, 7, 8]) and np.all(barren == barren[0])
+    keep = np.array([0, 1, 2, 3, 5, 6])
+    sk = DagStructure(edges[np.ix_(keep, keep)])
+    Wk = W[:, keep][:, :, keep]
+    ref, mu_k, _, _ = _kernel_solve(sk, sk.pack(Wk), h[:, keep], clamp[:, keep], fast, tol=1e-13)
+    np.testing.assert_allclose(bound, ref, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(mu[:, keep], mu_k, rtol=0, atol=1e-5)
+    for p in range(k):
+        m = mu[p].copy()
+        for i in (4, 7, 8):
+            m[i] = 1.0 / (1.0 + np.exp(-(h[p, i] + W[p, i] @ m)))
+        np.testing.assert_allclose(mu[p, [4, 7, 8]], m[[4, 7, 8]], rtol=1e-14, atol=1e-15)
+    exact = mf.BeliefNetBatch(Wk, h[:, keep], keep >= 5).exact_log_likelihood(clamp[:, 5:7])
+    assert np.all(bound <= exact)
+    steps = np.diff(hist, axis=1)
+    ok = ~np.isnan(steps)
+    assert np.all(steps[ok] >= -1e-12 * (1 + np.abs(hist[:, 1:][ok])))

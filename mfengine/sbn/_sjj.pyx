@@ -388,9 +388,10 @@ cdef inline void unit_bound(const Dag *g, const double *w, const double *h, Py_s
 
 cdef double bound_at(const Dag *g, const double *w, const double *h, const double *mu,
                      const double *nu, const double *xi, const uint8_t *free_, double *dd,
-                     double *ea, double *eb) noexcept nogil:
+                     double *ea, double *eb, const uint8_t *skip) noexcept nogil:
     """The sigmoid bound from scratch at the means (mu, nu = 1 - mu) and xi, with the
-    entropies of the units marked in free_, minus an upper bound on its rounding error.
+    entropies of the units marked in free_, minus an upper bound on its rounding error; the
+    units marked in ``skip`` (barren units, summed out; NULL: none) are left out.
 
     Every unit whose own mean or one of whose parents' means is not 0 or 1 contributes
     (fan-in + 8) eps M to that allowance, M being the sum of the magnitudes of the numbers
@@ -403,7 +404,8 @@ cdef double bound_at(const Dag *g, const double *w, const double *h, const doubl
     cdef double total = 0.0, err = 0.0
     cdef Py_ssize_t i
     for i in range(g.n):
-        unit_bound(g, w, h, i, mu, nu, xi, free_, dd, ea, eb, &total, &err)
+        if skip == NULL or not skip[i]:
+            unit_bound(g, w, h, i, mu, nu, xi, free_, dd, ea, eb, &total, &err)
     return total - err
 
 
@@ -582,8 +584,9 @@ cdef inline void mark_big(const Dag *g, const double *w, const double *h,
 cdef int solve_item(const Dag *g, const double *w, const double *h, const double *clamp,
                     double *mu, double *xi, double *hist, double tol, double gtol,
                     Py_ssize_t max_sweeps, double *work, double *bound_out,
-                    intp_t *sweeps_out) noexcept nogil:
-    """Coordinate ascent for one item; returns 1 if it converged."""
+                    intp_t *sweeps_out, const uint8_t *skip) noexcept nogil:
+    """Coordinate ascent for one item; returns 1 if it converged.  The reported bound leaves
+    out the units marked in ``skip`` (NULL: none)."""
     cdef Py_ssize_t n = g.n, i, k, sweep, nnz = g.par_ptr[g.n]
     cdef double *nu = work
     cdef double *t = work + n
@@ -604,7 +607,7 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
     for i in range(n):
         if not (0.0 <= xi[i] <= 1.0):
             xi[i] = 0.5
-    prev = bound_at(g, w, h, mu, nu, xi, free_, dd, ea, eb)
+    prev = bound_at(g, w, h, mu, nu, xi, free_, dd, ea, eb, NULL)
     if hist != NULL:
         hist[0] = prev
     sweep = 0
@@ -625,7 +628,7 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
             break
         prev = bnd
     # the reported bound is recomputed from scratch at the final mu, xi
-    bound_out[0] = bound_at(g, w, h, mu, nu, xi, free_, dd, ea, eb)
+    bound_out[0] = bound_at(g, w, h, mu, nu, xi, free_, dd, ea, eb, skip)
     if hist != NULL:
         hist[sweep] = bound_out[0]
     sweeps_out[0] = sweep
@@ -1080,14 +1083,20 @@ SJJF_INLINE double sjjf_final_unit_impl(const sjjf_state *s, Py_ssize_t i, doubl
 
 /* The fast path's share of the reported bound: the terms (and entropies) of every unit with a
  * free parent, in product form, into *total, their rounding allowance into *err; units whose
- * parents are all clamped are marked in careful[] for the careful evaluation. */
+ * parents are all clamped are marked in careful[] for the careful evaluation; the units
+ * marked in skip[] (NULL: none) are left out. */
 SJJF_CLONES
-void sjjf_final(const sjjf_state *s, unsigned char *careful, double *total, double *err)
+void sjjf_final(const sjjf_state *s, const unsigned char *skip, unsigned char *careful,
+                double *total, double *err)
 {
     const double eps = 2.220446049250313e-16;
     double tot = 0.0, er = 0.0, M, H;
     for (Py_ssize_t i = 0; i < s->n; i++) {
         Py_ssize_t p0 = s->par_ptr[i], p1 = s->par_ptr[i + 1], e, nfree = 0;
+        if (skip != NULL && skip[i]) {          /* a barren unit: summed out */
+            careful[i] = 0;
+            continue;
+        }
         for (e = p0; e < p1; e++) {
             Py_ssize_t j = s->par_idx[e];
             nfree += s->mu[j] != 0.0 && s->nu[j] != 0.0;
@@ -1248,7 +1257,8 @@ int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t 
         double *Iv
     int sjjf_prefetch_on
     int sjjf_records_on
-    void sjjf_final(const sjjf_state *s, uint8_t *careful, double *total, double *err) nogil
+    void sjjf_final(const sjjf_state *s, const uint8_t *skip, uint8_t *careful, double *total,
+                    double *err) nogil
     int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t max_sweeps,
                    double rel_floor, intp_t *sweeps_out) nogil
 
@@ -1275,12 +1285,14 @@ def _set_records(bint on):
 
 cdef inline Py_ssize_t fast_extra(Py_ssize_t n, Py_ssize_t nnz, Py_ssize_t maxin,
                                   Py_ssize_t maxout) noexcept nogil:
-    """Doubles of thread scratch beyond the careful path's 14 n + 3 nnz doubles and 2 n bytes:
-    the careful path's bytes (rounded up), the fast path's per-unit trial and per-child
-    scratch, the net cache (weights in child order, e^w), the units' records on large nets
-    (REC_MIN_UNITS; 8 n doubles, and 8 to align them to 64 bytes), e^w in child order and
-    two more per-child arrays (records mode) and the key."""
-    return (2 * n + 15) // 8 + 1 + 2 * maxin + 7 * maxout + 4 * nnz + 8 * n + 8 + 2
+    """Doubles of thread scratch beyond the careful path's 14 n + 3 nnz doubles: 3 n bytes
+    (free, big or careful, barren units; rounded up), the fast path's per-unit trial and
+    per-child scratch, the net cache (weights in child order, e^w), the units' records on
+    large nets (REC_MIN_UNITS; 8 n doubles, and 8 to align them to 64 bytes), e^w in child
+    order and two more per-child arrays (records mode), the item's copies of the weights
+    and of the three cached arrays with the edges into barren units neutralised, and the
+    key."""
+    return (3 * n + 15) // 8 + 1 + 2 * maxin + 7 * maxout + 4 * nnz + 8 * n + 8 + 4 * nnz + 2
 
 
 cdef int net_is_fast(const Dag *g, const double *w, const double *h) noexcept nogil:
@@ -1301,7 +1313,7 @@ cdef int net_is_fast(const Dag *g, const double *w, const double *h) noexcept no
 
 
 cdef double fast_bound_at(const Dag *g, const double *w, const double *h, const sjjf_state *s,
-                          uint8_t *careful, double *scratch) noexcept nogil:
+                          const uint8_t *skip, uint8_t *careful, double *scratch) noexcept nogil:
     """bound_at's value for a net on the fast path (within FAST_SCALE, see net_is_fast, so
     no product below over- or underflows), with one exponential and no logarithm per edge.
 
@@ -1309,7 +1321,8 @@ cdef double fast_bound_at(const Dag *g, const double *w, const double *h, const 
     ln(1 - f(z)) when the unit is clamped too).  Any other unit's term is computed as
     (mu - xi) Z - ln(e^{-xi h} prod FA + e^{(1 - xi) h} prod FB), FA = nu + mu e^{-xi W},
     FB = nu + mu e^{(1 - xi) W}, and carries the allowance (fan-in + 8) eps M' with
-    M' = |h| + |Z| + |term| + 1 + sum over parents (4 |W| + 1).  That covers its rounding:
+    M' = |h| + |Z| + |term| + 1 + sum over parents (4 |W| + 1).  Units marked in ``skip``
+    (NULL: none) are left out.  That covers its rounding:
     each factor is within 8 u + |W| u of its value (u = eps / 2: an exponential of 2 ulp, the
     rounding of x W, of e^W and of the sum), so ln of the product of the k factors is within
     u (10 k + sum |W|) plus u |ln S|, ln S itself within |h| + sum |W| + 1 of 0; Z is within
@@ -1318,12 +1331,27 @@ cdef double fast_bound_at(const Dag *g, const double *w, const double *h, const 
     free parent by its upper bound |W|: 0 <= ea <= |xi W| and 0 <= eb <= |(1 - xi) W|.)"""
     cdef double total = 0.0, err = 0.0
     cdef Py_ssize_t i, nnz = g.nnz
-    sjjf_final(s, careful, &total, &err)
+    sjjf_final(s, skip, careful, &total, &err)
     for i in range(g.n):
         if careful[i]:
             unit_bound(g, w, h, i, s.mu, s.nu, s.xi, s.free_, scratch, scratch + nnz,
                        scratch + 2 * nnz, &total, &err)
     return total - err
+
+
+cdef inline void barren_means_sig(const Dag *g, const double *w, const double *h,
+                                  const uint8_t *barren, double *mu) noexcept nogil:
+    """Every barren unit's mean set to sigmoid(h_i + sum_j W_ij mu_j), in topological order (a
+    barren unit's barren parents are set before it): the mean a mean-field solve gives a
+    unit without children, here from its parents' solved means."""
+    cdef Py_ssize_t i, k
+    cdef double z
+    for i in range(g.n):
+        if barren[i]:
+            z = h[i]
+            for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+                z += w[k] * mu[g.par_idx[k]]
+            mu[i] = mf_sigmoid(z)
 
 
 cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const double *w,
@@ -1332,9 +1360,16 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
                         double *work, Py_ssize_t maxin, Py_ssize_t maxout, double *bound_out,
                         intp_t *sweeps_out) noexcept nogil:
     """One sigmoid item: the fast path where the net's scale allows it (FAST_SCALE), the
-    careful one (solve_item) otherwise; the reported bound is bound_at's either way."""
-    cdef Py_ssize_t n = g.n, nnz = g.nnz, i, q
-    cdef double *extra = work + 14 * n + 3 * nnz + (2 * n + 15) // 8 + 1
+    careful one (solve_item) otherwise; the reported bound is bound_at's either way.
+
+    Barren units (free, every child barren: no clamped descendant) sum out exactly, as in the
+    noisy-OR kernel: the item is solved with the weights into them set to 0, which cuts them
+    off from the rest (a zero-weight edge's factors are 1, so their parents' updates do not
+    see them; each of them goes to its own optimum, where its term is 0), the reported bound
+    leaves them out (it is the bound of the net with them deleted), and their means are then
+    set by barren_means_sig."""
+    cdef Py_ssize_t n = g.n, nnz = g.nnz, i, q, e, n_barren = 0
+    cdef double *extra = work + 14 * n + 3 * nnz + (3 * n + 15) // 8 + 1
     cdef double *ta = extra
     cdef double *tb = ta + maxin
     cdef double *Ph = tb + maxin
@@ -1349,17 +1384,39 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     cdef double *ewq = ew + 2 * nnz + 8 * n + 8
     cdef double *Aq = ewq + nnz
     cdef double *Bq = Aq + maxout
-    cdef intp_t *key = <intp_t *> (Bq + maxout)    # [net cached, its fast flag]
+    cdef double *wb = Bq + maxout        # the item's w, wq, e^w, e^w (child order): barren cut off
+    cdef double *wqb = wb + nnz
+    cdef double *ewb = wqb + nnz
+    cdef double *ewqb = ewb + nnz
+    cdef intp_t *key = <intp_t *> (ewqb + nnz)    # [net cached, its fast flag]
     cdef uint8_t *free_ = <uint8_t *> (work + 14 * n + 3 * nnz)
+    cdef uint8_t *barren = free_ + 2 * n
+    cdef const double *wp = w
     cdef sjjf_state s
     cdef int converged
     cdef bint records = n >= REC_MIN_UNITS and sjjf_records_on
+    for i in range(n):
+        free_[i] = 0 if clamp[i] == clamp[i] else 1
+    mark_barren(g, free_, barren)
+    for i in range(n):
+        n_barren += barren[i]
+    if n_barren:
+        for e in range(nnz):
+            wb[e] = w[e]
+        for i in range(n):
+            if barren[i]:
+                for e in range(g.par_ptr[i], g.par_ptr[i + 1]):
+                    wb[e] = 0.0
+        wp = wb
     if key[0] == -2:
-        return solve_item(g, w, h, clamp, mu, xi, hist, tol, gtol, max_sweeps, work, bound_out,
-                          sweeps_out)
+        converged = solve_item(g, wp, h, clamp, mu, xi, hist, tol, gtol, max_sweeps, work,
+                               bound_out, sweeps_out, barren if n_barren else NULL)
+        if n_barren:
+            barren_means_sig(g, w, h, barren, mu)
+        return converged
     if key[0] != net:
         key[0] = net
-        key[1] = net_is_fast(g, w, h)
+        key[1] = net_is_fast(g, w, h)      # zeroing weights keeps a net fast
         if key[1]:
             for q in range(nnz):
                 wq[q] = w[g.ch_w[q]]
@@ -1367,8 +1424,28 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
             for q in range(nnz):
                 ewq[q] = ew[g.ch_w[q]]
     if not key[1]:
-        return solve_item(g, w, h, clamp, mu, xi, hist, tol, gtol, max_sweeps, work, bound_out,
-                          sweeps_out)
+        converged = solve_item(g, wp, h, clamp, mu, xi, hist, tol, gtol, max_sweeps, work,
+                               bound_out, sweeps_out, barren if n_barren else NULL)
+        if n_barren:
+            barren_means_sig(g, w, h, barren, mu)
+        return converged
+    s.wq = wq
+    s.ew = ew
+    s.ewq = ewq
+    if n_barren:
+        for q in range(nnz):
+            wqb[q] = wq[q]
+            ewb[q] = ew[q]
+            ewqb[q] = ewq[q]
+        for i in range(n):
+            if barren[i]:
+                for e in range(g.par_ptr[i], g.par_ptr[i + 1]):
+                    ewb[e] = 1.0
+                    wqb[pos[e]] = 0.0
+                    ewqb[pos[e]] = 1.0
+        s.wq = wqb
+        s.ew = ewb
+        s.ewq = ewqb
     s.n = n
     s.par_ptr = g.par_ptr
     s.par_idx = g.par_idx
@@ -1378,11 +1455,8 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     s.pos = pos
     s.pfirst = pos + nnz
     s.cfirst = pos + nnz + n
-    s.w = w
+    s.w = wp
     s.h = h
-    s.wq = wq
-    s.ew = ew
-    s.ewq = ewq
     s.Aq = Aq
     s.Bq = Bq
     s.free_ = free_
@@ -1445,9 +1519,12 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
         s.xi = xi
         s.stride = 1
     # the reported bound: from scratch, with its rounding allowance
-    bound_out[0] = fast_bound_at(g, w, h, &s, free_ + n, work + 14 * n)
+    bound_out[0] = fast_bound_at(g, wp, h, &s, barren if n_barren else NULL, free_ + n,
+                                 work + 14 * n)
     if hist != NULL:
         hist[sweeps_out[0]] = bound_out[0]
+    if n_barren:
+        barren_means_sig(g, w, h, barren, mu)
     return converged
 
 
@@ -1699,8 +1776,8 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
              const double[:, ::1] mu, const double[:, ::1] xi, double[::1] bound,
              int8_t[::1] status, bint noisy_or=False, int n_threads=1):
     """The bound at given mu (free units' values in [0, 1]), xi (noisy-OR: q per edge) into
-    ``bound``, free units' entropies included; clamped units are read from ``clamp``.  For
-    noisy-OR, free units with no clamped descendant are left out, as the solve sums them out.
+    ``bound``, free units' entropies included; clamped units are read from ``clamp``.  Free
+    units with no clamped descendant (barren) are left out, as the solve sums them out.
     Returns MF_OK or MF_EBADARG (nothing written)."""
     cdef Dag g
     if check_dag(par_ptr, par_idx, ch_ptr, ch_idx, ch_w, &g) != MF_OK:
@@ -1740,8 +1817,7 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
                 none_[i] = 0       # entropies are added here, from mu (0 ln 0 = 0)
                 free_[i] = 0 if clamp[p, i] == clamp[p, i] else 1
                 barren[i] = 0
-            if noisy_or:           # the units the noisy-OR solve sums out (no term at all)
-                mark_barren(&g, free_, barren)
+            mark_barren(&g, free_, barren)      # the units the solve sums out: no term at all
             total = 0.0
             for i in range(n):
                 x = clamp[p, i]
@@ -1759,7 +1835,7 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
             else:
                 total = total + bound_at(&g, &w[net_of[p], 0] if nnz else &dummy_w,
                                          &h[net_of[p], 0], m, nu, &xi[p, 0] if n else &dummy_w,
-                                         none_, dd, dd + nnz, dd + 2 * nnz)
+                                         none_, dd, dd + nnz, dd + 2 * nnz, barren)
             bound[p] = total
         free(work)
     return MF_OK

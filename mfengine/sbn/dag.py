@@ -586,9 +586,11 @@ class BeliefNet(_DagModel):
     def impute(self, X, missing, *, method=None, n_samples=1000, random_state=None):
         """Fill in missing entries with their posterior predictive probability of a 1.
 
-        Each missing entry is replaced by the mean of that free unit in the mean-field solve,
-        or with ``method="importance"`` by an importance-sampled estimate of the exact
-        probability.
+        Each missing entry is replaced by the mean of that free unit in the mean-field solve
+        (with "sjj", a missing unit with no observed descendant sums out of the solve, and
+        its mean is the predictive one from its parents' solved means: sigmoid(h + W mu),
+        or 1 - e^{-h} prod (1 - mu + mu e^{-W}) for noisy-OR), or with
+        ``method="importance"`` by an importance-sampled estimate of the exact probability.
 
         Parameters
         ----------

@@ -666,8 +666,11 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             The entries to fill in.
         method : str, optional
             Default: the net's ``method``.  With "gaussian" the probability is the missing
-            unit's ``xi`` (its approximate predictive); with the DAG methods the missing units
-            are free units of the solve and the probability is their mean.  "importance":
+            unit's ``xi`` (its approximate predictive); with the DAG methods it is the missing
+            unit's mean: with "sjj" the missing units (which have no observed descendant in a
+            layered net) sum out of the solve and their mean is sigmoid(h + W mu) from their
+            parents' solved means; with the Plefka schemes they are free units of the
+            solve.  "importance":
             P(x_j = 1 | observed) = E[sigmoid(z_j) | observed], with the hidden units drawn
             from the proposal of ``log_likelihood`` (built from the net's ``method``) and
             self-normalised weights; consistent as ``n_samples`` grows.

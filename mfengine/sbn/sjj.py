@@ -356,6 +356,14 @@ def solve(structure, w, h, net_of, clamp, tol=1e-6, inner_tol=1e-9, max_sweeps=2
     it stays below ln P(clamped units) at any finite weights (equal to it when no unit is
     free).
 
+    Free units with no clamped descendant ("barren": every child barren, e.g. a missing
+    visible unit at the bottom of the net) sum out of P(clamped units) exactly, and the solve
+    leaves them out: the bound is that of the net with them deleted, never below (and
+    usually above) what treating them as free units would give.  Their reported means are
+    predictive ones, set top-down from their parents' solved means: sigmoid(h_i + sum_j
+    W_ij mu_j) (what a mean-field solve gives a unit without children), for noisy-OR
+    1 - e^{-h_i} prod_j (1 - mu_j + mu_j e^{-W_ij}) (exact for factorised parents).
+
     Parameters
     ----------
     structure : DagStructure
@@ -476,9 +484,8 @@ def evaluate(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid", n_thr
     """Evaluate the SJJ bound at given means and variational parameters, per item.
 
     The value is the one `solve` reports at its solution: the bound minus an upper bound on
-    its own rounding error, so that it never exceeds the exactly computed bound.  For noisy-OR
-    nets, free units with no clamped descendant are summed out exactly, as in `solve`: they
-    add nothing.
+    its own rounding error, so that it never exceeds the exactly computed bound.  Free units
+    with no clamped descendant are summed out exactly, as in `solve`: they add nothing.
 
     Parameters
     ----------
@@ -634,25 +641,25 @@ def gradient(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid"):
     mu_p = mu[:, par_idx]                           # parent means, per edge
     if noisy:
         gw, gh = _gradient_noisy_or(par_ptr, W, H, mu, mu_p, child, xi)
-        # units the solve sums out exactly (free, with no clamped descendant) do not enter
-        # the bound: its derivative in their weights and bias is 0
-        barren = np.zeros(clamp.shape, dtype=np.uint8)
-        if _kernel().barren_units(*arrays, clamp, barren) != 0:  # pragma: no cover - checked
-            raise ValueError("structure: inconsistent parent and child lists")
-        barren = barren.astype(bool)
-        gh[barren] = 0.0
-        gw[barren[:, child]] = 0.0
-        return gw, gh
-    xi_c = xi[:, child]                             # the child's xi, per edge
-    fa, ra = _l1p_tilt(mu_p, -xi_c * W)
-    fb, rb = _l1p_tilt(mu_p, (1.0 - xi_c) * W)
-    D = H + _segment_sum(fb - fa, par_ptr)          # B - A per unit
-    pb = expit(D)                                   # weight of the (1 - xi) term
-    pa = expit(-D)
-    gh = mu - pb
-    gw = ((mu - xi)[:, child] * mu_p
-          + pa[:, child] * xi_c * ra
-          - pb[:, child] * (1.0 - xi_c) * rb)
+    else:
+        xi_c = xi[:, child]                         # the child's xi, per edge
+        fa, ra = _l1p_tilt(mu_p, -xi_c * W)
+        fb, rb = _l1p_tilt(mu_p, (1.0 - xi_c) * W)
+        D = H + _segment_sum(fb - fa, par_ptr)      # B - A per unit
+        pb = expit(D)                               # weight of the (1 - xi) term
+        pa = expit(-D)
+        gh = mu - pb
+        gw = ((mu - xi)[:, child] * mu_p
+              + pa[:, child] * xi_c * ra
+              - pb[:, child] * (1.0 - xi_c) * rb)
+    # units the solve sums out exactly (free, with no clamped descendant) do not enter the
+    # bound: its derivative in their weights and bias is 0
+    barren = np.zeros(clamp.shape, dtype=np.uint8)
+    if _kernel().barren_units(*arrays, clamp, barren) != 0:  # pragma: no cover - checked
+        raise ValueError("structure: inconsistent parent and child lists")
+    barren = barren.astype(bool)
+    gh[barren] = 0.0
+    gw[barren[:, child]] = 0.0
     return gw, gh
 
 
