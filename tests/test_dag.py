@@ -166,6 +166,28 @@ def test_layered_dag_methods_train_a_weight_that_is_exactly_zero(method):
     assert net.weights_[0][0, 0] != 0.0
 
 
+@pytest.mark.parametrize("method", ["sjj", "plefka11"])
+def test_layered_dag_methods_train_on_missing_data_as_to_dag_does(method):
+    """fit and partial_fit with a DAG method take ``missing`` (a 1-D mask too) and train as
+    the DAG does; the mean bound rises."""
+    net = mf.SigmoidBeliefNet([2, 4, 8], method=method, max_iter=4, random_state=0,
+                              progress=False)
+    X = net.sample(60, random_state=1)
+    miss = np.random.default_rng(2).random(X.shape) < 0.3
+    dag = net.to_dag()
+    net.fit(np.where(miss, np.nan, X), missing=miss)
+    dag.fit(X, missing=miss)
+    np.testing.assert_array_equal(net.history_, dag.history_)
+    assert net.history_[-1] > net.history_[0]
+    for l, w in enumerate(net.weights_):
+        o = [0, 2, 6, 14]
+        np.testing.assert_array_equal(w, dag.W_[o[l + 1]:o[l + 2], o[l]:o[l + 1]])
+    net.partial_fit(X, missing=miss[0])
+    dag.set_params(learning_rate=net.learning_rate)
+    dag.partial_fit(X, missing=np.tile(miss[0], (60, 1)))
+    assert len(net.history_) == 5 and net.history_[-1] == dag.history_[-1]
+
+
 def test_noisy_or_refuses_negative_parameters_and_bad_input():
     """Parameters are checked at first use (here ``sample``), not in the constructor."""
     W = np.zeros((3, 3))

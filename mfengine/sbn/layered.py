@@ -467,7 +467,9 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             too).
         missing : array_like of bool, shape (n_patterns, n_visible) or (n_visible,), optional
             True marks a missing visible entry.  With "gaussian" it is marginalised exactly
-            (its terms leave the bound); with the DAG methods it is a free unit of the solve.
+            (its terms leave the bound), and so with "sjj" (it has no observed descendant: it
+            sums out of the solve, its mean then sigmoid(h + W mu) from its parents' means);
+            with the Plefka schemes it is a free unit of the solve.
         method : str, optional
             Default: the net's ``method``.  "gaussian": Saul & Jordan's Gaussian-approximated
             bound (eq. 24), solved by cyclic stepwise ascent in which every update raises the
@@ -992,7 +994,8 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         y : None
             Ignored.
         missing : array_like of bool, optional
-            Missing visible entries, left out of the bound ("gaussian" only).
+            Missing visible entries, left out of the bound (with the DAG methods, free units
+            of each solve; "sjj" sums them out exactly).
 
         Returns
         -------
@@ -1018,7 +1021,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         self.n_features_in_ = V.shape[1]
         if method in DAG_METHODS:
             try:
-                return self._fit_dag(V, missing)
+                return self._fit_dag(V, miss)
             except OverflowError as exc:
                 if not drawn:
                     raise
@@ -1103,7 +1106,8 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         y : None
             Ignored.
         missing : array_like of bool, optional
-            Missing visible entries, left out of the bound ("gaussian" only).
+            Missing visible entries, left out of the bound (with the DAG methods, free units
+            of each solve; "sjj" sums them out exactly).
 
         Returns
         -------
@@ -1133,11 +1137,9 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                         0.1 if method in DAG_METHODS else PAPER_RATES)[0]
         history = [] if first or "history_" not in vars(self) else list(self.history_)
         if method in DAG_METHODS:
-            if missing is not None:
-                raise ValueError(f"missing is not supported by partial_fit with method={method!r}")
             dag = self._training_dag()
             dag.set_params(learning_rate=rate, random_state=None)
-            dag.partial_fit(V)
+            dag.partial_fit(V, missing=miss)
             self._copy_from_dag(dag)
             history.append(float(dag.history_[-1]))
         else:
@@ -1180,8 +1182,6 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         return self
 
     def _fit_dag(self, X, missing):
-        if missing is not None:
-            raise ValueError(f"missing is not supported by fit with method={self.method!r}")
         dag = self._training_dag()
         copy_back = self._copy_from_dag
 
@@ -1197,7 +1197,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                 d.h_ = np.concatenate(self.biases_)
 
         dag.set_params(callback=cb)
-        dag.fit(X)
+        dag.fit(X, missing=missing)
         copy_back(dag)
         self.history_ = dag.history_
         self.n_iter_ = dag.n_iter_
