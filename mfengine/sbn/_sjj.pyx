@@ -136,6 +136,9 @@ from mfengine._typedefs cimport intp_t, uint8_t, int8_t
 from mfengine.sbn._dag cimport (Dag, check_dag, check_items, capi_check_net, capi_children, MF_OK, MF_NOT_CONVERGED,
                                 MF_EBADARG, MF_ENOMEM, MF_EOVERFLOW)
 
+cdef extern from "Python.h":
+    const Py_ssize_t PY_SSIZE_T_MAX
+
 cdef extern from "mf_numerics.h" nogil:
     double mf_log1pexp(double x)
     double mf_sigmoid(double x)
@@ -1289,10 +1292,15 @@ cdef inline Py_ssize_t fast_extra(Py_ssize_t n, Py_ssize_t nnz, Py_ssize_t maxin
     (free, big or careful, barren units; rounded up), the fast path's per-unit trial and
     per-child scratch, the net cache (weights in child order, e^w), the units' records on
     large nets (REC_MIN_UNITS; 8 n doubles, and 8 to align them to 64 bytes), e^w in child
-    order and two more per-child arrays (records mode), the item's copies of the weights
-    and of the three cached arrays with the edges into barren units neutralised, and the
-    key."""
-    return (3 * n + 15) // 8 + 1 + 2 * maxin + 7 * maxout + 4 * nnz + 8 * n + 8 + 4 * nnz + 2
+    order and two more per-child arrays (records mode), and the key.  When some item has
+    barren units, BARREN_EXTRA more after the key (see solve_item_sig)."""
+    return (3 * n + 15) // 8 + 1 + 2 * maxin + 7 * maxout + 4 * nnz + 8 * n + 8 + 2
+
+
+cdef inline Py_ssize_t barren_extra(Py_ssize_t nnz) noexcept nogil:
+    """Doubles of thread scratch after the key for an item with barren units: its copies of
+    the weights and of the three cached per-edge arrays with the edges into them cut."""
+    return 4 * nnz
 
 
 cdef int net_is_fast(const Dag *g, const double *w, const double *h) noexcept nogil:
@@ -1357,10 +1365,13 @@ cdef inline void barren_means_sig(const Dag *g, const double *w, const double *h
 cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const double *w,
                         const double *h, const double *clamp, double *mu, double *xi,
                         double *hist, double tol, double gtol, Py_ssize_t max_sweeps,
-                        double *work, Py_ssize_t maxin, Py_ssize_t maxout, double *bound_out,
-                        intp_t *sweeps_out) noexcept nogil:
+                        double *work, Py_ssize_t maxin, Py_ssize_t maxout, bint room,
+                        double *bound_out, intp_t *sweeps_out) noexcept nogil:
     """One sigmoid item: the fast path where the net's scale allows it (FAST_SCALE), the
     careful one (solve_item) otherwise; the reported bound is bound_at's either way.
+    ``room``: the thread's scratch has barren_extra(nnz) doubles after the key (run_items
+    gives them whenever some item has a free unit without children, which every item with a
+    barren unit has).
 
     Barren units (free, every child barren: no clamped descendant) sum out exactly, as in the
     noisy-OR kernel: the item is solved with the weights into them set to 0, which cuts them
@@ -1384,11 +1395,11 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     cdef double *ewq = ew + 2 * nnz + 8 * n + 8
     cdef double *Aq = ewq + nnz
     cdef double *Bq = Aq + maxout
-    cdef double *wb = Bq + maxout        # the item's w, wq, e^w, e^w (child order): barren cut off
+    cdef intp_t *key = <intp_t *> (Bq + maxout)    # [net cached, its fast flag]
+    cdef double *wb = <double *> (key + 2)  # the item's w, wq, e^w, e^w (child order), barren cut
     cdef double *wqb = wb + nnz
     cdef double *ewb = wqb + nnz
     cdef double *ewqb = ewb + nnz
-    cdef intp_t *key = <intp_t *> (ewqb + nnz)    # [net cached, its fast flag]
     cdef uint8_t *free_ = <uint8_t *> (work + 14 * n + 3 * nnz)
     cdef uint8_t *barren = free_ + 2 * n
     cdef const double *wp = w
@@ -1400,6 +1411,10 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     mark_barren(g, free_, barren)
     for i in range(n):
         n_barren += barren[i]
+    if n_barren and not room:    # (not reached: see room) solved as free units, a valid bound
+        for i in range(n):
+            barren[i] = 0
+        n_barren = 0
     if n_barren:
         for e in range(nnz):
             wb[e] = w[e]
@@ -1590,7 +1605,7 @@ cdef struct ItemsJob:       # run_items' loops, for mf_parallel_for (plain C thr
     intp_t *n_sweeps
     uint8_t *converged
     double tol, gtol, xi0
-    bint noisy_or, fill_mu, fill_xi
+    bint noisy_or, fill_mu, fill_xi, room
     double *scratch
     int nt
 
@@ -1625,7 +1640,7 @@ cdef void item_body(void *ctx, Py_ssize_t p, int thread) noexcept nogil:
         j.converged[p] = solve_item_sig(j.g, j.pos, net, j.w + net * nnz if nnz else &dummy_w,
                                         j.h + net * n, j.clamp + p * n, j.mu + p * n,
                                         j.xi + p * n, hist, j.tol, j.gtol, j.max_sweeps, work,
-                                        j.maxin, j.maxout, j.bound + p, j.n_sweeps + p)
+                                        j.maxin, j.maxout, j.room, j.bound + p, j.n_sweeps + p)
 
 
 cdef int run_items(const Dag *g, const intp_t *pos, Py_ssize_t maxin, Py_ssize_t maxout,
@@ -1636,7 +1651,8 @@ cdef int run_items(const Dag *g, const intp_t *pos, Py_ssize_t maxin, Py_ssize_t
                    bint fast, bint fill_mu, bint fill_xi) noexcept nogil:
     """Solve every item (arguments checked by the caller; net_of NULL: every item on net 0;
     history NULL or (n_items, max_sweeps + 1)).  The scratch of every thread is allocated at
-    once before anything is written: MF_ENOMEM (nothing written) or MF_OK.
+    once before anything is written: MF_ENOMEM or MF_EOVERFLOW (its size would overflow;
+    nothing written either way) or MF_OK.
 
     ``fill_mu`` / ``fill_xi``: ``mu`` / ``xi`` hold nothing yet (the caller allocated them
     without writing them); the threads first write the default start into them (means 0.5;
@@ -1646,21 +1662,38 @@ cdef int run_items(const Dag *g, const intp_t *pos, Py_ssize_t maxin, Py_ssize_t
     page fault per page, each zeroed by the kernel, which, taken serially, held two threads to
     1.1x one.  The threads run in plain C (mf_parallel_for): the C entry point needs no
     interpreter."""
-    cdef Py_ssize_t n = g.n, nnz = g.nnz, t
+    cdef Py_ssize_t n = g.n, nnz = g.nnz, t, p, i
     cdef ItemsJob job
     cdef intp_t *key
+    cdef Py_ssize_t base
     if n_items == 0:
         return MF_OK
     n_threads = mf_clamp_threads(n_threads, n_items)
+    # an item has barren units iff it has a free unit without children (below a barren unit
+    # lie only barren units, down to a childless one): then the threads need room for them
+    job.room = 0
+    if not noisy_or:
+        for i in range(n):
+            if g.ch_ptr[i + 1] == g.ch_ptr[i]:
+                for p in range(n_items):
+                    if not (clamp[p * n + i] == clamp[p * n + i]):
+                        job.room = 1
+                        break
+            if job.room:
+                break
     # scratch per thread: 14 n + 3 nnz doubles and 2 n bytes (sigmoid, careful path; the
-    # noisy-OR kernel needs less) and the fast path's extra (fast_extra)
-    job.stride = 14 * n + 3 * nnz + (
+    # noisy-OR kernel needs less) and the fast path's extra (fast_extra), then (room) the
+    # barren units' copies
+    base = 14 * n + 3 * nnz + (
         (2 * n + 15) // 8 + 3 if noisy_or else fast_extra(n, nnz, maxin, maxout))
+    job.stride = base + (barren_extra(nnz) if job.room else 0)
+    if <size_t> job.stride > <size_t> PY_SSIZE_T_MAX // sizeof(double) // <size_t> n_threads:
+        return MF_EOVERFLOW
     job.scratch = <double *> malloc(<size_t> job.stride * <size_t> n_threads * sizeof(double))
     if job.scratch == NULL:
         return MF_ENOMEM
     for t in range(n_threads):
-        key = <intp_t *> (job.scratch + t * job.stride + job.stride - 2)
+        key = <intp_t *> (job.scratch + t * job.stride + base - 2)
         key[0] = -1 if fast else -2       # -2: no net is ever cached, no fast path
     job.g = g
     job.pos = pos
@@ -1760,7 +1793,7 @@ def solve(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[::1
                            &converged[0] if n_items else NULL, tol, gtol, max_sweeps,
                            n_threads, noisy_or, fast, fill_mu, fill_xi)
         free(pos)
-    if rc == MF_ENOMEM:
+    if rc == MF_ENOMEM or rc == MF_EOVERFLOW:     # scratch that cannot be had
         for p in range(n_items):
             status[p] = MF_ENOMEM
         return MF_OK
@@ -1879,10 +1912,11 @@ cdef int mf_sjj_solve(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *par_
                         or (n_units > 0 and (mu == NULL or clamp == NULL))
                         or (n_xi > 0 and xi == NULL)):
         return MF_EBADARG
-    # n_items * n_units and n_items * nnz doubles, and the scratch below, must be addressable
+    # n_items * n_units and n_items * nnz doubles, and the scratch of up to 256 threads (each
+    # at most 23 n_units + 20 nnz + 27 doubles: run_items) must be addressable
     if ((n_units > 0 and n_items > big // 8 // n_units)
-            or (nnz > 0 and n_items > big // 8 // nnz) or n_units > big // 64
-            or nnz > big // 64):
+            or (nnz > 0 and n_items > big // 8 // nnz) or n_units > big // 131072
+            or nnz > big // 131072):
         return MF_EOVERFLOW
     for p in range(n_items * n_units):
         x = clamp[p]
