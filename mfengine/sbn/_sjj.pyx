@@ -694,6 +694,8 @@ typedef struct {
     const double *ewq;            /* e^w in child order (records mode) */
     double *Aq, *Bq;              /* one unit's children's factors (records mode; max fan-out) */
     const unsigned char *free_;
+    const unsigned char *skip;    /* barren units (NULL: none): no xi step, no mean update, no
+                                     term of the bound; the factors of their in-edges are 1 */
     double *mu, *nu, *t, *xi;
     double *Z, *pa, *pb, *lnS, *isacc, *gA, *gB, *hA2, *hB2, *gD;   /* per unit */
     Py_ssize_t stride;            /* of mu, nu, xi, pa, pb, Z, isacc: 1, or SJJF_REC when
@@ -1041,6 +1043,8 @@ SJJF_INLINE double sjjf_bound(const sjjf_state *s, const int ST)
     double total = 0.0, prod = 1.0, un, ud;
     int ex = 0, e;
     for (Py_ssize_t i = 0; i < s->n; i++) {
+        if (s->skip != NULL && s->skip[i])
+            continue;
         total += (SJJF_U(s->mu, i, ST) - SJJF_U(s->xi, i, ST)) * SJJF_U(s->Z, i, ST) - s->lnS[i];
         prod *= SJJF_U(s->isacc, i, ST);
         if (s->free_[i]) {
@@ -1170,6 +1174,23 @@ SJJF_INLINE int sjjf_solve_impl(sjjf_state *s, double *hist, double tol, double 
         lnS = sjjf_eval(s, i, SJJF_U(s->xi, i, ST), 1, &pa, &pb, sums, &z, ab, ST);
         sjjf_store(s, i, SJJF_U(s->xi, i, ST), 1, lnS, pa, pb, sums, z, ab, ST);
     }
+    if (s->skip != NULL) {
+        /* a barren unit is cut off: the factors of its in-edges are 1, so that its parents'
+         * mean updates see R = P (no pull) from it; in records mode the mean pass takes them
+         * anew from the child-order wq and e^w, which are 0 and 1 on those edges */
+        for (i = 0; i < n; i++) {
+            if (!s->skip[i])
+                continue;
+            for (Py_ssize_t e = s->par_ptr[i]; e < s->par_ptr[i + 1]; e++) {
+                if (ST == 1) {
+                    s->ap[e] = s->bp[e] = 1.0;
+                    s->aq[s->pos[e]] = s->bq[s->pos[e]] = 1.0;
+                } else {
+                    s->ap[2 * e] = s->ap[2 * e + 1] = 1.0;
+                }
+            }
+        }
+    }
     prev = sjjf_bound(s, ST);
     if (hist != NULL) hist[0] = prev;
     const int pf = sjjf_prefetch_on && n >= SJJF_PF_MIN_UNITS;
@@ -1177,13 +1198,14 @@ SJJF_INLINE int sjjf_solve_impl(sjjf_state *s, double *hist, double tol, double 
         for (i = 0; i < n; i++) {
             if (pf && i + 1 < n)
                 sjjf_prefetch_parents(s, i + 1, ST);
-            sjjf_xi_step(s, i, gtol, ST);
+            if (s->skip == NULL || !s->skip[i])
+                sjjf_xi_step(s, i, gtol, ST);
         }
         for (i = 0; i < n; i++) {
             k = sweep % 2 == 0 ? i : n - 1 - i;
             if (pf && i + 1 < n)
                 sjjf_prefetch_children(s, sweep % 2 == 0 ? i + 1 : n - 2 - i, ST);
-            if (s->free_[k])
+            if (s->free_[k] && (s->skip == NULL || !s->skip[k]))
                 sjjf_update_mu(s, k, gtol, ST);
         }
         sweep++;
@@ -1230,6 +1252,7 @@ int sjjf_solve(sjjf_state *s, double *hist, double tol, double gtol, Py_ssize_t 
         double *Aq
         double *Bq
         const uint8_t *free_
+        const uint8_t *skip
         double *mu
         double *nu
         double *t
@@ -1298,9 +1321,10 @@ cdef inline Py_ssize_t fast_extra(Py_ssize_t n, Py_ssize_t nnz, Py_ssize_t maxin
 
 
 cdef inline Py_ssize_t barren_extra(Py_ssize_t nnz) noexcept nogil:
-    """Doubles of thread scratch after the key for an item with barren units: its copies of
-    the weights and of the three cached per-edge arrays with the edges into them cut."""
-    return 4 * nnz
+    """Doubles of thread scratch after the key for an item with barren units: its copies of the
+    child-order weights and e^w with the edges into them cut (fast path), or of the weights
+    (careful path) in the same place."""
+    return 2 * nnz
 
 
 cdef int net_is_fast(const Dag *g, const double *w, const double *h) noexcept nogil:
@@ -1362,6 +1386,31 @@ cdef inline void barren_means_sig(const Dag *g, const double *w, const double *h
             mu[i] = mf_sigmoid(z)
 
 
+cdef int solve_item_cut(const Dag *g, const double *w, const double *h, const double *clamp,
+                        double *mu, double *xi, double *hist, double tol, double gtol,
+                        Py_ssize_t max_sweeps, double *work, double *bound_out,
+                        intp_t *sweeps_out, const uint8_t *barren, Py_ssize_t n_barren,
+                        double *wb) noexcept nogil:
+    """solve_item with the n_barren units marked in ``barren`` cut off (their in-edges' weights
+    set to 0 in the copy ``wb`` of w) and left out of the reported bound, their means then set
+    by barren_means_sig."""
+    cdef Py_ssize_t i, e
+    cdef int converged
+    if n_barren == 0:
+        return solve_item(g, w, h, clamp, mu, xi, hist, tol, gtol, max_sweeps, work,
+                          bound_out, sweeps_out, NULL)
+    for e in range(g.nnz):
+        wb[e] = w[e]
+    for i in range(g.n):
+        if barren[i]:
+            for e in range(g.par_ptr[i], g.par_ptr[i + 1]):
+                wb[e] = 0.0
+    converged = solve_item(g, wb, h, clamp, mu, xi, hist, tol, gtol, max_sweeps, work,
+                           bound_out, sweeps_out, barren)
+    barren_means_sig(g, w, h, barren, mu)
+    return converged
+
+
 cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const double *w,
                         const double *h, const double *clamp, double *mu, double *xi,
                         double *hist, double tol, double gtol, Py_ssize_t max_sweeps,
@@ -1374,11 +1423,14 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     barren unit has).
 
     Barren units (free, every child barren: no clamped descendant) sum out exactly, as in the
-    noisy-OR kernel: the item is solved with the weights into them set to 0, which cuts them
-    off from the rest (a zero-weight edge's factors are 1, so their parents' updates do not
-    see them; each of them goes to its own optimum, where its term is 0), the reported bound
-    leaves them out (it is the bound of the net with them deleted), and their means are then
-    set by barren_means_sig."""
+    noisy-OR kernel: they are cut off from the rest of the item's solve, so that its bound is
+    the one of the net with them deleted, and their means are then set by barren_means_sig.
+    A cut edge's factors are those of a zero weight, 1, so that the parent's mean update sees
+    no pull from that child (R = P exactly).  The fast path skips the barren units (no xi
+    step, no mean update, no term) and reads the cut edges' child-order weight and e^w from
+    copies holding 0 and 1 there; the careful path solves the net with the weights into them
+    set to 0 (each barren unit then goes to its own optimum, where its term is 0) and leaves
+    them out of the reported bound."""
     cdef Py_ssize_t n = g.n, nnz = g.nnz, i, q, e, n_barren = 0
     cdef double *extra = work + 14 * n + 3 * nnz + (3 * n + 15) // 8 + 1
     cdef double *ta = extra
@@ -1396,13 +1448,13 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     cdef double *Aq = ewq + nnz
     cdef double *Bq = Aq + maxout
     cdef intp_t *key = <intp_t *> (Bq + maxout)    # [net cached, its fast flag]
-    cdef double *wb = <double *> (key + 2)  # the item's w, wq, e^w, e^w (child order), barren cut
-    cdef double *wqb = wb + nnz
-    cdef double *ewb = wqb + nnz
-    cdef double *ewqb = ewb + nnz
+    # (room) the item's copies with the edges into barren units cut: the weights (careful
+    # path), or in the same place the child-order weights and e^w (fast path)
+    cdef double *wb = <double *> (key + 2)
+    cdef double *wqb = wb
+    cdef double *ewqb = wqb + nnz
     cdef uint8_t *free_ = <uint8_t *> (work + 14 * n + 3 * nnz)
     cdef uint8_t *barren = free_ + 2 * n
-    cdef const double *wp = w
     cdef sjjf_state s
     cdef int converged
     cdef bint records = n >= REC_MIN_UNITS and sjjf_records_on
@@ -1415,20 +1467,9 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
         for i in range(n):
             barren[i] = 0
         n_barren = 0
-    if n_barren:
-        for e in range(nnz):
-            wb[e] = w[e]
-        for i in range(n):
-            if barren[i]:
-                for e in range(g.par_ptr[i], g.par_ptr[i + 1]):
-                    wb[e] = 0.0
-        wp = wb
     if key[0] == -2:
-        converged = solve_item(g, wp, h, clamp, mu, xi, hist, tol, gtol, max_sweeps, work,
-                               bound_out, sweeps_out, barren if n_barren else NULL)
-        if n_barren:
-            barren_means_sig(g, w, h, barren, mu)
-        return converged
+        return solve_item_cut(g, w, h, clamp, mu, xi, hist, tol, gtol, max_sweeps, work,
+                              bound_out, sweeps_out, barren, n_barren, wb)
     if key[0] != net:
         key[0] = net
         key[1] = net_is_fast(g, w, h)      # zeroing weights keeps a net fast
@@ -1439,28 +1480,24 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
             for q in range(nnz):
                 ewq[q] = ew[g.ch_w[q]]
     if not key[1]:
-        converged = solve_item(g, wp, h, clamp, mu, xi, hist, tol, gtol, max_sweeps, work,
-                               bound_out, sweeps_out, barren if n_barren else NULL)
-        if n_barren:
-            barren_means_sig(g, w, h, barren, mu)
-        return converged
+        return solve_item_cut(g, w, h, clamp, mu, xi, hist, tol, gtol, max_sweeps, work,
+                              bound_out, sweeps_out, barren, n_barren, wb)
     s.wq = wq
     s.ew = ew
     s.ewq = ewq
+    s.skip = NULL
     if n_barren:
         for q in range(nnz):
             wqb[q] = wq[q]
-            ewb[q] = ew[q]
             ewqb[q] = ewq[q]
         for i in range(n):
             if barren[i]:
                 for e in range(g.par_ptr[i], g.par_ptr[i + 1]):
-                    ewb[e] = 1.0
                     wqb[pos[e]] = 0.0
                     ewqb[pos[e]] = 1.0
         s.wq = wqb
-        s.ew = ewb
         s.ewq = ewqb
+        s.skip = barren
     s.n = n
     s.par_ptr = g.par_ptr
     s.par_idx = g.par_idx
@@ -1470,7 +1507,7 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     s.pos = pos
     s.pfirst = pos + nnz
     s.cfirst = pos + nnz + n
-    s.w = wp
+    s.w = w
     s.h = h
     s.Aq = Aq
     s.Bq = Bq
@@ -1534,7 +1571,7 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
         s.xi = xi
         s.stride = 1
     # the reported bound: from scratch, with its rounding allowance
-    bound_out[0] = fast_bound_at(g, wp, h, &s, barren if n_barren else NULL, free_ + n,
+    bound_out[0] = fast_bound_at(g, w, h, &s, barren if n_barren else NULL, free_ + n,
                                  work + 14 * n)
     if hist != NULL:
         hist[sweeps_out[0]] = bound_out[0]
