@@ -163,3 +163,34 @@ def test_bound_close_to_exact_log_likelihood(sizes, weight_scale, max_rel_gap):
     assert np.all(np.isfinite(d))
     if max_rel_gap is not None:
         assert rel < max_rel_gap
+
+
+def test_log_probabilities_beyond_the_double_range_are_refused_not_minus_inf():
+    """Long fuzz, seed 59: biases of 1.8e308 made log_joint sum five finite terms of about
+    -1.8e308 to -inf, which says "impossible".  log_joint (of a net and of a batch) now
+    refuses such a sum naming W_ and h_; exact enumeration skips states whose ln P overflowed
+    when another state is finite (their probability adds nothing), and refuses only a sum
+    that is itself out of range."""
+    import mfengine as mf
+
+    rng = np.random.default_rng(0)
+    W, h = np.tril(rng.normal(size=(5, 5)), -1) * 5.0, rng.normal(size=5)
+    net = mf.BeliefNet(W, h, visible=[3, 4], progress=False)
+    S = net.sample(3, random_state=2, return_all=True)
+    net.h_ = np.full(5, 1.7976931348623157e308)
+    with pytest.raises(OverflowError, match=r"log_joint: .*\(W_\) and biases \(h_\)"):
+        net.log_joint(S)
+    batch = mf.BeliefNetBatch(W[None], h[None], [3, 4], progress=False)
+    batch._params().h_ = np.full((1, 5), 1.7976931348623157e308)
+    with pytest.raises(OverflowError, match=r"log_joint: .*\(h_\)"):
+        batch.log_joint(S[None])
+    # unit 0 on makes units 1 and 2 off for sure (weights -1e308): the state with both on
+    # has two terms of -1e308, whose sum overflows; every other state is finite
+    W2 = np.zeros((3, 3))
+    W2[1, 0] = W2[2, 0] = -1e308
+    small = mf.BeliefNet(W2, np.zeros(3), visible=[2], progress=False)
+    with pytest.raises(OverflowError, match="log_joint"):
+        small.log_joint(np.array([[1.0, 1.0, 1.0]]))
+    got = small.exact_log_likelihood(np.array([[0.0], [1.0]]))
+    # P(x = 1) = P(unit 0 off) sigmoid(0) = 1/4, P(x = 0) = 1/4 + 1/2
+    np.testing.assert_allclose(got, np.log([0.75, 0.25]), rtol=1e-12)

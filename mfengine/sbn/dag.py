@@ -43,6 +43,44 @@ def _log_probs(z, activation):
         return np.log(-np.expm1(-z)), -z
 
 
+_LOG_P_OVERFLOW = ("a log-probability is below -1.8e308, beyond the range of float64: the "
+                   "weights (W_) and biases (h_) are too large in magnitude for the "
+                   "log-probabilities of the units to be summed")
+
+
+def _sum_log_probs(S, l1, l0):
+    """ln P of configurations: the sum over units of ln f(z) (units on) or ln(1 - f(z)) (off),
+    0 * (-inf) counting as 0 (a noisy-OR unit with z = 0 is off for sure).  Returns the sums
+    and where a sum of finite terms left the double range (weights and biases near 1e308):
+    there the -inf would wrongly say that the configuration is impossible."""
+    terms = np.where(S > 0, l1, 0.0) + np.where(S > 0, 0.0, l0)
+    with np.errstate(over="ignore"):
+        total = np.sum(terms, axis=-1)
+    overflow = ~np.isfinite(total)
+    if np.any(overflow):
+        overflow &= np.all(np.isfinite(terms), axis=-1)
+    return total, overflow
+
+
+def _log_joint_checked(parts):
+    """The sums of ``_sum_log_probs``, refused where one left the double range."""
+    total, overflow = parts
+    if np.any(overflow):
+        raise OverflowError(f"log_joint: {_LOG_P_OVERFLOW}")
+    return total
+
+
+def _log_sum_states(parts, axis):
+    """ln of the sum over states (``axis``) of P, from ``_sum_log_probs``: a state whose ln P
+    overflowed adds nothing where another one is finite; where none is, the sum itself is out
+    of range and refused."""
+    lp, overflow = parts
+    out = logsumexp(lp, axis=axis)
+    if np.any(np.isneginf(out) & np.any(overflow, axis=axis)):
+        raise OverflowError(f"exact_log_likelihood: {_LOG_P_OVERFLOW}")
+    return out
+
+
 def _edges(W, batch):
     """What DagStructure reads: the nonzero pattern of W (over every net of a batch)."""
     if _is_sparse(W):
@@ -769,17 +807,17 @@ class BeliefNet(_DagModel):
         self._params()
         S = as_float_matrix(S, "S", n_cols=self.W_.shape[0])
         check_binary(S, "S")
-        return self._log_joint(S)
+        return _log_joint_checked(self._log_joint(S))
 
     def _log_joint(self, S):
+        """ln P of the configurations S and where it overflowed (``_sum_log_probs``)."""
         if _is_sparse(self.W_):
             flat = S.reshape(-1, S.shape[-1])
             z = np.asarray((self.W_ @ flat.T).T).reshape(S.shape) + self.h_
         else:
             z = S @ self.W_.T + self.h_
         l1, l0 = _log_probs(z, self.activation)
-        # 0 * (-inf) must count as 0 (a noisy-OR unit with z = 0 is off for sure)
-        return np.sum(np.where(S > 0, l1, 0.0) + np.where(S > 0, 0.0, l0), axis=-1)
+        return _sum_log_probs(S, l1, l0)
 
     def _check_data(self, X, missing=None):
         """X as C-contiguous float64 (n, n_visible), binary outside the missing entries, and
@@ -904,8 +942,7 @@ class BeliefNet(_DagModel):
             else:
                 z = S @ W.T + h
             l1, l0 = _log_probs(z, self.activation)
-            lp = np.sum(np.where(S > 0, l1, 0.0) + np.where(S > 0, 0.0, l0), axis=-1)
-            out[start : start + chunk] = logsumexp(lp, axis=1)
+            out[start : start + chunk] = _log_sum_states(_sum_log_probs(S, l1, l0), axis=1)
         return out
 
     def _enumerate(self, v, clamped, summed):
@@ -920,7 +957,7 @@ class BeliefNet(_DagModel):
             S = np.empty((vc.shape[0], 2**K, n_units))
             S[:, :, summed] = states[None, :, :]
             S[:, :, clamped] = vc[:, None, :]
-            out[start : start + chunk] = logsumexp(self._log_joint(S), axis=1)
+            out[start : start + chunk] = _log_sum_states(self._log_joint(S), axis=1)
         return out
 
     # --- dask hooks
@@ -1084,13 +1121,14 @@ class BeliefNetBatch(_DagModel):
             raise ValueError(f"S must have shape ({self.W_.shape[0]}, ..., {self.W_.shape[-1]}), "
                              f"got {S.shape}")
         check_binary(S, "S")
-        return self._log_joint(S, self.W_, self.h_)
+        return _log_joint_checked(self._log_joint(S, self.W_, self.h_))
 
     def _log_joint(self, S, W, h):
+        """ln P of the states S under each net and where it overflowed (``_sum_log_probs``)."""
         z = np.einsum("k...j,kij->k...i", S, W) + h.reshape(
             (W.shape[0],) + (1,) * (S.ndim - 2) + (W.shape[-1],))
         l1, l0 = _log_probs(z, self.activation)
-        return np.sum(np.where(S > 0, l1, 0.0) + np.where(S > 0, 0.0, l0), axis=-1)
+        return _sum_log_probs(S, l1, l0)
 
     def sample(self, n_samples=1, random_state=None, return_all=False):
         """Draw patterns from every net by ancestral sampling.
@@ -1175,5 +1213,5 @@ class BeliefNetBatch(_DagModel):
             S = np.empty((k, m, 2**K, n_units))
             S[:, :, :, hid] = states
             S[:, :, :, self.visible_] = V[sub][:, :, None, :]
-            out[sub] = logsumexp(self._log_joint(S, self.W_[sub], self.h_[sub]), axis=2)
+            out[sub] = _log_sum_states(self._log_joint(S, self.W_[sub], self.h_[sub]), axis=2)
         return out[:, 0] if squeeze else out
