@@ -7,8 +7,9 @@ A missing visible unit at the bottom of a layered net has no observed descendant
 of P(observed) exactly, and ``method="sjj"`` leaves it out of the solve and the bound (its
 mean is then sigmoid(h + W mu) from its parents' solved means).  The comparison in the same
 run is the bound with those units kept as free units of the solve: each missing unit is given
-a clamped child through a zero weight (the child's factor is a constant, sigmoid(0) = 1/2, so
-its ln 2 is added back), which makes it count as a free unit without changing anything else.
+a clamped child through a zero weight (every visible unit gets one; each child's factor is a
+constant, sigmoid(0) = 1/2, so n_visible ln 2 is added back), which makes a missing unit count
+as a free unit without changing anything else.
 
 Cases: ``mf.SigmoidBeliefNet([4, 12, 36, 100], random_state=0)`` with 1000 of its samples
 (``random_state=1``), 0-50% of the pixels missing at random (the Gaussian-approximated bound of

@@ -82,10 +82,11 @@ mf_sjj_solve(n_units, nnz, par_ptr, par_idx, weights, biases, activation, n_item
   init_xi); n_sweeps; converged.  Free units with no clamped descendant sum out exactly and
   are left out of the solve and the bound; their means are predictive ones from their
   parents' means (sigmoid: sigmoid(h_i + sum_j W_ij mu_j); noisy-OR: 1 - e^{-h_i} prod_j
-  (1 - mu_j + mu_j e^{-W_ij})), their xi not meaningful.  MF_EBADARG also: noisy-OR with a negative weight or a bias
-  <= 0; the sum of |weights| and |biases| above 2^1020; tol or inner_tol negative, NaN or
-  infinite; max_sweeps < 0 or = PTRDIFF_MAX; an init_xi entry outside its range.  MF_ENOMEM:
-  mu and xi may hold the start, the rest undefined; MF_EOVERFLOW: nothing written.
+  (1 - mu_j + mu_j e^{-W_ij})), their xi not meaningful.  MF_EBADARG also: noisy-OR
+  with a negative weight or a bias <= 0; the sum of |weights| and |biases| above 2^1020;
+  tol or inner_tol negative, NaN or infinite; max_sweeps < 0 or = PTRDIFF_MAX; an init_xi
+  entry outside its range.  MF_ENOMEM: mu and xi may hold the start, the rest undefined;
+  MF_EOVERFLOW: nothing written.
 mf_plefka_solve(n_units, nnz, par_ptr, par_idx, weights, biases, activation, order, n_items,
   clamp, init, tol, max_iter, n_threads, G, u, n_iter, converged): the stationary point in
   the free means of Bhattacharyya & Keerthi's Plefka expansion G (order 11, 12 or 22), as

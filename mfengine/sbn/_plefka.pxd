@@ -2,9 +2,9 @@
 #
 #     from mfengine.sbn._plefka cimport mf_plefka_solve, mf_plefka_gradient
 #
-# Contract: section 2 of mfengine/solver.pxd (the mean-field solve of the Plefka schemes G11, G12, G22
-# of Bhattacharyya & Keerthi for one DAG belief net of sigmoid or noisy-OR units in CSR form,
-# and G with its gradient in the weights and biases).  Both functions are noexcept nogil,
+# Contract: section 2 of mfengine/solver.pxd (the mean-field solve of the Plefka schemes G11,
+# G12, G22 of Bhattacharyya & Keerthi for one DAG belief net of sigmoid or noisy-OR units in
+# CSR form, and G with its gradient in the weights and biases).  Both functions are noexcept nogil,
 # check every size, pointer and value they read before reading anything else (MF_EBADARG,
 # nothing written), and return a code of mf_status.h.
 cdef int mf_plefka_solve(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *par_ptr,

@@ -346,11 +346,14 @@ cdef void xi_pass(const Dag *g, const double *w, const double *h, const double *
 
 cdef double cached_bound(Py_ssize_t n, const double *mu, const double *nu,
                          const uint8_t *free_, const double *Z, const double *At,
-                         const double *Bt, const double *D) noexcept nogil:
-    """The bound from the caches: O(n_units)."""
+                         const double *Bt, const double *D, const uint8_t *skip) noexcept nogil:
+    """The bound from the caches: O(n_units); the units marked in ``skip`` (NULL: none) left
+    out."""
     cdef double total = 0.0
     cdef Py_ssize_t i
     for i in range(n):
+        if skip != NULL and skip[i]:
+            continue
         total += unit_term(mu[i], nu[i], Z[i], At[i], Bt[i], D[i])
         if free_[i]:
             total += entropy(mu[i], nu[i])
@@ -588,8 +591,10 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
                     double *mu, double *xi, double *hist, double tol, double gtol,
                     Py_ssize_t max_sweeps, double *work, double *bound_out,
                     intp_t *sweeps_out, const uint8_t *skip) noexcept nogil:
-    """Coordinate ascent for one item; returns 1 if it converged.  The reported bound leaves
-    out the units marked in ``skip`` (NULL: none)."""
+    """Coordinate ascent for one item; returns 1 if it converged.  The bound (reported, in the
+    history and in the stopping test) leaves out the units marked in ``skip`` (NULL: none);
+    the caller has cut them off (their in-edges' weights 0), so nothing else depends on
+    them."""
     cdef Py_ssize_t n = g.n, i, k, sweep, nnz = g.par_ptr[g.n]
     cdef double *nu = work
     cdef double *t = work + n
@@ -610,7 +615,7 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
     for i in range(n):
         if not (0.0 <= xi[i] <= 1.0):
             xi[i] = 0.5
-    prev = bound_at(g, w, h, mu, nu, xi, free_, dd, ea, eb, NULL)
+    prev = bound_at(g, w, h, mu, nu, xi, free_, dd, ea, eb, skip)
     if hist != NULL:
         hist[0] = prev
     sweep = 0
@@ -623,7 +628,7 @@ cdef int solve_item(const Dag *g, const double *w, const double *h, const double
             if free_[k]:
                 update_mu(g, w, h, big, k, mu, nu, t, xi, Z, At, Bt, D, dd, ea, eb, S, gtol)
         sweep += 1
-        bnd = cached_bound(n, mu, nu, free_, Z, At, Bt, D)
+        bnd = cached_bound(n, mu, nu, free_, Z, At, Bt, D, skip)
         if hist != NULL:
             hist[sweep] = bnd
         if fabs(bnd - prev) < tol + REL_FLOOR * fabs(bnd):
@@ -1710,17 +1715,16 @@ cdef int run_items(const Dag *g, const intp_t *pos, Py_ssize_t maxin, Py_ssize_t
     # lie only barren units, down to a childless one): then the threads need room for them
     job.room = 0
     if not noisy_or:
-        for i in range(n):
-            if g.ch_ptr[i + 1] == g.ch_ptr[i]:
-                for p in range(n_items):
-                    if not (clamp[p * n + i] == clamp[p * n + i]):
-                        job.room = 1
-                        break
+        for p in range(n_items):
+            for i in range(n):
+                if g.ch_ptr[i + 1] == g.ch_ptr[i] and not (clamp[p * n + i] == clamp[p * n + i]):
+                    job.room = 1
+                    break
             if job.room:
                 break
-    # scratch per thread: 14 n + 3 nnz doubles and 2 n bytes (sigmoid, careful path; the
-    # noisy-OR kernel needs less) and the fast path's extra (fast_extra), then (room) the
-    # barren units' copies
+    # scratch per thread: 14 n + 3 nnz doubles (sigmoid, careful path; the noisy-OR kernel
+    # needs less), then for sigmoid 3 n bytes and the fast path's extra (fast_extra), then
+    # (room) the barren units' copies
     base = 14 * n + 3 * nnz + (
         (2 * n + 15) // 8 + 3 if noisy_or else fast_extra(n, nnz, maxin, maxout))
     job.stride = base + (barren_extra(nnz) if job.room else 0)

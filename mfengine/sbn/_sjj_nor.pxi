@@ -715,8 +715,8 @@ def barren_units(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const int
                  const intp_t[::1] ch_idx, const intp_t[::1] ch_w, const double[:, ::1] clamp,
                  uint8_t[:, ::1] out):
     """Mark in ``out`` (n_items, n_units) the barren units of every item: free (NaN in
-    ``clamp``) with every child barren, the units the noisy-OR solve sums out (their own
-    weights and bias then do not enter the bound: its gradient in them is 0).  Returns MF_OK,
+    ``clamp``) with every child barren, the units the solve sums out (their own weights and
+    bias then do not enter the bound: its gradient in them is 0).  Returns MF_OK,
     or MF_EBADARG (nothing written) for an inconsistent structure or shape."""
     cdef Dag g
     if check_dag(par_ptr, par_idx, ch_ptr, ch_idx, ch_w, &g) != MF_OK:

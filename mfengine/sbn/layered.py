@@ -994,8 +994,9 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         y : None
             Ignored.
         missing : array_like of bool, optional
-            Missing visible entries, left out of the bound (with the DAG methods, free units
-            of each solve; "sjj" sums them out exactly).
+            Missing visible entries: marginalised ("gaussian" leaves their terms out of the
+            bound, "sjj" sums them out exactly); with the Plefka schemes, free units of each
+            solve.
 
         Returns
         -------
@@ -1106,8 +1107,9 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         y : None
             Ignored.
         missing : array_like of bool, optional
-            Missing visible entries, left out of the bound (with the DAG methods, free units
-            of each solve; "sjj" sums them out exactly).
+            Missing visible entries: marginalised ("gaussian" leaves their terms out of the
+            bound, "sjj" sums them out exactly); with the Plefka schemes, free units of each
+            solve.
 
         Returns
         -------

@@ -358,10 +358,11 @@ def solve(structure, w, h, net_of, clamp, tol=1e-6, inner_tol=1e-9, max_sweeps=2
 
     Free units with no clamped descendant ("barren": every child barren, e.g. a missing
     visible unit at the bottom of the net) sum out of P(clamped units) exactly, and the solve
-    leaves them out: the bound is that of the net with them deleted, never below (and
-    usually above) what treating them as free units would give.  Their reported means are
-    predictive ones, set top-down from their parents' solved means: sigmoid(h_i + sum_j
-    W_ij mu_j) (what a mean-field solve gives a unit without children), for noisy-OR
+    leaves them out: the bound is that of the net with them deleted, whose maximum is never
+    below (and usually above) the one that treating them as free units would give.  Their
+    reported means are predictive ones, set top-down from their parents' solved means:
+    sigmoid(h_i + sum_j W_ij mu_j) (what a mean-field solve gives a unit without children),
+    for noisy-OR
     1 - e^{-h_i} prod_j (1 - mu_j + mu_j e^{-W_ij}) (exact for factorised parents).
 
     Parameters
@@ -475,7 +476,8 @@ def solve(structure, w, h, net_of, clamp, tol=1e-6, inner_tol=1e-9, max_sweeps=2
     _sjj = _kernel()
     rc = _sjj.solve(*arrays, w, h, net_of, clamp, mu, xi, bound, n_sweeps, conv, status, hist,
                     tol, inner_tol, max_sweeps, threads, noisy, True, fill_mu, fill_xi)
-    _raise_status(rc, status, "sjj.solve", (23 * n + 12 * nnz) * 8 + 128)
+    # the kernel's per-thread scratch, at most (run_items: fan-in and fan-out <= nnz)
+    _raise_status(rc, status, "sjj.solve", (23 * n + 18 * nnz) * 8 + 128)
     out = (bound, mu, xi, n_sweeps, conv.astype(bool))
     return out + (hist,) if record else out
 
@@ -545,7 +547,7 @@ def evaluate(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid", n_thr
     status = np.zeros(n_items, dtype=np.int8)
     rc = _kernel().evaluate(*arrays, w, h, net_of, clamp, mu, xi, bound, status, noisy,
                             effective_n_threads(n_threads))
-    _raise_status(rc, status, "sjj.evaluate", (4 * n + 3 * nnz) * 8 + n + 16)
+    _raise_status(rc, status, "sjj.evaluate", (4 * n + 3 * nnz) * 8 + 3 * n + 16)
     return bound
 
 
