@@ -1463,15 +1463,12 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     cdef sjjf_state s
     cdef int converged
     cdef bint records = n >= REC_MIN_UNITS and sjjf_records_on
-    for i in range(n):
-        free_[i] = 0 if clamp[i] == clamp[i] else 1
-    mark_barren(g, free_, barren)
-    for i in range(n):
-        n_barren += barren[i]
-    if n_barren and not room:    # (not reached: see room) solved as free units, a valid bound
+    if room:                     # (without room no item of the run has a barren unit)
         for i in range(n):
-            barren[i] = 0
-        n_barren = 0
+            free_[i] = 0 if clamp[i] == clamp[i] else 1
+        mark_barren(g, free_, barren)
+        for i in range(n):
+            n_barren += barren[i]
     if key[0] == -2:
         return solve_item_cut(g, w, h, clamp, mu, xi, hist, tol, gtol, max_sweeps, work,
                               bound_out, sweeps_out, barren, n_barren, wb)
