@@ -692,7 +692,9 @@ class BeliefNet(_DagModel):
         y : None
             Ignored.
         missing : array_like of bool, optional
-            Missing visible entries: free units of each solve, left out of the objective.
+            Missing visible entries, marginalised: with "sjj" those with no observed
+            descendant sum out of the objective exactly (the others are free units of each
+            solve); with the Plefka schemes they are free units of each solve.
 
         Returns
         -------
@@ -732,7 +734,9 @@ class BeliefNet(_DagModel):
         y : None
             Ignored.
         missing : array_like of bool, optional
-            Missing visible entries: free units of each solve, left out of the objective.
+            Missing visible entries, marginalised: with "sjj" those with no observed
+            descendant sum out of the objective exactly (the others are free units of each
+            solve); with the Plefka schemes they are free units of each solve.
 
         Returns
         -------
