@@ -92,14 +92,17 @@ mf_plefka_solve(n_units, nnz, par_ptr, par_idx, weights, biases, activation, ord
   the free means of Bhattacharyya & Keerthi's Plefka expansion G (order 11, 12 or 22), as
   mfengine.sbn.plefka.solve with its defaults (line search, quasi-Newton steps, orders 11
   and 12 finished by coordinate descent).  Out: G (n_items,) in nats (-G approximates
-  ln P(clamped units)); u; n_iter; converged.  MF_NOT_CONVERGED also for an item without a
+  ln P(clamped units)); u; n_iter; converged.  Free units with no clamped descendant are
+  left out of G (it is the one of the net with them deleted) and get the predictive means
+  of mf_sjj_solve.  MF_NOT_CONVERGED also for an item without a
   stationary point inside |logit u| <= 700 or with G = +inf; MF_EOVERFLOW: results written,
   some item's G not finite even from the G11 start (G = NaN there), or nothing written when
   n_items * n_units * 8 overflows; MF_ENOMEM: outputs undefined.
 mf_plefka_gradient(n_units, nnz, par_ptr, par_idx, weights, biases, activation, order,
   n_items, clamp, u, G, grad_weights, grad_biases): G per item at the means u, and dG/dw
   (nnz,) and dG/dh (n_units,) summed over the items (at mf_plefka_solve's solution the total
-  derivatives used for learning; mfengine.sbn.plefka.gradient summed), one thread.
+  derivatives used for learning; mfengine.sbn.plefka.gradient summed), one thread; the
+  entries of u at units with no clamped descendant are not read (they carry no term).
   MF_EOVERFLOW: G or a gradient not finite.  MF_EBADARG also, both Plefka functions:
   noisy-OR with a negative weight or bias; the sum of |weights| and |biases| above 2^1023;
   order not 11, 12 or 22; (solve) tol not positive and finite, max_iter < 0; (gradient) a

@@ -17,6 +17,8 @@ from collections import defaultdict
 import numpy as np
 from scipy.special import expit, xlogy
 
+from reference_sjj import barren_mask
+
 
 def log_f_derivatives(M, activation):
     """(a, b): the derivatives of order 0..3 of ln f and ln(1 - f) at M, each (4,) + M.shape."""
@@ -78,8 +80,13 @@ def second_term_closed(W, h, clamp, u, activation):
     return -0.5 * sum(val ** 2 * np.prod(v[list(A)]) for A, val in coef.items())
 
 
-def objective(W, h, clamp, u, order, activation):
-    """G_order of one item (Bhattacharyya & Keerthi, eqs. 42-51; entropy terms of clamped units vanish)."""
+def objective(W, h, clamp, u, order, activation, edges=None):
+    """G_order of one item (Bhattacharyya & Keerthi, eqs. 42-51; entropy terms of clamped units
+    vanish) on the net with its barren units deleted: the free units with no clamped
+    descendant (found by ``reference_sjj.barren_mask`` over ``edges``, else the nonzero
+    weights), which sum out of P(clamped units) exactly."""
+    keep = ~barren_mask(W, np.isnan(clamp), edges)
+    W, h, clamp, u = W[np.ix_(keep, keep)], h[keep], clamp[keep], u[keep]
     free, uu = _means(clamp, u)
     v = uu * (1.0 - uu)
     M = h + W @ uu
@@ -139,7 +146,8 @@ def mean_taylor_energy_bruteforce(W, h, clamp, u, activation):
 def objective_batch(structure, w, h, net_of, clamp, u, order, activation):
     """``objective`` for every item of a batch (dense matrices from the structure)."""
     Wd = structure.unpack(w)
+    edges = structure.unpack(np.ones((1, np.shape(w)[-1])))[0] != 0
     return np.array([
-        objective(Wd[net_of[p]], h[net_of[p]], clamp[p], u[p], order, activation)
+        objective(Wd[net_of[p]], h[net_of[p]], clamp[p], u[p], order, activation, edges)
         for p in range(clamp.shape[0])
     ])

@@ -8,6 +8,7 @@ from mfengine.sbn import plefka
 from mfengine.sbn.dag import BeliefNet, DagStructure
 
 import reference_plefka as ref
+from reference_sjj import barren_mask
 
 ORDERS = (11, 12, 22)
 ACTS = ("sigmoid", "noisy_or")
@@ -95,22 +96,28 @@ def test_reference_derivatives_of_log_f(act):
 def test_second_plefka_term_against_enumeration(act):
     """G22 - G12 from the kernel equals -1/2 [Var(E_2) - sum_i Cov(E_2, S_i)^2 / (u_i (1-u_i))]
     computed over all 2^n states under the product distribution, and G12 - (entropy part)
-    equals <E_2> by enumeration."""
+    equals <E_2> by enumeration; both on the net without its barren units (free units with
+    no clamped descendant, which sum out)."""
     rng = np.random.default_rng(11 if act == "sigmoid" else 12)
     S, w, h, net_of, clamp, u = random_batch(rng, act, n=8, n_items=6, density=0.7, scale=1.5,
                                              n_clamped=2, missing=0.3)
     G22 = plefka.objective(S, w, h, net_of, clamp, u, 22, act)
     G12 = plefka.objective(S, w, h, net_of, clamp, u, 12, act)
     Wd = S.unpack(w)
+    n_barren = 0
     for p in range(clamp.shape[0]):
-        W, hh = Wd[net_of[p]], h[net_of[p]]
-        brute = ref.second_term_bruteforce(W, hh, clamp[p], u[p], act)
+        keep = ~barren_mask(Wd[net_of[p]], np.isnan(clamp[p]))
+        n_barren += np.sum(~keep)
+        W, hh = Wd[net_of[p]][np.ix_(keep, keep)], h[net_of[p]][keep]
+        clamp_p, u_p = clamp[p][keep], u[p][keep]
+        brute = ref.second_term_bruteforce(W, hh, clamp_p, u_p, act)
         assert abs(brute) > 1e-4
         np.testing.assert_allclose(G22[p] - G12[p], brute, rtol=1e-9)
-        np.testing.assert_allclose(ref.second_term_closed(W, hh, clamp[p], u[p], act), brute,
+        np.testing.assert_allclose(ref.second_term_closed(W, hh, clamp_p, u_p, act), brute,
                                    rtol=1e-10)
-        e2 = ref.mean_taylor_energy_bruteforce(W, hh, clamp[p], u[p], act)
-        np.testing.assert_allclose(G12[p] - ref.neg_entropy(clamp[p], u[p]), e2, rtol=1e-10)
+        e2 = ref.mean_taylor_energy_bruteforce(W, hh, clamp_p, u_p, act)
+        np.testing.assert_allclose(G12[p] - ref.neg_entropy(clamp_p, u_p), e2, rtol=1e-10)
+    assert n_barren > 0
 
 
 def test_second_term_is_never_positive():
@@ -307,6 +314,152 @@ def test_missing_leaves_are_marginalised_exactly(act):
                                      order, act, tol=1e-13)
         assert conv.all()
         np.testing.assert_allclose(-G, exact, rtol=1e-10)
+
+
+def _predictive(W, h, u, barren, act):
+    """The barren units' means from their parents' (top-down), in NumPy."""
+    u = u.copy()
+    for i in np.flatnonzero(barren):
+        if act == "sigmoid":
+            u[i] = expit(h[i] + W[i] @ u)
+        else:
+            u[i] = -np.expm1(-h[i] + np.sum(np.log1p(u * np.expm1(-W[i]))))
+    return u
+
+
+def _barren_items(rng, act, k=30):
+    """Items on a 10-unit DAG where unit 4's only children are units 8 and 9, missing in
+    every item (so 4, 8 and 9 are barren), and units 6 and 7 are clamped or missing at
+    random (a missing leaf among them is barren too)."""
+    n = 10
+    edges = np.tril(rng.random((n, n)) < 0.7, -1)
+    edges[6:8, 5] = True                   # 6, 7 have a parent
+    edges[8:, 6:8] = False                 # 6, 7 are leaves
+    edges[:, 4] = False
+    edges[8:, 4] = True
+    S = DagStructure(edges)
+    W = np.where(edges, rng.normal(0, 1.2, (n, n)), 0.0)
+    h = rng.normal(0, 0.5, n)
+    if act == "noisy_or":
+        W, h = np.abs(W), np.abs(h) + 0.05
+    clamp = np.full((k, n), np.nan)
+    clamp[:, 5:8] = rng.integers(0, 2, (k, 3))
+    clamp[:, 6:8][rng.random((k, 2)) < 0.4] = np.nan
+    return S, edges, W, h, clamp
+
+
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("order", ORDERS)
+def test_barren_units_sum_out_of_every_scheme(order, act):
+    """Free units with no clamped descendant sum out of P exactly, and every scheme is taken
+    on the net without them: G equals the solve of the net with them deleted (one net per
+    item), the other means match, each barren unit's mean is its predictive one from its
+    parents' solved means, and G / gradient_u at the answer ignore the barren means."""
+    rng = np.random.default_rng(300 + order + (1 if act == "noisy_or" else 0))
+    S, edges, W, h, clamp = _barren_items(rng, act)
+    k, n = clamp.shape
+    G, u, _, conv = plefka.solve(S, S.pack(W)[None], h[None], np.zeros(k, np.intp), clamp,
+                                 order, act, tol=1e-13)
+    counts = np.zeros(n, int)
+    for p in range(k):
+        barren = barren_mask(W, np.isnan(clamp[p]), edges)
+        counts += barren
+        keep = ~barren
+        Sk = DagStructure(edges[np.ix_(keep, keep)])
+        Gk, uk, _, ck = plefka.solve(Sk, Sk.pack(W[np.ix_(keep, keep)])[None], h[keep][None],
+                                     [0], clamp[p:p + 1, keep], order, act, tol=1e-13)
+        assert ck[0] == conv[p]
+        np.testing.assert_allclose(G[p], Gk[0], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(u[p, keep], uk[0], rtol=0, atol=1e-9)
+        np.testing.assert_allclose(u[p], _predictive(W, h, u[p], barren, act), rtol=1e-14,
+                                   atol=1e-15)
+    assert counts[4] == k and counts[8] == k and counts[9] == k
+    assert 0 < counts[6] < k and 0 < counts[7] < k and counts[5] == 0
+    # G and dG/du at the answer do not read the barren units' means
+    u2 = np.where(np.isnan(clamp), rng.uniform(0.05, 0.95, u.shape), u)
+    u2[:, :4] = u[:, :4]
+    u2[:, 5] = u[:, 5]
+    keep_all = np.array([~barren_mask(W, np.isnan(c), edges) for c in clamp])
+    u2 = np.where(keep_all, u, u2)
+    args = (S, S.pack(W)[None], h[None], np.zeros(k, np.intp), clamp)
+    np.testing.assert_array_equal(plefka.objective(*args, u2, order, act),
+                                  plefka.objective(*args, u, order, act))
+    gu = plefka.gradient_u(*args, np.clip(u2, 1e-12, 1 - 1e-12), order, act)
+    assert np.all(gu[~keep_all] == 0.0)
+
+
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("order", ORDERS)
+def test_gradient_with_barren_units_is_the_total_derivative(order, act):
+    """With barren units, the partial derivatives at the solution still equal the derivatives
+    of the solved G (which does not depend on the edges into barren units: those are 0)."""
+    rng = np.random.default_rng(320 + order + (1 if act == "noisy_or" else 0))
+    S, edges, W, h, clamp = _barren_items(rng, act, k=4)
+    k = clamp.shape[0]
+    own = np.arange(k)
+    wi, hi = np.repeat(S.pack(W)[None], k, 0), np.repeat(h[None], k, 0)
+    G, u, _, conv = plefka.solve(S, wi, hi, own, clamp, order, act, tol=1e-13)
+    assert conv.all()
+    gw, gh = plefka.gradient(S, wi, hi, own, clamp, u, order, act)
+
+    def solved(ww, hh):
+        return plefka.solve(S, ww, hh, own, clamp, order, act, tol=1e-13, init_u=u)[0]
+
+    fdw = central_diff(lambda ww: solved(ww, hi), wi, eps=1e-5)
+    fdh = central_diff(lambda hh: solved(wi, hh), hi, eps=1e-5)
+    np.testing.assert_allclose(gw, fdw, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(gh, fdh, rtol=1e-5, atol=1e-7)
+    into_barren = np.zeros_like(gw, bool)
+    child = np.repeat(np.arange(W.shape[0]), np.diff(S.par_ptr))
+    for p in range(k):
+        b = barren_mask(W, np.isnan(clamp[p]), edges)
+        into_barren[p] = b[child]
+        assert np.all(gh[p, b] == 0.0)
+    assert np.all(gw[into_barren] == 0.0) and into_barren.sum() > 10
+
+
+@pytest.mark.parametrize("order", [11, 12])
+def test_blocked_path_sums_out_each_patterns_barren_units(order):
+    """Layered nets in blocks of patterns, each pattern with its own missing pixels (some
+    patterns with every child of a hidden unit missing, one with every pixel missing): each
+    pattern's G is that of its own net without its barren units, solved alone; bit-identical
+    on two threads."""
+    rng = np.random.default_rng(340 + order)
+    sizes = [3, 5, 8]
+    mask = layered_mask(sizes)
+    S = DagStructure(mask)
+    n = mask.shape[0]
+    W = rng.normal(0.0, 1.5, (n, n)) * mask
+    W[8:, 3] = 0.0
+    W[8:10, 3] = 1.0                       # hidden unit 3's weights: to pixels 0, 1 only
+    h = rng.normal(0.0, 1.0, n)
+    k = 96
+    clamp = np.full((k, n), np.nan)
+    clamp[:, 8:] = rng.integers(0, 2, (k, 8))
+    clamp[:, 8:][rng.random((k, 8)) < 0.4] = np.nan
+    clamp[::5, 8:] = np.nan                # all missing: every unit barren
+    args = (S, S.pack(W)[None], h[None], np.zeros(k, np.intp), clamp, order, "sigmoid")
+    G, u, n_iter, conv = plefka.solve(*args, tol=1e-12)
+    assert conv.all()
+    n_hidden_barren = 0
+    for p in range(k):
+        barren = barren_mask(W, np.isnan(clamp[p]), mask)
+        n_hidden_barren += barren[:8].sum()
+        keep = ~barren
+        if not keep.any():
+            assert G[p] == 0.0
+        else:
+            Sk = DagStructure(mask[np.ix_(keep, keep)])
+            Gk, uk, _, _ = plefka.solve(Sk, Sk.pack(W[np.ix_(keep, keep)])[None],
+                                        h[keep][None], [0], clamp[p:p + 1, keep], order,
+                                        "sigmoid", tol=1e-12)
+            np.testing.assert_allclose(G[p], Gk[0], rtol=1e-10, atol=1e-10)
+            np.testing.assert_allclose(u[p, keep], uk[0], rtol=0, atol=1e-7)
+        np.testing.assert_allclose(u[p], _predictive(W, h, u[p], barren, "sigmoid"),
+                                   rtol=1e-14, atol=1e-15)
+    assert n_hidden_barren > k // 5 * 8
+    for a, b in zip(plefka.solve(*args, tol=1e-12, n_threads=2), (G, u, n_iter, conv)):
+        np.testing.assert_array_equal(a, b)
 
 
 def test_paper_table1_small_weights():

@@ -1,10 +1,13 @@
 # What the DAG kernels (mfengine.sbn._sjj, mfengine.sbn._plefka) share: the compressed
 # structure of a DAG, the status codes of csrc/mf_status.h, and the checks every kernel entry
 # point runs before it reads anything (all inline: nothing is imported at run time).
-from libc.math cimport fabs
+from libc.math cimport fabs, log1p, expm1
 from libc.stdlib cimport malloc
 
-from mfengine._typedefs cimport intp_t
+from mfengine._typedefs cimport intp_t, uint8_t
+
+cdef extern from "mf_numerics.h" nogil:
+    double mf_sigmoid(double x)
 
 cdef extern from "mf_status.h" nogil:
     enum:
@@ -64,6 +67,63 @@ cdef inline int check_items(const Dag *g, const double[:, ::1] w, const double[:
         if not (0 <= net_of[p] < h.shape[0]):
             return MF_EBADARG
     return MF_OK
+
+
+# ---- barren units: free units none of whose descendants is clamped (free, and every child
+# barren; a missing leaf, an unrecorded finding).  They sum out of P(clamped units) exactly
+# (their factors and those of their barren descendants sum to 1 whatever the other units'
+# states), so the DAG kernels leave them out of an item's solve and set their means afterwards
+# from their parents' solved means, top-down.
+
+cdef inline Py_ssize_t mark_barren(const Dag *g, const uint8_t *free_,
+                                   uint8_t *barren) noexcept nogil:
+    """barren[i] = 1 iff unit i is free and all its children are barren: one pass in reverse
+    topological order (children after their parents), O(n + nnz).  Returns their number."""
+    cdef Py_ssize_t i, a, count = 0
+    cdef uint8_t b
+    for i in range(g.n - 1, -1, -1):
+        b = 1 if free_[i] else 0
+        if b:
+            for a in range(g.ch_ptr[i], g.ch_ptr[i + 1]):
+                if not barren[g.ch_idx[a]]:
+                    b = 0
+                    break
+        barren[i] = b
+        count += b
+    return count
+
+
+cdef inline void barren_means_sig(const Dag *g, const double *w, const double *h,
+                                  const uint8_t *barren, double *mu) noexcept nogil:
+    """Every barren unit's mean set to sigmoid(h_i + sum_j W_ij mu_j), in topological order (a
+    barren unit's barren parents are set before it): the mean a mean-field solve gives a
+    unit without children, here from its parents' solved means."""
+    cdef Py_ssize_t i, k
+    cdef double z
+    for i in range(g.n):
+        if barren[i]:
+            z = h[i]
+            for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+                z += w[k] * mu[g.par_idx[k]]
+            mu[i] = mf_sigmoid(z)
+
+
+cdef inline void barren_means(const Dag *g, const double *w, const double *h,
+                              const uint8_t *barren, double *mu) noexcept nogil:
+    """The noisy-OR predictive mean 1 - e^{-h_i} prod_j (1 - mu_j + mu_j e^{-W_ij}) of every
+    barren unit (exact for a factorised distribution over its parents), in topological order."""
+    cdef Py_ssize_t i, k
+    cdef double lp, m
+    for i in range(g.n):
+        if not barren[i]:
+            continue
+        lp = -h[i]
+        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
+            m = mu[g.par_idx[k]]
+            if m > 0.0 and w[k] > 0.0:
+                lp += log1p(m * expm1(-w[k]))
+        m = -expm1(lp)
+        mu[i] = m if m < 1.0 else 1.0
 
 
 # ---- the C entry points' checks of a net given over raw pointers (mf_sjj_solve,

@@ -76,9 +76,10 @@ cdef extern from "mf_parallel.h" nogil:
 from libc.math cimport log, log1p, expm1, fabs, sqrt, INFINITY, NAN
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
-from mfengine._typedefs cimport intp_t, int8_t
+from mfengine._typedefs cimport intp_t, int8_t, uint8_t
 from mfengine.sbn._dag cimport (Dag, check_dag, check_items, capi_check_net, capi_children, MF_OK, MF_NOT_CONVERGED, MF_EBADARG,
-                                 MF_ENOMEM, MF_EOVERFLOW)
+                                 MF_ENOMEM, MF_EOVERFLOW, mark_barren, barren_means,
+                                 barren_means_sig)
 
 # the blocked path's matrix products: the project's own (csrc/mf_gemm.h), so that the kernel
 # needs no SciPy/BLAS and starts no BLAS threads inside its OpenMP threads
@@ -392,7 +393,9 @@ cdef struct Work:
     double *alph
     intp_t *touched
     int8_t *mark
-    int8_t *fixed
+    int8_t *fixed   # clamped units, barren ones and (noisy-OR) free units that are surely off
+    uint8_t *barren # free units with no clamped descendant: no term at all (summed out)
+    uint8_t *free_  # the item's free units (NaN in clamp), for mark_barren
 
 
 cdef inline Py_ssize_t WORK_DOUBLES(Py_ssize_t n) noexcept nogil:
@@ -400,7 +403,7 @@ cdef inline Py_ssize_t WORK_DOUBLES(Py_ssize_t n) noexcept nogil:
 
 
 cdef inline Py_ssize_t WORK_BYTES(Py_ssize_t n) noexcept nogil:
-    return WORK_DOUBLES(n) * sizeof(double) + n * sizeof(intp_t) + 2 * n + 16
+    return WORK_DOUBLES(n) * sizeof(double) + n * sizeof(intp_t) + 4 * n + 16
 
 
 cdef Work make_work(char *block, Py_ssize_t n) noexcept nogil:
@@ -444,9 +447,109 @@ cdef Work make_work(char *block, Py_ssize_t n) noexcept nogil:
     W.touched = <intp_t *> (d + WORK_DOUBLES(n))
     W.mark = <int8_t *> (W.touched + n)
     W.fixed = W.mark + n
+    W.barren = <uint8_t *> (W.fixed + n)
+    W.free_ = W.barren + n
     memset(W.mark, 0, n)
+    memset(W.barren, 0, n)
     memset(W.A, 0, n * sizeof(double))
     return W
+
+
+cdef inline Dag net_dag(const Net *net) noexcept nogil:
+    cdef Dag g
+    g.n = net.n
+    g.nnz = net.nnz
+    g.par_ptr = net.par_ptr
+    g.par_idx = net.par_idx
+    g.ch_ptr = net.ch_ptr
+    g.ch_idx = net.ch_idx
+    g.ch_w = net.ch_w
+    return g
+
+
+cdef inline Py_ssize_t mark_item(const Net *net, const double *clamp, uint8_t *free_,
+                                 uint8_t *barren) noexcept nogil:
+    """The item's barren units (free, no clamped descendant) in ``barren``; their number."""
+    cdef Py_ssize_t i
+    cdef Dag g = net_dag(net)
+    for i in range(net.n):
+        free_[i] = clamp[i] != clamp[i]
+    return mark_barren(&g, free_, barren)
+
+
+cdef inline void set_barren_means(const Net *net, const double *w, const double *h,
+                                  const uint8_t *barren, double *u) noexcept nogil:
+    """The barren units' means from their parents' solved ones: sigmoid(h + W u), or the
+    noisy-OR predictive 1 - e^{-h} prod (1 - u + u e^{-W}) (as in the strict-bound kernel)."""
+    cdef Dag g = net_dag(net)
+    if net.act == SIGMOID:
+        barren_means_sig(&g, w, h, barren, u)
+    else:
+        barren_means(&g, w, h, barren, u)
+
+
+cdef Py_ssize_t fix_units(const Net *net, const double *w, const double *h, const double *clamp,
+                          Work *W) noexcept nogil:
+    """W.fixed, and u, v, c at the fixed units, for one item: the clamped units, the barren
+    ones (summed out: every term of theirs left out, so G is the one of the net with them
+    deleted), and (noisy-OR) the free units with zero bias whose weighted parents are all
+    clamped off, surely off (u = 0, exact).  Returns the number of barren units."""
+    cdef Py_ssize_t i, e, k, nb
+    cdef double x
+    cdef int surely_off
+    nb = mark_item(net, clamp, W.free_, W.barren)
+    for i in range(net.n):
+        x = clamp[i]
+        W.fixed[i] = 1
+        if x == x:
+            W.u[i] = x
+            W.v[i] = 0.0
+            W.c[i] = 1.0 - 2.0 * x
+            continue
+        if W.barren[i]:
+            W.u[i] = 0.0        # never read: no term of a barren unit is evaluated
+            W.v[i] = 0.0
+            W.c[i] = 1.0
+            continue
+        W.fixed[i] = 0
+        if net.act == NOISY_OR and h[i] == 0.0:
+            surely_off = 1
+            for e in range(net.par_ptr[i], net.par_ptr[i + 1]):
+                k = net.par_idx[e]
+                if w[e] != 0.0 and not (W.fixed[k] and W.u[k] == 0.0):
+                    surely_off = 0
+                    break
+            if surely_off:
+                W.fixed[i] = 1
+                W.u[i] = 0.0
+                W.v[i] = 0.0
+                W.c[i] = 1.0
+    return nb
+
+
+cdef double eval_setup(const Net *net, const double *clamp, const double *u,
+                       Work *W) noexcept nogil:
+    """W.fixed, W.barren and u, v, c of one item at the given means, for ``core`` (the
+    evaluation entry points): clamped units at their values, barren ones left out (their u
+    is not read), the free ones at u.  Returns the free units' sum u ln u + (1-u) ln(1-u)."""
+    cdef Py_ssize_t i
+    cdef double x, negH = 0.0
+    mark_item(net, clamp, W.free_, W.barren)
+    for i in range(net.n):
+        x = clamp[i]
+        W.fixed[i] = x == x or W.barren[i]
+        if W.barren[i]:
+            x = 0.0
+        elif not W.fixed[i]:
+            x = u[i]
+            if x > 0.0:
+                negH = negH + x * log(x)
+            if x < 1.0:
+                negH = negH + (1.0 - x) * log1p(-x)
+        W.u[i] = x
+        W.v[i] = x * (1.0 - x)
+        W.c[i] = 1.0 - 2.0 * x
+    return negH
 
 
 cdef inline int coeffs(double M, double u, int act, Work *W, Py_ssize_t i) noexcept nogil:
@@ -528,6 +631,13 @@ cdef int core(const Net *net, const double *w, const double *h, Work *W, int wan
     for i in range(n):
         m = h[i]
         vv = 0.0
+        if W.barren[i]:
+            # summed out: every coefficient 0, so no term of G and nothing to its parents
+            W.M[i] = m
+            W.V[i] = vv
+            W.g0[i] = W.g1[i] = W.g2[i] = W.g3[i] = 0.0
+            W.d0[i] = W.d1[i] = W.d2[i] = W.d3[i] = 0.0
+            continue
         for e in range(par_ptr[i], par_ptr[i + 1]):
             k = par_idx[e]
             we = w[e]
@@ -735,35 +845,15 @@ cdef int solve_item(const Net *net, const double *w, const double *h, const doub
     cdef double *gtry = W.gb
     cdef double *glo = W.gc
     cdef double *tmp
-    cdef int status = MF_OK, clipped, found, surely_off, finite, pending = 0, qn = net.accel == 2
+    cdef int status = MF_OK, clipped, found, finite, pending = 0, qn = net.accel == 2
     cdef double tmax = net.t_max, step, sy, ss, yy, Dq
-    cdef Py_ssize_t mem = 0, head = 0, stalls = 0, it_mark = 0
+    cdef Py_ssize_t mem = 0, head = 0, stalls = 0, it_mark = 0, n_barren
     cdef double G_mark, dG_prev = INFINITY
     conv[0] = 0
     n_iter[0] = 0
-    # fixed units: clamped ones, and (noisy-OR) free units that are surely off
+    n_barren = fix_units(net, w, h, clamp, W)
     for i in range(n):
-        x = clamp[i]
-        if x == x:
-            W.fixed[i] = 1
-            W.u[i] = x
-            W.v[i] = 0.0
-            W.c[i] = 1.0 - 2.0 * x
-        else:
-            W.fixed[i] = 0
-            if net.act == NOISY_OR and h[i] == 0.0:
-                surely_off = 1
-                for e in range(net.par_ptr[i], net.par_ptr[i + 1]):
-                    k = net.par_idx[e]
-                    if w[e] != 0.0 and not (W.fixed[k] and W.u[k] == 0.0):
-                        surely_off = 0
-                        break
-                if surely_off:
-                    W.fixed[i] = 1
-                    W.u[i] = 0.0
-                    W.v[i] = 0.0
-                    W.c[i] = 1.0
-                    continue
+        if not W.fixed[i]:
             x = 0.5 if init == NULL else init[i]
             if x <= 0.0:
                 t[i] = -tmax
@@ -945,6 +1035,8 @@ cdef int solve_item(const Net *net, const double *w, const double *h, const doub
     G_out[0] = G if status != MF_EOVERFLOW else NAN
     for i in range(n):
         u_out[i] = W.u[i] if W.fixed[i] else mf_sigmoid(t[i])
+    if n_barren:
+        set_barren_means(net, w, h, W.barren, u_out)
     if status != MF_OK:
         conv[0] = 0
     return status
@@ -978,6 +1070,8 @@ cdef inline double cd_phi(const Net *net, const double *w, Work *W, Py_ssize_t j
     cdef int order = net.order
     for ce in range(net.ch_ptr[j], net.ch_ptr[j + 1]):
         i = net.ch_idx[ce]
+        if W.barren[i]:
+            continue        # summed out: no term
         we = w[net.ch_w[ce]]
         Mi = W.M[i] + we * du
         if Mi < 0.0 and net.act == NOISY_OR:
@@ -1032,34 +1126,16 @@ cdef int cd_item(const Net *net, const double *w, const double *h, const double 
                  const double *init, Work *W, double tol, Py_ssize_t max_iter,
                  double *G_out, double *u_out, intp_t *n_iter, int8_t *conv) noexcept nogil:
     """Coordinate descent on G (orders 11 and 12) for one item; outputs as solve_item's."""
-    cdef Py_ssize_t n = net.n, i, e, k, j, sweep = 0, r
+    cdef Py_ssize_t n = net.n, i, e, k, j, sweep = 0, r, n_barren
     cdef double x, tmax = net.t_max, own, g0, phi0, a, b, ga, gb, xm, gx, step, phin, gn
     cdef double res, sweep_res, noise, G, phia, phib
-    cdef int surely_off, side, status = MF_OK, clipped, bound
+    cdef int side, status = MF_OK, clipped, bound
     conv[0] = 0
     n_iter[0] = 0
+    n_barren = fix_units(net, w, h, clamp, W)
     for i in range(n):
-        x = clamp[i]
-        if x == x:
-            W.fixed[i] = 1
-            W.u[i] = x
-            W.v[i] = 0.0
-            W.c[i] = 1.0 - 2.0 * x
+        if W.fixed[i]:
             continue
-        W.fixed[i] = 0
-        if net.act == NOISY_OR and h[i] == 0.0:
-            surely_off = 1
-            for e in range(net.par_ptr[i], net.par_ptr[i + 1]):
-                k = net.par_idx[e]
-                if w[e] != 0.0 and not (W.fixed[k] and W.u[k] == 0.0):
-                    surely_off = 0
-                    break
-            if surely_off:
-                W.fixed[i] = 1
-                W.u[i] = 0.0
-                W.v[i] = 0.0
-                W.c[i] = 1.0
-                continue
         x = 0.5 if init == NULL else init[i]
         if x <= 0.0:
             x = -tmax
@@ -1194,6 +1270,8 @@ cdef int cd_item(const Net *net, const double *w, const double *h, const double 
     G_out[0] = G if status != MF_EOVERFLOW else NAN
     for i in range(n):
         u_out[i] = W.u[i] if W.fixed[i] else mf_sigmoid(W.t[i])
+    if n_barren:
+        set_barren_means(net, w, h, W.barren, u_out)
     if status != MF_OK:
         conv[0] = 0
     return status
@@ -1318,6 +1396,8 @@ cdef struct Group:
 cdef struct PS:         # one pattern's solver state (solve_item's locals), over its free units
     Py_ssize_t nf       # free units fi[0..nf)
     intp_t *fi
+    uint8_t *barren     # n: the pattern's barren units (fixed lanes whose terms are left out)
+    Py_ssize_t n_barren
     double *uf          # n: the fixed units' values, NaN at free ones
     double *t           # nf each: logits, trial logits, step, dG/du at t / trial / lo,
     double *tt          # u and v at t / trial / lo, dG/dt at t and before, a direction
@@ -1633,9 +1713,12 @@ cdef int ps_consume(const Net *net, PS *P, double f, int st, double tol,
 
 cdef void block_eval(const Net *net, const Group *groups, Py_ssize_t n_groups, const double *w,
                      const double *w2, const double *h, double *bw, const intp_t *rowfree,
-                     Py_ssize_t m, int refresh) noexcept nogil:
+                     const intp_t *rowbarren, const uint8_t *BM, Py_ssize_t m,
+                     int refresh) noexcept nogil:
     """G and dG/du (free lanes) of m patterns at once; lane-major arrays of stride m in bw.
-    Rows of units fixed in every lane keep their means from the last call unless refresh."""
+    Rows of units fixed in every lane keep their means from the last call unless refresh.
+    Lanes marked in BM (row-major n x m; rowbarren[k] of them in row k) are barren units:
+    their terms are left out of F and nothing of theirs reaches their parents."""
     cdef Py_ssize_t n = net.n, k, l, g, nr, a
     cdef int order = net.order
     cdef double *T = bw
@@ -1653,6 +1736,8 @@ cdef void block_eval(const Net *net, const Group *groups, Py_ssize_t n_groups, c
     cdef double *GU = bw + 12 * n * m
     cdef double *negH = bw + 13 * n * m
     cdef double *F = negH + m
+    cdef double *Fk = F + m         # row k's terms alone, when some of its lanes are barren
+    cdef double *Fr
     cdef const Group *gr
     cdef int need
     for l in range(m):
@@ -1677,11 +1762,25 @@ cdef void block_eval(const Net *net, const Group *groups, Py_ssize_t n_groups, c
         if order >= 12:
             mf_gemm_nn(nr, m, gr.K, w2 + gr.e0, gr.K, Vv + gr.p0 * m, m, V + gr.i0 * m, m)
     for k in range(n):
+        Fr = F
+        if rowbarren[k]:
+            Fr = Fk
+            for l in range(m):
+                Fk[l] = 0.0
         if order >= 12:
-            mfp_sig_coef12(m, M + k * m, U + k * m, V + k * m, F, UB + k * m, MB + k * m,
+            mfp_sig_coef12(m, M + k * m, U + k * m, V + k * m, Fr, UB + k * m, MB + k * m,
                            VB + k * m)
         else:
-            mfp_sig_coef11(m, M + k * m, U + k * m, F, UB + k * m, MB + k * m)
+            mfp_sig_coef11(m, M + k * m, U + k * m, Fr, UB + k * m, MB + k * m)
+        if rowbarren[k]:
+            for l in range(m):
+                if BM[k * m + l]:
+                    UB[k * m + l] = 0.0
+                    MB[k * m + l] = 0.0
+                    if order >= 12:
+                        VB[k * m + l] = 0.0
+                else:
+                    F[l] += Fk[l]
     for g in range(n_groups):
         gr = &groups[g]
         need = 0
@@ -1717,6 +1816,10 @@ cdef void solve_block(const Net *net, const Group *groups, Py_ssize_t n_groups, 
     cdef intp_t *lanes = <intp_t *> (ps + BLOCK)
     cdef intp_t *rowfree = lanes + BLOCK
     cdef intp_t *fis = rowfree + n
+    cdef intp_t *rowbarren = fis + BLOCK * n
+    cdef uint8_t *psb = <uint8_t *> (rowbarren + n)     # BLOCK x n: each pattern's barren units
+    cdef uint8_t *BM = psb + BLOCK * n                  # n x m: the same, lane-major
+    cdef uint8_t *free_ = BM + BLOCK * n
     cdef PS *P
     cdef double x, tmax = net.t_max
     cdef double *T
@@ -1742,11 +1845,13 @@ cdef void solve_block(const Net *net, const Group *groups, Py_ssize_t n_groups, 
         P.status = MF_OK
         P.conv = 0
         P.G = INFINITY
+        P.barren = psb + a * n
+        P.n_barren = mark_item(net, clamp + a * n, free_, P.barren)
         nf = 0
         for i in range(n):
             x = clamp[a * n + i]
-            if x == x:
-                P.uf[i] = x
+            if x == x or P.barren[i]:
+                P.uf[i] = x if x == x else 0.0  # a barren lane: fixed, its terms left out
                 continue
             P.uf[i] = NAN
             P.fi[nf] = i
@@ -1778,10 +1883,18 @@ cdef void solve_block(const Net *net, const Group *groups, Py_ssize_t n_groups, 
         if changed:
             for k in range(n):
                 rowfree[k] = 0
+                rowbarren[k] = 0
             for l in range(m):
                 P = &ps[lanes[l]]
                 for j in range(P.nf):
                     rowfree[P.fi[j]] += 1
+                if P.n_barren:
+                    for k in range(n):
+                        BM[k * m + l] = P.barren[k]
+                        rowbarren[k] += P.barren[k]
+                else:
+                    for k in range(n):
+                        BM[k * m + l] = 0
             for k in range(n):
                 if rowfree[k] < m:
                     for l in range(m):
@@ -1791,7 +1904,7 @@ cdef void solve_block(const Net *net, const Group *groups, Py_ssize_t n_groups, 
             P = &ps[lanes[l]]
             for j in range(P.nf):
                 T[P.fi[j] * m + l] = P.tt[j]
-        block_eval(net, groups, n_groups, w, w2, h, bw, rowfree, m, changed)
+        block_eval(net, groups, n_groups, w, w2, h, bw, rowfree, rowbarren, BM, m, changed)
         GU = bw + 12 * n * m
         U = bw + 2 * n * m
         V = bw + 3 * n * m
@@ -1808,11 +1921,14 @@ cdef void solve_block(const Net *net, const Group *groups, Py_ssize_t n_groups, 
             if not ps_consume(net, P, x, MF_OK if fabs(x) < INFINITY else MF_EOVERFLOW, tol,
                               max_iter):
                 ps_finish(net, P, &G_out[a], &u_out[a * n], &n_iter[a], &conv[a], &status[a])
+                if P.n_barren:
+                    set_barren_means(net, w, h, P.barren, &u_out[a * n])
 
 
 cdef inline Py_ssize_t BLOCK_BYTES(Py_ssize_t n, Py_ssize_t nnz) noexcept nogil:
     return ((13 * n * BLOCK + 3 * BLOCK + nnz + BLOCK * PS_DOUBLES(n)) * sizeof(double)
-            + BLOCK * sizeof(PS) + (BLOCK + n + BLOCK * n) * sizeof(intp_t) + 64)
+            + BLOCK * sizeof(PS) + (BLOCK + 2 * n + BLOCK * n) * sizeof(intp_t)
+            + 2 * BLOCK * n + n + 64)
 
 
 cdef Py_ssize_t find_groups(const Net *net, Group *groups) noexcept nogil:
@@ -2157,19 +2273,8 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
                 status[p] = MF_ENOMEM
                 continue
             W = make_work(block, n)
-            negH = 0.0
-            for i in range(n):
-                x = clamp[p, i]
-                W.fixed[i] = x == x
-                if not W.fixed[i]:
-                    x = u[p, i]
-                    if x > 0.0:
-                        negH = negH + x * log(x)
-                    if x < 1.0:
-                        negH = negH + (1.0 - x) * log1p(-x)
-                W.u[i] = x
-                W.v[i] = x * (1.0 - x)
-                W.c[i] = 1.0 - 2.0 * x
+            negH = eval_setup(&net, &clamp[p, 0] if n > 0 else NULL, &u[p, 0] if n > 0 else NULL,
+                              &W)
             wrow = &w[net_of[p], 0] if net.nnz > 0 else NULL
             wbar = &gw[p, 0] if (want_grad and net.nnz > 0) else NULL
             F = 0.0
@@ -2389,19 +2494,7 @@ cdef int mf_plefka_gradient(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t
         grad_biases[i] = 0.0
     for p in range(n_items):
         W = make_work(block, n)
-        negH = 0.0
-        for i in range(n):
-            x = clamp[p * n + i]
-            W.fixed[i] = x == x
-            if not W.fixed[i]:
-                x = u[p * n + i]
-                if x > 0.0:
-                    negH = negH + x * log(x)
-                if x < 1.0:
-                    negH = negH + (1.0 - x) * log1p(-x)
-            W.u[i] = x
-            W.v[i] = x * (1.0 - x)
-            W.c[i] = 1.0 - 2.0 * x
+        negH = eval_setup(&net, clamp + p * n, u + p * n, &W)
         F = 0.0
         st = core(&net, weights if nnz > 0 else NULL, biases, &W, 1, gu, wbar, &F)
         if st != MF_OK:

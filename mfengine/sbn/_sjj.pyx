@@ -134,7 +134,8 @@ from libc.stdlib cimport malloc, free
 from libc.stdint cimport uintptr_t
 from mfengine._typedefs cimport intp_t, uint8_t, int8_t
 from mfengine.sbn._dag cimport (Dag, check_dag, check_items, capi_check_net, capi_children, MF_OK, MF_NOT_CONVERGED,
-                                MF_EBADARG, MF_ENOMEM, MF_EOVERFLOW)
+                                MF_EBADARG, MF_ENOMEM, MF_EOVERFLOW, mark_barren,
+                                barren_means, barren_means_sig)
 
 cdef extern from "Python.h":
     const Py_ssize_t PY_SSIZE_T_MAX
@@ -1374,21 +1375,6 @@ cdef double fast_bound_at(const Dag *g, const double *w, const double *h, const 
             unit_bound(g, w, h, i, s.mu, s.nu, s.xi, s.free_, scratch, scratch + nnz,
                        scratch + 2 * nnz, &total, &err)
     return total - err
-
-
-cdef inline void barren_means_sig(const Dag *g, const double *w, const double *h,
-                                  const uint8_t *barren, double *mu) noexcept nogil:
-    """Every barren unit's mean set to sigmoid(h_i + sum_j W_ij mu_j), in topological order (a
-    barren unit's barren parents are set before it): the mean a mean-field solve gives a
-    unit without children, here from its parents' solved means."""
-    cdef Py_ssize_t i, k
-    cdef double z
-    for i in range(g.n):
-        if barren[i]:
-            z = h[i]
-            for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
-                z += w[k] * mu[g.par_idx[k]]
-            mu[i] = mf_sigmoid(z)
 
 
 cdef int solve_item_cut(const Dag *g, const double *w, const double *h, const double *clamp,

@@ -8,46 +8,10 @@
 # L is linear in each mu_k apart from its entropy, so mu_k = sigmoid(dL/dmu_k) exactly; q_i is
 # a concave problem on the simplex, solved through its optimality conditions (below).
 
-# Barren units.  A free unit none of whose descendants is clamped (a "barren" unit: free, and
-# every child barren; e.g. an unrecorded finding of a diagnosis net) sums out exactly: its
-# factor and those of its barren descendants sum to 1 whatever the other units' states.  Such
-# units are dropped from an item's solve (no mean update, no term of the bound, no q, not
+# Barren units (mark_barren in _dag.pxd; e.g. an unrecorded finding of a diagnosis net) are
+# dropped from an item's solve (no mean update, no term of the bound, no q, not
 # children of their parents), so the bound is that of the net with them deleted; their mean
-# is then set to the predictive probability under q, 1 - e^{-h_i} prod_j (1 - mu_j +
-# mu_j e^{-W_ij}) (exact for a factorised q over the parents), top-down.
-
-
-cdef inline void mark_barren(const Dag *g, const uint8_t *free_, uint8_t *barren) noexcept nogil:
-    """barren[i] = 1 iff unit i is free and all its children are barren: one pass in reverse
-    topological order (children after their parents), O(n + nnz)."""
-    cdef Py_ssize_t i, a
-    cdef uint8_t b
-    for i in range(g.n - 1, -1, -1):
-        b = 1 if free_[i] else 0
-        if b:
-            for a in range(g.ch_ptr[i], g.ch_ptr[i + 1]):
-                if not barren[g.ch_idx[a]]:
-                    b = 0
-                    break
-        barren[i] = b
-
-
-cdef inline void barren_means(const Dag *g, const double *w, const double *h,
-                              const uint8_t *barren, double *mu) noexcept nogil:
-    """The predictive mean 1 - e^{-h_i} prod_j (1 - mu_j + mu_j e^{-W_ij}) of every barren
-    unit, in topological order (a barren unit's barren parents are set before it)."""
-    cdef Py_ssize_t i, k
-    cdef double lp, m
-    for i in range(g.n):
-        if not barren[i]:
-            continue
-        lp = -h[i]
-        for k in range(g.par_ptr[i], g.par_ptr[i + 1]):
-            m = mu[g.par_idx[k]]
-            if m > 0.0 and w[k] > 0.0:
-                lp += log1p(m * expm1(-w[k]))
-        m = -expm1(lp)
-        mu[i] = m if m < 1.0 else 1.0
+# is then set to the predictive probability under q (barren_means in _dag.pxd).
 
 
 cdef inline double gnor(double x) noexcept nogil:

@@ -625,9 +625,9 @@ class BeliefNet(_DagModel):
         """Fill in missing entries with their posterior predictive probability of a 1.
 
         Each missing entry is replaced by the mean of that free unit in the mean-field solve
-        (with "sjj", a missing unit with no observed descendant sums out of the solve, and
-        its mean is the predictive one from its parents' solved means: sigmoid(h + W mu),
-        or 1 - e^{-h} prod (1 - mu + mu e^{-W}) for noisy-OR), or with
+        (a missing unit with no observed descendant sums out of the solve, with every
+        method, and its mean is the predictive one from its parents' solved means:
+        sigmoid(h + W mu), or 1 - e^{-h} prod (1 - mu + mu e^{-W}) for noisy-OR), or with
         ``method="importance"`` by an importance-sampled estimate of the exact probability.
 
         Parameters
@@ -692,9 +692,9 @@ class BeliefNet(_DagModel):
         y : None
             Ignored.
         missing : array_like of bool, optional
-            Missing visible entries, marginalised: with "sjj" those with no observed
-            descendant sum out of the objective exactly (the others are free units of each
-            solve); with the Plefka schemes they are free units of each solve.
+            Missing visible entries, marginalised: those with no observed descendant sum
+            out of the objective exactly (with every method); the others are free units of
+            each solve.
 
         Returns
         -------
@@ -734,9 +734,9 @@ class BeliefNet(_DagModel):
         y : None
             Ignored.
         missing : array_like of bool, optional
-            Missing visible entries, marginalised: with "sjj" those with no observed
-            descendant sum out of the objective exactly (the others are free units of each
-            solve); with the Plefka schemes they are free units of each solve.
+            Missing visible entries, marginalised: those with no observed descendant sum
+            out of the objective exactly (with every method); the others are free units of
+            each solve.
 
         Returns
         -------

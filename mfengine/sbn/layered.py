@@ -467,9 +467,9 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             too).
         missing : array_like of bool, shape (n_patterns, n_visible) or (n_visible,), optional
             True marks a missing visible entry.  With "gaussian" it is marginalised exactly
-            (its terms leave the bound), and so with "sjj" (it has no observed descendant: it
-            sums out of the solve, its mean then sigmoid(h + W mu) from its parents' means);
-            with the Plefka schemes it is a free unit of the solve.
+            (its terms leave the bound), and so with the DAG methods (it has no observed
+            descendant: it sums out of the solve, its mean then sigmoid(h + W mu) from its
+            parents' means).
         method : str, optional
             Default: the net's ``method``.  "gaussian": Saul & Jordan's Gaussian-approximated
             bound (eq. 24), solved by cyclic stepwise ascent in which every update raises the
@@ -669,10 +669,9 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         method : str, optional
             Default: the net's ``method``.  With "gaussian" the probability is the missing
             unit's ``xi`` (its approximate predictive); with the DAG methods it is the missing
-            unit's mean: with "sjj" the missing units (which have no observed descendant in a
-            layered net) sum out of the solve and their mean is sigmoid(h + W mu) from their
-            parents' solved means; with the Plefka schemes they are free units of the
-            solve.  "importance":
+            unit's mean: the missing units (which have no observed descendant in a layered
+            net) sum out of the solve and their mean is sigmoid(h + W mu) from their
+            parents' solved means.  "importance":
             P(x_j = 1 | observed) = E[sigmoid(z_j) | observed], with the hidden units drawn
             from the proposal of ``log_likelihood`` (built from the net's ``method``) and
             self-normalised weights; consistent as ``n_samples`` grows.
@@ -995,8 +994,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             Ignored.
         missing : array_like of bool, optional
             Missing visible entries: marginalised ("gaussian" leaves their terms out of the
-            bound, "sjj" sums them out exactly); with the Plefka schemes, free units of each
-            solve.
+            bound, the DAG methods sum them out exactly).
 
         Returns
         -------
@@ -1108,8 +1106,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             Ignored.
         missing : array_like of bool, optional
             Missing visible entries: marginalised ("gaussian" leaves their terms out of the
-            bound, "sjj" sums them out exactly); with the Plefka schemes, free units of each
-            solve.
+            bound, the DAG methods sum them out exactly).
 
         Returns
         -------

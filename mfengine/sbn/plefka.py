@@ -14,6 +14,14 @@ form is derived in ``docs/plefka.md``: it is minus one half of the variance of t
 E_2 of degree two and more in the centred variables S_k - u_k.  Clamped units hold their
 values (0 or 1) and carry no entropy term; free units are hidden units or missing visible ones.
 
+Barren units -- free units none of whose descendants is clamped (a missing leaf, a hidden unit
+whose children are all barren) -- sum out of P(clamped units) exactly, so every scheme is taken
+on the net with them deleted: they carry no term of G and nothing of theirs reaches their
+parents (the sums above run over the other units), and ``solve`` sets each one's mean from its
+parents' solved means afterwards, top-down: sigmoid(h_i + sum_j w_ij u_j), or for noisy-OR
+1 - e^{-h_i} prod_j (1 - u_j + u_j e^{-w_ij}) (as ``mfengine.sbn.sjj`` does).  Whether a unit
+is barren follows from the structure (a zero weight in it is still an edge) and the clamp.
+
 The mean-field solution solves dG/du = 0 for the free units by the paper's fixed-point
 iteration (eq. 73) with a line search on the segment between the current point and its image
 whenever the plain step would raise G or overshoot (which is what a period-2 oscillation does),
@@ -122,8 +130,8 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
         OpenMP threads (None: ``OMP_NUM_THREADS`` or all cores; clamped to at least 1).  The
         answers do not depend on it.
     init_u : array_like of shape (n_items, n_units), optional
-        Starting means of the free units, in [0, 1] (values at clamped units are ignored);
-        default 0.5.
+        Starting means of the free units, in [0, 1] (values at clamped and barren units are
+        ignored); default 0.5.
     accelerate : bool, default True
         Once an item's plain fixed-point step has needed a line search (an oscillation or an
         overshoot), correct its later steps with limited-memory quasi-Newton (L-BFGS)
@@ -148,8 +156,9 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
         G_order at the solution; ``-G`` approximates ln P(clamped units).  ``+inf`` where the
         clamped units are impossible (a clamped-on noisy-OR unit whose input is surely 0).
     u : ndarray of shape (n_items, n_units)
-        The solution; clamped units hold their values.  A free noisy-OR unit with zero bias
-        whose weighted parents are all clamped off is surely off and gets u = 0.
+        The solution; clamped units hold their values, barren units (see the module
+        docstring) their predictive means from their parents'.  A free noisy-OR unit with
+        zero bias whose weighted parents are all clamped off is surely off and gets u = 0.
     n_iter : intp ndarray of shape (n_items,)
         Iterations taken (fixed-point iterations plus coordinate-descent sweeps).
     converged : bool ndarray of shape (n_items,)
@@ -295,7 +304,8 @@ def objective(structure, w, h, net_of, clamp, u, order, activation):
     clamp : array_like of shape (n_items, n_units)
         0.0 or 1.0 for a clamped unit, NaN for a free one.
     u : array_like of shape (n_items, n_units)
-        The free units' means, in [0, 1] (0 ln 0 = 0); values at clamped units are ignored.
+        The free units' means, in [0, 1] (0 ln 0 = 0); values at clamped units and at barren
+        units (free, with no clamped descendant: they carry no term) are ignored.
     order : {11, 12, 22}
         The scheme G11, G12 or G22.
     activation : {"sigmoid", "noisy_or"}
@@ -349,7 +359,8 @@ def gradient(structure, w, h, net_of, clamp, u, order, activation):
     clamp : array_like of shape (n_items, n_units)
         0.0 or 1.0 for a clamped unit, NaN for a free one.
     u : array_like of shape (n_items, n_units)
-        The free units' means, in [0, 1] (0 ln 0 = 0); values at clamped units are ignored.
+        The free units' means, in [0, 1] (0 ln 0 = 0); values at clamped units and at barren
+        units (free, with no clamped descendant: they carry no term) are ignored.
     order : {11, 12, 22}
         The scheme G11, G12 or G22.
     activation : {"sigmoid", "noisy_or"}
@@ -358,9 +369,10 @@ def gradient(structure, w, h, net_of, clamp, u, order, activation):
     Returns
     -------
     grad_w : ndarray of shape (n_items, nnz)
-        The derivatives dG/dw per item, in the structure's parent order.
+        The derivatives dG/dw per item, in the structure's parent order (0 on the edges into
+        an item's barren units, which G does not depend on).
     grad_h : ndarray of shape (n_items, n_units)
-        The derivatives dG/dh per item.
+        The derivatives dG/dh per item (0 at barren units).
 
     Raises
     ------
@@ -388,7 +400,7 @@ def gradient(structure, w, h, net_of, clamp, u, order, activation):
 
 
 def gradient_u(structure, w, h, net_of, clamp, u, order, activation):
-    """Compute dG_order/du_i for the free units at given means (0 at clamped units).
+    """Compute dG_order/du_i for the free units at given means (0 at clamped and barren units).
 
     The mean-field equations are ``gradient_u == 0``.
 
@@ -405,7 +417,8 @@ def gradient_u(structure, w, h, net_of, clamp, u, order, activation):
     clamp : array_like of shape (n_items, n_units)
         0.0 or 1.0 for a clamped unit, NaN for a free one.
     u : array_like of shape (n_items, n_units)
-        The free units' means, strictly inside (0, 1); values at clamped units are ignored.
+        The free units' means, strictly inside (0, 1); values at clamped and barren units are
+        ignored.
     order : {11, 12, 22}
         The scheme G11, G12 or G22.
     activation : {"sigmoid", "noisy_or"}
