@@ -723,6 +723,34 @@ def test_coordinate_descent_lowers_g_from_its_start():
             np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("act", ACTS)
+def test_coordinate_descent_sums_out_barren_units_too(act):
+    """Stiff items with missing units, where the coordinate-descent fallback takes over: each
+    item's answer is the one of its net with its barren units deleted, solved the same way
+    from the same start."""
+    rng = np.random.default_rng(310 + (1 if act == "noisy_or" else 0))
+    S, w, h, net_of, clamp, u0 = random_batch(rng, act, n=12, n_items=40, scale=16.0,
+                                              n_clamped=5, missing=0.5)
+    G, u, n_iter, conv = plefka.solve(S, w, h, net_of, clamp, 12, act, max_iter=200, init_u=u0)
+    fp = plefka.solve(S, w, h, net_of, clamp, 12, act, max_iter=200, init_u=u0,
+                      coordinate_descent=False)
+    Wd, edges = S.unpack(w), S.unpack(np.ones((1, w.shape[1])))[0] != 0
+    taken_over = 0
+    for p in range(len(G)):
+        keep = ~barren_mask(Wd[net_of[p]], np.isnan(clamp[p]), edges)
+        if keep.all():
+            continue
+        taken_over += n_iter[p] != fp[2][p]
+        Sk = DagStructure(edges[np.ix_(keep, keep)])
+        Gk, uk, ik, ck = plefka.solve(Sk, Sk.pack(Wd[net_of[p]][np.ix_(keep, keep)])[None],
+                                      h[net_of[p]][keep][None], [0], clamp[p:p + 1, keep], 12,
+                                      act, max_iter=200, init_u=u0[p:p + 1, keep])
+        assert (ik[0], ck[0]) == (n_iter[p], conv[p])
+        np.testing.assert_allclose(G[p], Gk[0], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(u[p, keep], uk[0], rtol=0, atol=1e-12)
+    assert taken_over >= 3
+
+
 # ---------------------------------------------------------------- the C API
 def _capi_args(S, w, h):
     par_ptr = np.ascontiguousarray(S.par_ptr, dtype=np.intp)
