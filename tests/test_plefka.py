@@ -171,7 +171,13 @@ def test_gradient_at_solution_is_total_derivative(order, act):
     solution moving with the parameters), which is what learning uses."""
     rng = np.random.default_rng(40 + order)
     S, w, h, net_of, clamp, _ = random_batch(rng, act, n=8, n_items=4, scale=1.0)
-    wi, hi, own = w[net_of], h[net_of], np.arange(clamp.shape[0])
+    check_total_derivative(S, w[net_of], h[net_of], clamp, order, act)
+
+
+def check_total_derivative(S, wi, hi, clamp, order, act):
+    """gradient at the solution against central differences of the solved G (one net per
+    item); returns (grad_w, grad_h)."""
+    own = np.arange(clamp.shape[0])
     G, u, _, conv = plefka.solve(S, wi, hi, own, clamp, order, act, tol=1e-13)
     assert conv.all()
     gw, gh = plefka.gradient(S, wi, hi, own, clamp, u, order, act)
@@ -183,6 +189,7 @@ def test_gradient_at_solution_is_total_derivative(order, act):
     fdh = central_diff(lambda hh: solved(wi, hh), hi, eps=1e-5)
     np.testing.assert_allclose(gw, fdw, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(gh, fdh, rtol=1e-5, atol=1e-7)
+    return gw, gh
 
 
 # ---------------------------------------------------------------- the solver
@@ -396,19 +403,8 @@ def test_gradient_with_barren_units_is_the_total_derivative(order, act):
     rng = np.random.default_rng(320 + order + (1 if act == "noisy_or" else 0))
     S, edges, W, h, clamp = _barren_items(rng, act, k=4)
     k = clamp.shape[0]
-    own = np.arange(k)
-    wi, hi = np.repeat(S.pack(W)[None], k, 0), np.repeat(h[None], k, 0)
-    G, u, _, conv = plefka.solve(S, wi, hi, own, clamp, order, act, tol=1e-13)
-    assert conv.all()
-    gw, gh = plefka.gradient(S, wi, hi, own, clamp, u, order, act)
-
-    def solved(ww, hh):
-        return plefka.solve(S, ww, hh, own, clamp, order, act, tol=1e-13, init_u=u)[0]
-
-    fdw = central_diff(lambda ww: solved(ww, hi), wi, eps=1e-5)
-    fdh = central_diff(lambda hh: solved(wi, hh), hi, eps=1e-5)
-    np.testing.assert_allclose(gw, fdw, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(gh, fdh, rtol=1e-5, atol=1e-7)
+    gw, gh = check_total_derivative(S, np.repeat(S.pack(W)[None], k, 0),
+                                    np.repeat(h[None], k, 0), clamp, order, act)
     into_barren = np.zeros_like(gw, bool)
     child = np.repeat(np.arange(W.shape[0]), np.diff(S.par_ptr))
     for p in range(k):

@@ -169,10 +169,11 @@ cdef inline int capi_check_net(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssiz
     return MF_OK
 
 
-cdef inline int capi_children(Py_ssize_t n, Py_ssize_t nnz, const Py_ssize_t *par_ptr,
-                              const Py_ssize_t *par_idx, intp_t **out) noexcept nogil:
-    """The child lists (ch_ptr (n + 1), ch_idx (nnz), ch_w (nnz)), children in increasing
-    order, in one allocation (*out; the caller frees it); MF_ENOMEM if it fails."""
+cdef inline int capi_dag(Py_ssize_t n, Py_ssize_t nnz, const Py_ssize_t *par_ptr,
+                         const Py_ssize_t *par_idx, Dag *g, intp_t **out) noexcept nogil:
+    """g from a checked parent structure, with its child lists (ch_ptr (n + 1), ch_idx (nnz),
+    ch_w (nnz)), children in increasing order, in one allocation (*out; the caller frees it);
+    MF_ENOMEM if it fails (g untouched)."""
     cdef intp_t *buf = <intp_t *> malloc((n + 2 + 2 * nnz) * sizeof(intp_t))
     cdef intp_t *ch_ptr
     cdef intp_t *ch_idx
@@ -199,4 +200,11 @@ cdef inline int capi_children(Py_ssize_t n, Py_ssize_t nnz, const Py_ssize_t *pa
         ch_ptr[i] = ch_ptr[i - 1]
     ch_ptr[0] = 0
     out[0] = buf
+    g.n = n
+    g.nnz = nnz
+    g.par_ptr = par_ptr
+    g.par_idx = par_idx
+    g.ch_ptr = ch_ptr
+    g.ch_idx = ch_idx
+    g.ch_w = ch_w
     return MF_OK

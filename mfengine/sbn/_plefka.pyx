@@ -77,7 +77,7 @@ from libc.math cimport log, log1p, expm1, fabs, sqrt, INFINITY, NAN
 from libc.stdlib cimport malloc, free
 from libc.string cimport memset
 from mfengine._typedefs cimport intp_t, int8_t, uint8_t
-from mfengine.sbn._dag cimport (Dag, check_dag, check_items, capi_check_net, capi_children, MF_OK, MF_NOT_CONVERGED, MF_EBADARG,
+from mfengine.sbn._dag cimport (Dag, check_dag, check_items, capi_check_net, capi_dag, MF_OK, MF_NOT_CONVERGED, MF_EBADARG,
                                  MF_ENOMEM, MF_EOVERFLOW, mark_barren, barren_means,
                                  barren_means_sig)
 
@@ -341,13 +341,7 @@ DEF G_INF = 1
 
 
 cdef struct Net:
-    Py_ssize_t n
-    Py_ssize_t nnz
-    const intp_t *par_ptr
-    const intp_t *par_idx
-    const intp_t *ch_ptr
-    const intp_t *ch_idx
-    const intp_t *ch_w
+    Dag g           # the structure
     int act
     int order
     double t_max
@@ -455,37 +449,23 @@ cdef Work make_work(char *block, Py_ssize_t n) noexcept nogil:
     return W
 
 
-cdef inline Dag net_dag(const Net *net) noexcept nogil:
-    cdef Dag g
-    g.n = net.n
-    g.nnz = net.nnz
-    g.par_ptr = net.par_ptr
-    g.par_idx = net.par_idx
-    g.ch_ptr = net.ch_ptr
-    g.ch_idx = net.ch_idx
-    g.ch_w = net.ch_w
-    return g
-
-
 cdef inline Py_ssize_t mark_item(const Net *net, const double *clamp, uint8_t *free_,
                                  uint8_t *barren) noexcept nogil:
     """The item's barren units (free, no clamped descendant) in ``barren``; their number."""
     cdef Py_ssize_t i
-    cdef Dag g = net_dag(net)
-    for i in range(net.n):
+    for i in range(net.g.n):
         free_[i] = clamp[i] != clamp[i]
-    return mark_barren(&g, free_, barren)
+    return mark_barren(&net.g, free_, barren)
 
 
 cdef inline void set_barren_means(const Net *net, const double *w, const double *h,
                                   const uint8_t *barren, double *u) noexcept nogil:
     """The barren units' means from their parents' solved ones: sigmoid(h + W u), or the
     noisy-OR predictive 1 - e^{-h} prod (1 - u + u e^{-W}) (as in the strict-bound kernel)."""
-    cdef Dag g = net_dag(net)
     if net.act == SIGMOID:
-        barren_means_sig(&g, w, h, barren, u)
+        barren_means_sig(&net.g, w, h, barren, u)
     else:
-        barren_means(&g, w, h, barren, u)
+        barren_means(&net.g, w, h, barren, u)
 
 
 cdef Py_ssize_t fix_units(const Net *net, const double *w, const double *h, const double *clamp,
@@ -498,7 +478,7 @@ cdef Py_ssize_t fix_units(const Net *net, const double *w, const double *h, cons
     cdef double x
     cdef int surely_off
     nb = mark_item(net, clamp, W.free_, W.barren)
-    for i in range(net.n):
+    for i in range(net.g.n):
         x = clamp[i]
         W.fixed[i] = 1
         if x == x:
@@ -514,8 +494,8 @@ cdef Py_ssize_t fix_units(const Net *net, const double *w, const double *h, cons
         W.fixed[i] = 0
         if net.act == NOISY_OR and h[i] == 0.0:
             surely_off = 1
-            for e in range(net.par_ptr[i], net.par_ptr[i + 1]):
-                k = net.par_idx[e]
+            for e in range(net.g.par_ptr[i], net.g.par_ptr[i + 1]):
+                k = net.g.par_idx[e]
                 if w[e] != 0.0 and not (W.fixed[k] and W.u[k] == 0.0):
                     surely_off = 0
                     break
@@ -535,7 +515,7 @@ cdef double eval_setup(const Net *net, const double *clamp, const double *u,
     cdef Py_ssize_t i
     cdef double x, negH = 0.0
     mark_item(net, clamp, W.free_, W.barren)
-    for i in range(net.n):
+    for i in range(net.g.n):
         x = clamp[i]
         W.fixed[i] = x == x or W.barren[i]
         if W.barren[i]:
@@ -614,12 +594,12 @@ cdef int core(const Net *net, const double *w, const double *h, Work *W, int wan
     NULL, wbar[e] = dF/dw_e (partial derivatives, every other mean held fixed).
     Returns MF_OK, or G_INF (F = +inf; no derivatives).
     """
-    cdef Py_ssize_t n = net.n, i, e, k, j, l, ce, f, ew, nt, q
-    cdef const intp_t *par_ptr = net.par_ptr
-    cdef const intp_t *par_idx = net.par_idx
-    cdef const intp_t *ch_ptr = net.ch_ptr
-    cdef const intp_t *ch_idx = net.ch_idx
-    cdef const intp_t *ch_w = net.ch_w
+    cdef Py_ssize_t n = net.g.n, i, e, k, j, l, ce, f, ew, nt, q
+    cdef const intp_t *par_ptr = net.g.par_ptr
+    cdef const intp_t *par_idx = net.g.par_idx
+    cdef const intp_t *ch_ptr = net.g.ch_ptr
+    cdef const intp_t *ch_idx = net.g.ch_idx
+    cdef const intp_t *ch_w = net.g.ch_w
     cdef int order = net.order, act = net.act, inf = 0
     cdef double *u = W.u
     cdef double *v = W.v
@@ -664,7 +644,7 @@ cdef int core(const Net *net, const double *w, const double *h, Work *W, int wan
                 W.ubar[i] -= 0.5 * W.d2[i] * W.V[i]
                 W.mbar[i] -= 0.5 * W.g3[i] * W.V[i]
         if wbar != NULL:
-            memset(wbar, 0, net.nnz * sizeof(double))
+            memset(wbar, 0, net.g.nnz * sizeof(double))
     if order == 22:
         # triples {j, l, i} (noisy-OR only: d2 = 0 for the sigmoid)
         if act == NOISY_OR:
@@ -784,7 +764,7 @@ cdef double eval_t(const Net *net, const double *w, const double *h, Work *W, co
                    int want_grad, double *gu, int *status) noexcept nogil:
     """G at the free logits t (fixed units as set in W); with want_grad, gu[i] = dG/du_i for
     the free units.  W.u, W.v, W.c are left at this point."""
-    cdef Py_ssize_t i, n = net.n
+    cdef Py_ssize_t i, n = net.g.n
     cdef double ti, s, sm, negH = 0.0, F
     for i in range(n):
         if W.fixed[i]:
@@ -814,7 +794,7 @@ cdef inline double dir_deriv(const Net *net, const Work *W, const double *g,
     """d/dlambda G(t + lambda dt) at the point whose v is in W.v and gradient dG/du is g."""
     cdef Py_ssize_t i
     cdef double D = 0.0
-    for i in range(net.n):
+    for i in range(net.g.n):
         if not W.fixed[i]:
             D += g[i] * W.v[i] * dt[i]
     return D
@@ -825,7 +805,7 @@ cdef inline double max_du(const Net *net, const Work *W, const double *dt,
     """About how far a step of step * dt in t moves the means: max_i v_i |step dt_i|."""
     cdef Py_ssize_t i
     cdef double m = 0.0, x
-    for i in range(net.n):
+    for i in range(net.g.n):
         if not W.fixed[i]:
             x = W.vcur[i] * fabs(step * dt[i])
             if x > m:
@@ -836,7 +816,7 @@ cdef inline double max_du(const Net *net, const Work *W, const double *dt,
 cdef int solve_item(const Net *net, const double *w, const double *h, const double *clamp,
                     const double *init, Work *W, double tol, Py_ssize_t max_iter,
                     double *G_out, double *u_out, intp_t *n_iter, int8_t *conv) noexcept nogil:
-    cdef Py_ssize_t n = net.n, i, e, k, it = 0, ls
+    cdef Py_ssize_t n = net.g.n, i, e, k, it = 0, ls
     cdef double x, G, G1, D, D1, res, noise, lo, hi, flo, fhi, dlo, dhi, lam, f, d, den, span
     cdef double *t = W.t
     cdef double *tt = W.tt
@@ -1068,11 +1048,11 @@ cdef inline double cd_phi(const Net *net, const double *w, Work *W, Py_ssize_t j
     cdef double phi = s * t - mf_log1pexp(t) + s * own, g = t + own, we, Mi, Vi
     cdef Py_ssize_t ce, i
     cdef int order = net.order
-    for ce in range(net.ch_ptr[j], net.ch_ptr[j + 1]):
-        i = net.ch_idx[ce]
+    for ce in range(net.g.ch_ptr[j], net.g.ch_ptr[j + 1]):
+        i = net.g.ch_idx[ce]
         if W.barren[i]:
             continue        # summed out: no term
-        we = w[net.ch_w[ce]]
+        we = w[net.g.ch_w[ce]]
         Mi = W.M[i] + we * du
         if Mi < 0.0 and net.act == NOISY_OR:
             Mi = 0.0        # round-off below a zero input
@@ -1095,11 +1075,11 @@ cdef void cd_sync(const Net *net, const double *w, const double *h, Work *W) noe
     """Mbar and V of every unit from the current means."""
     cdef Py_ssize_t i, e, k
     cdef double m, vv
-    for i in range(net.n):
+    for i in range(net.g.n):
         m = h[i]
         vv = 0.0
-        for e in range(net.par_ptr[i], net.par_ptr[i + 1]):
-            k = net.par_idx[e]
+        for e in range(net.g.par_ptr[i], net.g.par_ptr[i + 1]):
+            k = net.g.par_idx[e]
             m = m + w[e] * W.u[k]
             vv = vv + w[e] * (w[e] * W.v[k])
         W.M[i] = m
@@ -1111,9 +1091,9 @@ cdef void cd_set(const Net *net, const double *w, Work *W, Py_ssize_t j, double 
     cdef double s = mf_sigmoid(t), sm = mf_sigmoid(-t)
     cdef double du = s - W.u[j], dv = s * sm - W.v[j], we
     cdef Py_ssize_t ce, i
-    for ce in range(net.ch_ptr[j], net.ch_ptr[j + 1]):
-        i = net.ch_idx[ce]
-        we = w[net.ch_w[ce]]
+    for ce in range(net.g.ch_ptr[j], net.g.ch_ptr[j + 1]):
+        i = net.g.ch_idx[ce]
+        we = w[net.g.ch_w[ce]]
         W.M[i] += we * du
         W.V[i] += we * (we * dv)
     W.u[j] = s
@@ -1126,7 +1106,7 @@ cdef int cd_item(const Net *net, const double *w, const double *h, const double 
                  const double *init, Work *W, double tol, Py_ssize_t max_iter,
                  double *G_out, double *u_out, intp_t *n_iter, int8_t *conv) noexcept nogil:
     """Coordinate descent on G (orders 11 and 12) for one item; outputs as solve_item's."""
-    cdef Py_ssize_t n = net.n, i, e, k, j, sweep = 0, r, n_barren
+    cdef Py_ssize_t n = net.g.n, i, e, k, j, sweep = 0, r, n_barren
     cdef double x, tmax = net.t_max, own, g0, phi0, a, b, ga, gb, xm, gx, step, phin, gn
     cdef double res, sweep_res, noise, G, phia, phib
     cdef int side, status = MF_OK, clipped, bound
@@ -1278,13 +1258,7 @@ cdef int cd_item(const Net *net, const double *w, const double *h, const double 
 
 
 cdef void fill_net(Net *net, const Dag *g, int order, int act, int accel) noexcept nogil:
-    net.n = g.n
-    net.nnz = g.nnz
-    net.par_ptr = g.par_ptr
-    net.par_idx = g.par_idx
-    net.ch_ptr = g.ch_ptr
-    net.ch_idx = g.ch_idx
-    net.ch_w = g.ch_w
+    net.g = g[0]
     net.order = order
     net.act = act
     net.t_max = T_MAX
@@ -1300,7 +1274,7 @@ cdef int qn_direction(const Net *net, Work *W, const double *t, const double *dt
     no logit moves further than the fixed-point step's largest move or 1 (whichever is larger:
     a long step can land where G is flat to round-off, u saturated), then bent back into the
     box |t| <= T_MAX.  Returns 0 if the result is not finite."""
-    cdef Py_ssize_t n = net.n, i, k, j
+    cdef Py_ssize_t n = net.g.n, i, k, j
     cdef double a, b, yhy, gam, cap = 1.0, big = 0.0
     cdef double *r = W.dq
     cdef double *sj
@@ -1479,7 +1453,7 @@ cdef void ps_finish(const Net *net, PS *P, double *G_out, double *u_out, intp_t 
     P.phase = PH_DONE
     n_iter[0] = P.it
     G_out[0] = P.G if P.status != MF_EOVERFLOW else NAN
-    for i in range(net.n):
+    for i in range(net.g.n):
         u_out[i] = P.uf[i]
     for i in range(P.nf):
         u_out[P.fi[i]] = mf_sigmoid(P.t[i])
@@ -1719,7 +1693,7 @@ cdef void block_eval(const Net *net, const Group *groups, Py_ssize_t n_groups, c
     Rows of units fixed in every lane keep their means from the last call unless refresh.
     Lanes marked in BM (row-major n x m; rowbarren[k] of them in row k) are barren units:
     their terms are left out of F and nothing of theirs reaches their parents."""
-    cdef Py_ssize_t n = net.n, k, l, g, nr, a
+    cdef Py_ssize_t n = net.g.n, k, l, g, nr, a
     cdef int order = net.order
     cdef double *T = bw
     cdef double *UF = bw + n * m
@@ -1808,7 +1782,7 @@ cdef void solve_block(const Net *net, const Group *groups, Py_ssize_t n_groups, 
                       char *mem, double tol, Py_ssize_t max_iter, double *G_out, double *u_out,
                       intp_t *n_iter, int8_t *conv, int8_t *status) noexcept nogil:
     """Solve cnt consecutive items of one net (rows of clamp/init/u_out of length n)."""
-    cdef Py_ssize_t n = net.n, nnz = net.nnz, a, i, j, k, l, m, e, nf
+    cdef Py_ssize_t n = net.g.n, nnz = net.g.nnz, a, i, j, k, l, m, e, nf
     cdef double *bw = <double *> mem
     cdef double *w2 = bw + 13 * n * BLOCK + 3 * BLOCK
     cdef double *psd = w2 + nnz
@@ -1934,17 +1908,17 @@ cdef inline Py_ssize_t BLOCK_BYTES(Py_ssize_t n, Py_ssize_t nnz) noexcept nogil:
 cdef Py_ssize_t find_groups(const Net *net, Group *groups) noexcept nogil:
     """The dense groups of the structure (groups may be NULL: count only), or -1 when some
     unit's parents are not one contiguous range of units."""
-    cdef Py_ssize_t n = net.n, i, j, e0, K, p0, ng = 0
+    cdef Py_ssize_t n = net.g.n, i, j, e0, K, p0, ng = 0
     cdef Py_ssize_t cur_p0 = -1, cur_K = -1
     for i in range(n):
-        e0 = net.par_ptr[i]
-        K = net.par_ptr[i + 1] - e0
+        e0 = net.g.par_ptr[i]
+        K = net.g.par_ptr[i + 1] - e0
         if K == 0:
             cur_K = -1
             continue
-        p0 = net.par_idx[e0]
+        p0 = net.g.par_idx[e0]
         for j in range(K):
-            if net.par_idx[e0 + j] != p0 + j:
+            if net.g.par_idx[e0 + j] != p0 + j:
                 return -1
         if K == cur_K and p0 == cur_p0:
             if groups != NULL:
@@ -2006,7 +1980,7 @@ cdef void solve_body(void *ctx, Py_ssize_t b, int thread) noexcept nogil:
     """Block b of items: the blocked dense path when it applies, else one item at a time."""
     cdef SolveJob *j = <SolveJob *> ctx
     cdef Net *net = j.net
-    cdef Py_ssize_t n = net.n, nnz = net.nnz, p, e
+    cdef Py_ssize_t n = net.g.n, nnz = net.g.nnz, p, e
     cdef Py_ssize_t np_ = j.bstart[b], nq = j.bstart[b + 1] - j.bstart[b]
     cdef char *block = j.block[thread]
     cdef char *bmem = j.bmem[thread] if j.use_blocks else NULL
@@ -2045,7 +2019,7 @@ cdef void cd_body(void *ctx, Py_ssize_t p, int thread) noexcept nogil:
     descent on G from the same start, kept if it converges or ends lower."""
     cdef SolveJob *j = <SolveJob *> ctx
     cdef Net *net = j.net
-    cdef Py_ssize_t n = net.n, e
+    cdef Py_ssize_t n = net.g.n, e
     cdef char *block = j.block[thread]
     cdef const double *wrow
     cdef const double *irow
@@ -2064,7 +2038,7 @@ cdef void cd_body(void *ctx, Py_ssize_t p, int thread) noexcept nogil:
         return
     W = make_work(block, n)
     u2 = <double *> (block + WORK_BYTES(n))
-    wrow = (j.w + (j.net_of[p] * j.w_stride if j.net_of != NULL else 0)) if net.nnz > 0 else NULL
+    wrow = (j.w + (j.net_of[p] * j.w_stride if j.net_of != NULL else 0)) if net.g.nnz > 0 else NULL
     # from the fixed-point iteration's answer when it ran at least a window (it gave up on
     # progress or its budget: its point is the better start), else from the start
     if j.n_iter[p] >= PROG_WINDOW:
@@ -2090,7 +2064,7 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
     """The solve of every item, arguments checked (net_of NULL: every item on net 0; init
     NULL: 0.5).  Returns MF_OK or MF_ENOMEM (nothing useful written); per item status as
     `solve` describes.  Threads run in plain C (mf_parallel_for): no interpreter needed."""
-    cdef Py_ssize_t n = net.n, nnz = net.nnz
+    cdef Py_ssize_t n = net.g.n, nnz = net.g.nnz
     cdef Py_ssize_t nbytes = WORK_BYTES(n)
     cdef int order = net.order, act = net.act, nt, t
     cdef Py_ssize_t p, q, n_blocks = 0, ng = -1, bbytes = 0, bcap, nb, sz, e
@@ -2275,8 +2249,8 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
             W = make_work(block, n)
             negH = eval_setup(&net, &clamp[p, 0] if n > 0 else NULL, &u[p, 0] if n > 0 else NULL,
                               &W)
-            wrow = &w[net_of[p], 0] if net.nnz > 0 else NULL
-            wbar = &gw[p, 0] if (want_grad and net.nnz > 0) else NULL
+            wrow = &w[net_of[p], 0] if net.g.nnz > 0 else NULL
+            wbar = &gw[p, 0] if (want_grad and net.g.nnz > 0) else NULL
             F = 0.0
             st = core(&net, wrow, &h[net_of[p], 0], &W, want_grad, &gu[p, 0] if want_grad else NULL,
                       wbar, &F)
@@ -2296,7 +2270,7 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
                     else:
                         x = W.u[i]
                         gu[p, i] += log(x) - log1p(-x)
-                for i in range(net.nnz):
+                for i in range(net.g.nnz):
                     if not (fabs(gw[p, i]) < INFINITY):
                         status[p] = MF_EOVERFLOW
         free(block)
@@ -2337,6 +2311,7 @@ cdef int mf_plefka_solve(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *p
     the coordinate-descent fallback, items whose G overflows restarted from the G11 solution)
     over one net in CSR form; the contract is section 2 of mfengine/solver.pxd."""
     cdef Net net
+    cdef Dag g
     cdef intp_t *ch = NULL
     cdef int8_t *status = NULL
     cdef Py_ssize_t p, i, n = n_units
@@ -2365,7 +2340,7 @@ cdef int mf_plefka_solve(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *p
         return MF_OK
     n_threads = 1 if n_threads < 1 else (CAPI_MAX_THREADS if n_threads > CAPI_MAX_THREADS
                                          else n_threads)
-    if capi_children(n, nnz, par_ptr, par_idx, &ch) != MF_OK:
+    if capi_dag(n, nnz, par_ptr, par_idx, &g, &ch) != MF_OK:
         return MF_ENOMEM
     status = <int8_t *> malloc(n_items)
     u11 = <double *> malloc((n + 1) * sizeof(double))
@@ -2374,17 +2349,7 @@ cdef int mf_plefka_solve(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *p
         free(status)
         free(u11)
         return MF_ENOMEM
-    net.n = n
-    net.nnz = nnz
-    net.par_ptr = par_ptr
-    net.par_idx = par_idx
-    net.ch_ptr = ch
-    net.ch_idx = ch + n + 1
-    net.ch_w = ch + n + 1 + nnz
-    net.act = activation
-    net.order = order
-    net.t_max = T_MAX
-    net.accel = 1
+    fill_net(&net, &g, order, activation, 1)
     net.sat_ok = order <= 12
     rc = run_solve(&net, weights, 0, biases, 0, NULL, n_items, clamp, init, tol, max_iter,
                    n_threads, 1, G, u, n_iter, <int8_t *> converged, status)
@@ -2443,6 +2408,7 @@ cdef int mf_plefka_gradient(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t
     """G per item at the means u and dG/dw, dG/dh summed over the items (partial derivatives,
     the means held fixed: total ones at a solution of mf_plefka_solve); one thread."""
     cdef Net net
+    cdef Dag g
     cdef intp_t *ch = NULL
     cdef char *block = NULL
     cdef double *gu
@@ -2467,7 +2433,7 @@ cdef int mf_plefka_gradient(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t
         return MF_EOVERFLOW
     if capi_check_items(n_units, n_items, clamp, u) != MF_OK:
         return MF_EBADARG
-    if capi_children(n, nnz, par_ptr, par_idx, &ch) != MF_OK:
+    if capi_dag(n, nnz, par_ptr, par_idx, &g, &ch) != MF_OK:
         return MF_ENOMEM
     block = <char *> malloc(WORK_BYTES(n) + (n + nnz + 1) * sizeof(double))
     if block == NULL:
@@ -2475,19 +2441,7 @@ cdef int mf_plefka_gradient(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t
         return MF_ENOMEM
     gu = <double *> (block + WORK_BYTES(n))
     wbar = gu + n
-    net.n = n
-    net.nnz = nnz
-    net.par_ptr = par_ptr
-    net.par_idx = par_idx
-    net.ch_ptr = ch
-    net.ch_idx = ch + n + 1
-    net.ch_w = ch + n + 1 + nnz
-    net.act = activation
-    net.order = order
-    net.t_max = T_MAX
-    net.accel = 0
-    net.sat_ok = 0
-    net.early_cd = 0
+    fill_net(&net, &g, order, activation, 0)
     for e in range(nnz):
         grad_weights[e] = 0.0
     for i in range(n):

@@ -133,7 +133,7 @@ from libc.math cimport fabs, log, log1p, exp, expm1, sqrt
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport uintptr_t
 from mfengine._typedefs cimport intp_t, uint8_t, int8_t
-from mfengine.sbn._dag cimport (Dag, check_dag, check_items, capi_check_net, capi_children, MF_OK, MF_NOT_CONVERGED,
+from mfengine.sbn._dag cimport (Dag, check_dag, check_items, capi_check_net, capi_dag, MF_OK, MF_NOT_CONVERGED,
                                 MF_EBADARG, MF_ENOMEM, MF_EOVERFLOW, mark_barren,
                                 barren_means, barren_means_sig)
 
@@ -1965,15 +1965,8 @@ cdef int mf_sjj_solve(Py_ssize_t n_units, Py_ssize_t nnz, const Py_ssize_t *par_
         gtol = 1e-13 if gtol < 1e-13 else (1e-3 if gtol > 1e-3 else gtol)
     else:
         gtol = inner_tol
-    if capi_children(n, nnz, par_ptr, par_idx, &ch) != MF_OK:
+    if capi_dag(n, nnz, par_ptr, par_idx, &g, &ch) != MF_OK:
         return MF_ENOMEM
-    g.n = n
-    g.nnz = nnz
-    g.par_ptr = par_ptr
-    g.par_idx = par_idx
-    g.ch_ptr = ch
-    g.ch_idx = ch + n + 1
-    g.ch_w = ch + n + 1 + nnz
     rc = prepare_sig(&g, activation == 1, &pos, &maxin, &maxout)
     if rc != MF_OK:
         free(ch)

@@ -149,12 +149,6 @@ cdef void update_q(const Dag *g, const double *w, double h, Py_ssize_t i, const 
             q[k] = qold[k]
 
 
-cdef double nor_bound(const Dag *g, const double *w, const double *h, const double *mu,
-                      const double *nu, const double *q, const uint8_t *free_,
-                      double *Z) noexcept nogil:
-    return nor_bound_skip(g, w, h, mu, nu, q, free_, NULL, Z)
-
-
 cdef double nor_bound_skip(const Dag *g, const double *w, const double *h, const double *mu,
                            const double *nu, const double *q, const uint8_t *free_,
                            const uint8_t *skip, double *Z) noexcept nogil:
