@@ -1,5 +1,6 @@
 """BeliefNet over a DAG (sigmoid and noisy-OR): validation, sampling, exact enumeration."""
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -266,3 +267,50 @@ def test_layered_infer_and_gradient_name_a_bad_progress(method):
     net.progress = np.array([1, 2])
     with pytest.raises(TypeError, match="progress"):
         net.gradient(X)
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "noisy_or"])
+def test_batch_missing_entries_as_each_net_alone(activation):
+    """BeliefNetBatch takes ``missing`` (X's shape, or (n_visible,) for every pattern; NaN
+    allowed there): every method's objective, the exact ln P and the sampled estimate equal
+    what each net gives alone with its own mask; the strict bound stays below exact ln P."""
+    rng = np.random.default_rng(61)
+    n, k = 7, 4
+    W = np.tril(rng.uniform(0.1, 1.0, (k, n, n)), -1) * (rng.random((n, n)) < 0.7)
+    if activation == "sigmoid":
+        W = W * rng.choice([-2.0, 2.0], W.shape)
+    h = rng.uniform(0.05, 0.5, (k, n))
+    vis = [3, 4, 5, 6]
+    batch = mf.BeliefNetBatch(W, h, vis, activation, progress=False)
+    X = batch.sample(5, random_state=2)                     # (k, 5, 4)
+    miss = rng.random(X.shape) < 0.4
+    miss[0, 0] = True                                       # a pattern with nothing observed
+    Xn = np.where(miss, np.nan, X)
+    nets = [mf.BeliefNet(W[j], h[j], vis, activation, progress=False) for j in range(k)]
+    exact = batch.exact_log_likelihood(Xn, miss)
+    for j in range(k):
+        np.testing.assert_allclose(exact[j], nets[j].exact_log_likelihood(X[j], miss[j]),
+                                   rtol=1e-13)
+    np.testing.assert_allclose(exact[0, 0], 0.0, atol=1e-14)
+    for method in ("sjj", "plefka11", "plefka12", "plefka22"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = batch.infer(Xn, miss, method=method)
+            alone = [nets[j].infer(X[j], miss[j], method=method) for j in range(k)]
+        np.testing.assert_array_equal(r.bound, np.stack([a.bound for a in alone]))
+        np.testing.assert_array_equal(r.mu, np.stack([a.mu for a in alone]))
+        if method == "sjj":
+            assert np.all(r.bound <= exact + 1e-12)
+    one = miss[1, 2]                                        # one row per net, a shared mask
+    np.testing.assert_array_equal(
+        batch.score_samples(X[:, 2], one), [nets[j].score_samples(X[j, 2:3], one)[0]
+                                            for j in range(k)])
+    est = batch.log_likelihood(X, n_samples=4000, random_state=3, missing=miss)
+    assert est.estimate.shape == (k, 5)
+    assert np.all(np.abs(est.estimate - exact) <= 5 * est.stderr + 1e-9)
+    with pytest.raises(ValueError, match="missing must have X's shape"):
+        batch.infer(X, miss[:, :2])
+    with pytest.raises(ValueError, match="not marked missing"):
+        batch.infer(Xn, miss & (rng.random(miss.shape) < 0.5))
+    with pytest.raises(ValueError, match="NaN"):
+        batch.infer(Xn)

@@ -132,9 +132,11 @@ def dag_items(model, V, missing=None):
         return own(V, missing)
     model._params()
     if model._batch:
-        if missing is not None:
-            raise ValueError("missing is not supported for a BeliefNetBatch; solve nets one by one")
-        V3, squeeze = model._check_data(V)
+        V, miss = model._check_data(V, missing)
+        if miss is not None:
+            V = np.where(miss, np.nan, V)
+        squeeze = V.ndim == 2
+        V3 = V[:, None, :] if squeeze else V
         k, m = V3.shape[:2]
         clamp = np.full((k * m, model.W_.shape[-1]), np.nan)
         clamp[:, model.visible_] = V3.reshape(k * m, V3.shape[2])

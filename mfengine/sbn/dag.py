@@ -313,7 +313,8 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
             Binary data: (n_patterns, n_visible) for a BeliefNet; (n_nets, n_visible) or
             (n_nets, m, n_visible) for a BeliefNetBatch (one row, or m rows, per net).
         missing : array_like of bool, optional
-            Missing visible entries (BeliefNet only), marginalised exactly.
+            Missing visible entries, marginalised exactly: X's shape, or (n_visible,) for
+            every pattern (X may hold anything there, NaN too).
         method : {"sjj", "plefka11", "plefka12", "plefka22"}, optional
             Default: the model's ``method``.  "sjj": the strict lower bound of Saul, Jaakkola
             & Jordan, by coordinate ascent (every update raises it).  "plefka11/12/22":
@@ -366,7 +367,7 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         n_samples : int, default=1
             Draws per item.
         missing : array_like of bool, optional
-            Missing visible entries (BeliefNet only), drawn like hidden units.
+            Missing visible entries, drawn like hidden units.
         method : {"sjj", "plefka11", "plefka12", "plefka22"}, optional
             The mean-field method; default the model's ``method``.
         random_state : None, int or numpy.random.Generator, default=None
@@ -390,7 +391,7 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         X : array_like
             Binary data (see ``infer``).
         missing : array_like of bool, optional
-            Missing visible entries (BeliefNet only).
+            Missing visible entries (see ``infer``).
         method : {None, "sjj", "plefka11", "plefka12", "plefka22", "importance", "ais"}, optional
             None: the model's ``method``.  A mean-field method: its objective.  "importance"
             or "ais": the sampled estimate of ln P(x) (``log_likelihood(X, ...).estimate``).
@@ -439,7 +440,7 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         random_state : None, int or numpy.random.Generator, default=None
             Seed of the samples.
         missing : array_like of bool, optional
-            Missing visible entries (BeliefNet only): drawn like hidden units, so that they
+            Missing visible entries (see ``infer``): drawn like hidden units, so that they
             are marginalised.
         n_steps : int, default=100
             Temperatures of each annealing chain ("ais" only).
@@ -1085,23 +1086,34 @@ class BeliefNetBatch(_DagModel):
         return self._params().W_.shape[0]
 
 
-    def _check_data(self, X):
-        """X as (n_nets, m, n_visible) float64 (an (n_nets, n_visible) array means m = 1)."""
+    def _check_data(self, X, missing=None):
+        """X as C-contiguous float64 of shape (n_nets, n_visible) or (n_nets, m, n_visible),
+        binary outside the missing entries, and the missing mask as bool of X's shape (one of
+        shape (n_visible,) applies to every pattern), or None."""
         V = np.asarray(X)
         if V.dtype.kind not in "biuf":
             raise TypeError(f"X must be numeric, got dtype {V.dtype}")
         n_nets, n_visible = self.W_.shape[0], int(self.visible_.sum())
-        squeeze = V.ndim == 2
-        if squeeze:
-            V = V[:, None, :]
-        if V.ndim != 3 or V.shape[0] != n_nets or V.shape[2] != n_visible:
+        if V.ndim not in (2, 3) or V.shape[0] != n_nets or V.shape[-1] != n_visible:
             raise ValueError(f"X must have shape ({n_nets}, {n_visible}) or "
                              f"({n_nets}, m, {n_visible}), got {np.shape(X)}")
         V = np.ascontiguousarray(V, dtype=np.float64)
-        if not np.all(np.isfinite(V)):
-            raise ValueError("X contains NaN or infinite values")
-        check_binary(V, "X")
-        return V, squeeze
+        if missing is None:
+            if not np.all(np.isfinite(V)):
+                raise ValueError("X contains NaN or infinite values")
+            check_binary(V, "X")
+            return V, None
+        shape = np.shape(missing)
+        if shape not in (V.shape, (n_visible,)):
+            raise ValueError(f"missing must have X's shape {V.shape} (or ({n_visible},)), got "
+                             f"{shape}")
+        flat = (-1, n_visible)
+        miss = check_missing(np.reshape(missing, flat) if shape == V.shape else missing,
+                             V.reshape(flat).shape).astype(bool).reshape(V.shape)
+        if np.any(~np.isfinite(V) & ~miss):
+            raise ValueError("X contains NaN or infinite values at entries not marked missing")
+        check_binary(V, "X", ignore=miss)
+        return V, miss
 
     def log_joint(self, S):
         """The log-probability ln P(S) of complete states, per net.
@@ -1179,11 +1191,12 @@ class BeliefNetBatch(_DagModel):
         ----------
         X : array_like of shape (n_nets, n_visible) or (n_nets, m, n_visible)
             Binary data.
-        missing : None
-            Missing entries are not supported for a batch (solve the nets one by one);
-            anything but None raises ValueError.
+        missing : array_like of bool, optional
+            Missing entries (X's shape, or (n_visible,) for every pattern), summed over like
+            hidden units, net by net as ``BeliefNet.exact_log_likelihood`` does (units with
+            no observed descendant sum out exactly and are not enumerated).
         max_hidden : int, default=20
-            Refuse to enumerate more hidden units than this.
+            Refuse to enumerate more hidden (and missing) units than this.
 
         Returns
         -------
@@ -1195,12 +1208,15 @@ class BeliefNetBatch(_DagModel):
         ValueError
             Above ``max_hidden`` hidden units.
         """
-        if missing is not None:
-            raise ValueError("missing is not supported for a BeliefNetBatch; use each net's "
-                             "exact_log_likelihood")
         self._params()
-        V, squeeze = self._check_data(X)
+        V, miss = self._check_data(X, missing)
         max_hidden = check_int(max_hidden, "max_hidden", 0)
+        if miss is not None:
+            return np.array([self[k].exact_log_likelihood(V[k], miss[k], max_hidden)
+                             for k in range(V.shape[0])])
+        squeeze = V.ndim == 2
+        if squeeze:
+            V = V[:, None, :]
         K = self.n_hidden
         if K > max_hidden:
             raise ValueError(f"exact_log_likelihood enumerates 2**n_hidden states; n_hidden = {K} "
