@@ -519,11 +519,17 @@ def batch_case(draw):
                                           f"np.full(({n_items}, 3), 0.5)",
                                           f"np.full(({n_items}, 2), np.nan)", "'abc'"]))
             elif arg == "missing":
-                v = draw(st.sampled_from(["np.zeros(X.shape, dtype=bool)", "np.zeros(2, dtype=bool)"]))
+                v = draw(st.sampled_from(["np.zeros(X.shape, dtype=bool)",
+                                          "np.zeros(2, dtype=bool)",
+                                          "rng.random(X.shape) < 0.5", "np.ones(2, dtype=bool)",
+                                          "np.zeros(X.shape[:-1] + (3,), dtype=bool)",
+                                          "np.zeros(X.shape, dtype=float)", "np.full(X.shape, 2)"]))
             else:
                 v = draw(ANY_VALUE)
             call = call.replace("method=method)", f"method=method, {arg}={v})")
             label, names = f"{arg}={v}", [arg]
+            if arg == "missing":
+                valid = "dtype=bool)" in v and "(3,)" not in v or "< 0.5" in v
         elif entry == "sample":
             v = draw(INT_VALUE)
             call, label, names = f"out = m.sample({v})", f"n_samples={v}", ["n_samples"]
