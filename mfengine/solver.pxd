@@ -102,7 +102,8 @@
 #   n_items, clamp, u, G, grad_weights, grad_biases): G per item at the means u, and dG/dw
 #   (nnz,) and dG/dh (n_units,) summed over the items (at mf_plefka_solve's solution the total
 #   derivatives used for learning; mfengine.sbn.plefka.gradient summed), one thread; the
-#   entries of u at units with no clamped descendant are not read (they carry no term).
+#   entries of u at units with no clamped descendant must lie in [0, 1] like every free
+#   unit's but do not change the result (those units carry no term).
 #   MF_EOVERFLOW: G or a gradient not finite.  MF_EBADARG also, both Plefka functions:
 #   noisy-OR with a negative weight or bias; the sum of |weights| and |biases| above 2^1023;
 #   order not 11, 12 or 22; (solve) tol not positive and finite, max_iter < 0; (gradient) a

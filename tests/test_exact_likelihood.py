@@ -194,3 +194,28 @@ def test_log_probabilities_beyond_the_double_range_are_refused_not_minus_inf():
     got = small.exact_log_likelihood(np.array([[0.0], [1.0]]))
     # P(x = 1) = P(unit 0 off) sigmoid(0) = 1/4, P(x = 0) = 1/4 + 1/2
     np.testing.assert_allclose(got, np.log([0.75, 0.25]), rtol=1e-12)
+
+
+def test_layered_log_probabilities_beyond_the_double_range_are_refused():
+    """Long fuzz, seed 61: the layered net's log_joint summed terms of -1.8e308 (biases_
+    assigned 1.8e308) to -inf.  A sigmoid net gives every configuration a finite ln P, so
+    log_joint and exact_log_likelihood refuse a non-finite one naming weights_ and biases_;
+    biases of 1e300 still give the finite sums."""
+    import mfengine as mf
+
+    m = mf.SigmoidBeliefNet([2, 3], random_state=0, progress=False)
+    X = m.sample(5, random_state=1)
+    S = m.sample(3, random_state=2, return_all=True)
+    m.biases_[1] = np.full(3, 1e300)
+    lp = m.log_joint(S)
+    off = np.sum(S[1] == 0, axis=1)          # each visible unit off costs ln sigmoid(-1e300)
+    np.testing.assert_allclose(lp[off > 0], -1e300 * off[off > 0], rtol=1e-12)
+    assert np.all(np.isfinite(m.exact_log_likelihood(X)))
+    m.biases_[1] = np.full(3, 1.7976931348623157e308)
+    for call in (lambda: m.log_joint(S), lambda: m.exact_log_likelihood(X)):
+        with pytest.raises(OverflowError, match=r"\(weights_\) and biases \(biases_\)"):
+            call()
+    m.biases_[1] = np.zeros(3)
+    m.weights_[0] = np.full((3, 2), 1e308)   # a unit's input overflows to inf: NaN terms
+    with pytest.raises(OverflowError, match="exact_log_likelihood"):
+        m.exact_log_likelihood(X)

@@ -113,13 +113,15 @@ def test_fit_with_large_weights_stays_finite(method, activation, scale):
 
 
 def test_gradient_at_saturated_free_means():
-    """Every unit free, means exactly 0 or 1: the weight gradient is finite (G is); only
-    gradient_u, whose entropy part is infinite there, refuses them, naming u."""
+    """Free units with means exactly 0 or 1 (the last unit clamped, so that none of them is
+    barren): the weight gradient is finite (G is); only gradient_u, whose entropy part is
+    infinite there, refuses them, naming u."""
     s = DagStructure(np.tril(np.ones((4, 4), dtype=bool), -1))
     w = np.random.default_rng(1).normal(size=(1, 6))
     h = np.zeros((1, 4))
     clamp = np.full((2, 4), np.nan)
-    mu = np.array([[0.0, 1.0, 1.0, 0.5], [1.0, 0.0, 0.0, 1.0]])
+    clamp[:, 3] = [1.0, 0.0]
+    mu = np.array([[0.0, 1.0, 1.0, 1.0], [1.0, 0.0, 0.0, 0.0]])
     for order in (11, 12, 22):
         gw, gh = plefka.gradient(s, w, h, [0, 0], clamp, mu, order, "sigmoid")
         assert np.all(np.isfinite(gw)) and np.all(np.isfinite(gh))

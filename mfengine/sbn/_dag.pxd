@@ -93,6 +93,16 @@ cdef inline Py_ssize_t mark_barren(const Dag *g, const uint8_t *free_,
     return count
 
 
+cdef inline Py_ssize_t barren_of_clamp(const Dag *g, const double *clamp, uint8_t *free_,
+                                       uint8_t *barren) noexcept nogil:
+    """An item's free units (NaN in its clamp row) in ``free_`` and its barren ones in
+    ``barren`` (mark_barren); returns their number."""
+    cdef Py_ssize_t i
+    for i in range(g.n):
+        free_[i] = 0 if clamp[i] == clamp[i] else 1
+    return mark_barren(g, free_, barren)
+
+
 cdef inline void barren_means_sig(const Dag *g, const double *w, const double *h,
                                   const uint8_t *barren, double *mu) noexcept nogil:
     """Every barren unit's mean set to sigmoid(h_i + sum_j W_ij mu_j), in topological order (a

@@ -21,6 +21,11 @@ Units are in topological order; the net is read through the compressed parent/ch
           T_i = sum_{j<l parents of i} w_ij^2 v_j w_il^2 v_l = 1/2 (V_i^2 - sum_j w_ij^4 v_j^2)
 
 and G = sum_{free i} [u_i ln u_i + (1 - u_i) ln(1 - u_i)] + F (docs/plefka.md derives F22).
+Barren units (free, no clamped descendant; ``barren_of_clamp``) sum out of P(clamped units)
+exactly and are left out of every sum here, the entropy's too: ``core`` gives them zero
+coefficients, so they carry no term and nothing of theirs reaches their parents (G is the one
+of the net with them deleted); a solve then sets their means from their parents' solved means
+(``set_barren_means``).
 ``core`` evaluates F and, in reverse mode, its partial derivatives with respect to every u,
 every Mbar (= dF/dh) and every weight.  Cost per evaluation: O(nnz) for G11 and G12; for G22
 O(nnz + sum_i fanin_i^2) <= O(nnz * max fan-in) (the alpha of all co-parent pairs).
@@ -61,7 +66,8 @@ net in CSR form, every argument checked (MF_EBADARG, nothing written).
 Noisy-OR: Mbar_i = 0 happens only when h_i = 0 and every parent with w_ij > 0 has u_j = 0.  A
 free unit for which that holds given the clamped units is surely off: the solver fixes it at
 0 (exact).  A unit with u_i > 0 and Mbar_i = 0 makes G = +inf (a result, reported with MF_OK,
-not an error); terms multiplied by v_i = 0 are skipped, so no inf * 0 arises.
+not an error; a barren unit has no term and cannot); terms multiplied by v_i = 0 are skipped,
+so no inf * 0 arises.
 """
 import numpy as np
 
@@ -78,8 +84,8 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memset
 from mfengine._typedefs cimport intp_t, int8_t, uint8_t
 from mfengine.sbn._dag cimport (Dag, check_dag, check_items, capi_check_net, capi_dag, MF_OK, MF_NOT_CONVERGED, MF_EBADARG,
-                                 MF_ENOMEM, MF_EOVERFLOW, mark_barren, barren_means,
-                                 barren_means_sig)
+                                 MF_ENOMEM, MF_EOVERFLOW, barren_of_clamp,
+                                 barren_means, barren_means_sig)
 
 # the blocked path's matrix products: the project's own (csrc/mf_gemm.h), so that the kernel
 # needs no SciPy/BLAS and starts no BLAS threads inside its OpenMP threads
@@ -397,7 +403,9 @@ cdef inline Py_ssize_t WORK_DOUBLES(Py_ssize_t n) noexcept nogil:
 
 
 cdef inline Py_ssize_t WORK_BYTES(Py_ssize_t n) noexcept nogil:
-    return WORK_DOUBLES(n) * sizeof(double) + n * sizeof(intp_t) + 4 * n + 16
+    # the bytes after the doubles and indices rounded up to whole doubles: what follows a
+    # block (cd_body's u2, mf_plefka_gradient's gu) stays aligned
+    return WORK_DOUBLES(n) * sizeof(double) + n * sizeof(intp_t) + (4 * n + 23) // 8 * 8
 
 
 cdef Work make_work(char *block, Py_ssize_t n) noexcept nogil:
@@ -449,15 +457,6 @@ cdef Work make_work(char *block, Py_ssize_t n) noexcept nogil:
     return W
 
 
-cdef inline Py_ssize_t mark_item(const Net *net, const double *clamp, uint8_t *free_,
-                                 uint8_t *barren) noexcept nogil:
-    """The item's barren units (free, no clamped descendant) in ``barren``; their number."""
-    cdef Py_ssize_t i
-    for i in range(net.g.n):
-        free_[i] = clamp[i] != clamp[i]
-    return mark_barren(&net.g, free_, barren)
-
-
 cdef inline void set_barren_means(const Net *net, const double *w, const double *h,
                                   const uint8_t *barren, double *u) noexcept nogil:
     """The barren units' means from their parents' solved ones: sigmoid(h + W u), or the
@@ -477,7 +476,7 @@ cdef Py_ssize_t fix_units(const Net *net, const double *w, const double *h, cons
     cdef Py_ssize_t i, e, k, nb
     cdef double x
     cdef int surely_off
-    nb = mark_item(net, clamp, W.free_, W.barren)
+    nb = barren_of_clamp(&net.g, clamp, W.free_, W.barren)
     for i in range(net.g.n):
         x = clamp[i]
         W.fixed[i] = 1
@@ -514,7 +513,7 @@ cdef double eval_setup(const Net *net, const double *clamp, const double *u,
     is not read), the free ones at u.  Returns the free units' sum u ln u + (1-u) ln(1-u)."""
     cdef Py_ssize_t i
     cdef double x, negH = 0.0
-    mark_item(net, clamp, W.free_, W.barren)
+    barren_of_clamp(&net.g, clamp, W.free_, W.barren)
     for i in range(net.g.n):
         x = clamp[i]
         W.fixed[i] = x == x or W.barren[i]
@@ -1820,7 +1819,7 @@ cdef void solve_block(const Net *net, const Group *groups, Py_ssize_t n_groups, 
         P.conv = 0
         P.G = INFINITY
         P.barren = psb + a * n
-        P.n_barren = mark_item(net, clamp + a * n, free_, P.barren)
+        P.n_barren = barren_of_clamp(&net.g, clamp + a * n, free_, P.barren)
         nf = 0
         for i in range(n):
             x = clamp[a * n + i]
@@ -2213,8 +2212,9 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
              const double[:, ::1] u, int order, int act, bint want_grad, double[::1] G,
              double[:, ::1] gu, double[:, ::1] gw, double[:, ::1] gh, int8_t[::1] status,
              int n_threads):
-    """G at the given means (free units' u in [0, 1]); with want_grad also dG/du (free units;
-    0 for clamped ones; +-inf where a free u is exactly 0 or 1, the entropy's derivative),
+    """G at the given means (free units' u in [0, 1]; barren units' not read); with want_grad
+    also dG/du (free units; 0 for clamped and barren ones; +-inf where a free u is exactly 0
+    or 1, the entropy's derivative),
     dG/dw and dG/dh, all partial (the other means held fixed).
 
     Returns MF_OK or MF_EBADARG (nothing written); status[p] is MF_OK (G may be +inf: a unit

@@ -135,7 +135,7 @@ from libc.stdint cimport uintptr_t
 from mfengine._typedefs cimport intp_t, uint8_t, int8_t
 from mfengine.sbn._dag cimport (Dag, check_dag, check_items, capi_check_net, capi_dag, MF_OK, MF_NOT_CONVERGED,
                                 MF_EBADARG, MF_ENOMEM, MF_EOVERFLOW, mark_barren,
-                                barren_means, barren_means_sig)
+                                barren_of_clamp, barren_means, barren_means_sig)
 
 cdef extern from "Python.h":
     const Py_ssize_t PY_SSIZE_T_MAX
@@ -1450,9 +1450,7 @@ cdef int solve_item_sig(const Dag *g, const intp_t *pos, Py_ssize_t net, const d
     cdef int converged
     cdef bint records = n >= REC_MIN_UNITS and sjjf_records_on
     if room:                     # (without room no item of the run has a barren unit)
-        for i in range(n):
-            free_[i] = 0 if clamp[i] == clamp[i] else 1
-        mark_barren(g, free_, barren)
+        barren_of_clamp(g, clamp, free_, barren)
         for i in range(n):
             n_barren += barren[i]
     if key[0] == -2:
@@ -1872,9 +1870,8 @@ def evaluate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
             barren = free_ + n
             for i in range(n):
                 none_[i] = 0       # entropies are added here, from mu (0 ln 0 = 0)
-                free_[i] = 0 if clamp[p, i] == clamp[p, i] else 1
-                barren[i] = 0
-            mark_barren(&g, free_, barren)      # the units the solve sums out: no term at all
+            # the units the solve sums out: no term at all
+            barren_of_clamp(&g, &clamp[p, 0], free_, barren)
             total = 0.0
             for i in range(n):
                 x = clamp[p, i]

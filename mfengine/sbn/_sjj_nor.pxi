@@ -689,8 +689,6 @@ def barren_units(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const int
         raise MemoryError()
     with nogil:
         for p in range(n_items):
-            for i in range(n):
-                free_[i] = 0 if clamp[p, i] == clamp[p, i] else 1
-            mark_barren(&g, free_, &out[p, 0])
+            barren_of_clamp(&g, &clamp[p, 0], free_, &out[p, 0])
     free(free_)
     return MF_OK

@@ -793,7 +793,19 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             if S.shape[0] != layers[0].shape[0]:
                 raise ValueError(f"layers[{l}] has {S.shape[0]} rows but layers[0] has "
                                  f"{layers[0].shape[0]}: one row per joint state in every layer")
-        return self._log_joint_top(layers)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._finite_log_p(self._log_joint_top(layers), "log_joint")
+
+    @staticmethod
+    def _finite_log_p(log_p, where):
+        """``log_p``, refused where it is not finite: a sigmoid net gives every configuration
+        a finite log-probability, so -inf or NaN means that a sum left the double range."""
+        if not np.all(np.isfinite(log_p)):
+            raise OverflowError(
+                f"{where}: a log-probability is beyond the range of float64 (below -1.8e308, "
+                "or a unit's input is): the weights (weights_) and biases (biases_) are too "
+                "large in magnitude for the log-probabilities of the units to be summed")
+        return log_p
 
     def _log_joint_top(self, layers):
         """ln P of the top ``len(layers)`` layers' states (the layers below summed out)."""
@@ -804,6 +816,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             total += np.sum(layers[l + 1] * z - np.logaddexp(0.0, z), axis=1)
         return total
 
+    @np.errstate(over="ignore", invalid="ignore")     # a sum out of range is refused at the end
     def exact_log_likelihood(self, X, missing=None, max_hidden=MAX_ENUMERATED_HIDDEN):
         """Exact ln P(x) per pattern by enumerating every joint hidden state.
 
@@ -874,7 +887,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                 o = obs[start : start + step]
                 ll = (v * o) @ ls1.T + ((1.0 - v) * o) @ ls0.T
             out[start : start + step] = logsumexp(ll + log_prior_last[None, :], axis=1)
-        return out
+        return self._finite_log_p(out, "exact_log_likelihood")
 
     # ------------------------------------------------------------------ the bound
     def evaluate_bound(self, X, mu, xi, missing=None):

@@ -45,7 +45,7 @@ import numbers
 import numpy as np
 
 from mfengine._validation import effective_n_threads
-from mfengine.sbn.sjj import check_means, check_nets
+from mfengine.sbn.sjj import barren_mask, check_means, check_nets
 
 try:
     from mfengine.sbn import _plefka
@@ -74,7 +74,7 @@ def _raise_status(rc, status, what, order, n, act=0):
     if rc == _plefka.STATUS_EBADARG:   # pragma: no cover - the checks make this unreachable
         raise ValueError(f"{what}: the kernel refused its arguments (inconsistent sizes)")
     if np.any(status == _plefka.STATUS_ENOMEM):
-        raise MemoryError(f"{what}: could not allocate {8 * (40 * n + 11) + 10 * n + 16} bytes "
+        raise MemoryError(f"{what}: could not allocate {8 * (40 * n + 11) + 12 * n + 24} bytes "
                           "of scratch space per thread")
     if np.any(status == _plefka.STATUS_EOVERFLOW):
         bad = np.flatnonzero(status == _plefka.STATUS_EOVERFLOW)
@@ -212,7 +212,8 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
     if not isinstance(coordinate_descent, (bool, np.bool_)):
         raise TypeError(f"coordinate_descent must be True or False, got {coordinate_descent!r}")
     cd = bool(coordinate_descent)
-    init = None if init_u is None else check_means(init_u, clamp, "init_u")
+    init = None if init_u is None else check_means(init_u, clamp, "init_u",
+                                                   skip=barren_mask(arrays, clamp))
     threads = effective_n_threads(n_threads)
     G, u, n_iter, conv, status = _solve(arrays, w, h, net_of, clamp, init, order, act,
                                         float(tol), int(max_iter), threads, bool(accelerate), cd)
@@ -255,9 +256,10 @@ def _solve(arrays, w, h, net_of, clamp, init, order, act, tol, max_iter, threads
 def _evaluate(structure, w, h, net_of, clamp, u, order, activation, want_grad):
     arrays, w, h, net_of, clamp, order, act = _check_common(structure, w, h, net_of, clamp,
                                                             order, activation)
-    u = check_means(u, clamp, "u")
+    barren = barren_mask(arrays, clamp)             # their means are not read
+    u = check_means(u, clamp, "u", skip=barren)
     if want_grad == "u":
-        free = np.isnan(clamp)
+        free = np.isnan(clamp) & ~barren
         bad = np.flatnonzero(np.any(free & ((u <= 0.0) | (u >= 1.0)), axis=1))
         if bad.size:
             raise ValueError(

@@ -275,7 +275,7 @@ def check_nets(structure, w, h, net_of, clamp, activation):
     return arrays, w, h, net_of, clamp
 
 
-def check_means(u, clamp, name):
+def check_means(u, clamp, name, skip=None):
     """Check means against the clamped units and return them with the clamped values in.
 
     Parameters
@@ -286,11 +286,14 @@ def check_means(u, clamp, name):
         0 or 1 at clamped units, NaN at free ones.
     name : str
         The argument's name, for the error messages.
+    skip : ndarray of bool of shape (n_items, n_units), optional
+        Free units whose means are not read (barren units, see ``barren_mask``): their
+        entries may hold anything and are returned as 0.5.
 
     Returns
     -------
     u : ndarray of shape (n_items, n_units)
-        The means, with the clamped units' values from ``clamp``.
+        The means, with the clamped units' values from ``clamp`` (and 0.5 at ``skip``).
 
     Raises
     ------
@@ -307,10 +310,22 @@ def check_means(u, clamp, name):
     if u.shape[0] != clamp.shape[0]:
         raise ValueError(f"{name} must have {clamp.shape[0]} rows (one per item), got {u.shape[0]}")
     free = np.isnan(clamp)
+    if skip is not None:
+        u = np.where(skip, 0.5, u)
     uf = u[free]
     if not np.all((uf >= 0.0) & (uf <= 1.0)):
         raise ValueError(f"{name} must lie in [0, 1] at the free units (and contain no NaN there)")
     return np.ascontiguousarray(np.where(free, u, clamp))
+
+
+def barren_mask(arrays, clamp):
+    """The barren units of every item, bool (n_items, n_units): free units (NaN in ``clamp``)
+    none of whose descendants is clamped, which sum out of P(clamped units) exactly.
+    ``arrays`` are the checked structure arrays (par_ptr, par_idx, ch_ptr, ch_idx, ch_w)."""
+    barren = np.zeros(clamp.shape, dtype=np.uint8)
+    if _kernel().barren_units(*arrays, clamp, barren) != 0:  # pragma: no cover - checked
+        raise ValueError("structure: inconsistent parent and child lists")
+    return barren.astype(bool)
 
 
 def _check_xi(xi, n_items, n_cols, noisy, name):
@@ -502,7 +517,7 @@ def evaluate(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid", n_thr
     clamp : array_like of shape (n_items, n_units)
         The value (0 or 1) of a clamped unit, NaN for a free one.
     mu : array_like of shape (n_items, n_units)
-        Means of the free units, in [0, 1] (values at clamped units are ignored).
+        Means of the free units, in [0, 1] (values at clamped and barren units are ignored).
     xi : array_like
         (n_items, n_units) in [0, 1]; for noisy-OR the q of every edge, (n_items, nnz),
         non-negative (each unit's q should lie on the simplex over its parents).
@@ -541,7 +556,7 @@ def evaluate(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid", n_thr
     noisy = activation == "noisy_or"
     n_items, n = clamp.shape
     nnz = arrays[1].size
-    mu = check_means(mu, clamp, "mu")
+    mu = check_means(mu, clamp, "mu", skip=barren_mask(arrays, clamp))
     xi = _check_xi(xi, n_items, nnz if noisy else n, noisy, "xi")
     bound = np.empty(n_items)
     status = np.zeros(n_items, dtype=np.int8)
@@ -599,7 +614,7 @@ def gradient(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid"):
     clamp : array_like of shape (n_items, n_units)
         The value (0 or 1) of a clamped unit, NaN for a free one.
     mu : array_like of shape (n_items, n_units)
-        Means of the free units, in [0, 1] (values at clamped units are ignored).
+        Means of the free units, in [0, 1] (values at clamped and barren units are ignored).
     xi : array_like
         (n_items, n_units) in [0, 1]; for noisy-OR the q of every edge, (n_items, nnz).
     activation : {"sigmoid", "noisy_or"}, default "sigmoid"
@@ -635,7 +650,8 @@ def gradient(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid"):
     par_ptr, par_idx = arrays[0], arrays[1]
     n_items, n = clamp.shape
     noisy = activation == "noisy_or"
-    mu = check_means(mu, clamp, "mu")
+    barren = barren_mask(arrays, clamp)
+    mu = check_means(mu, clamp, "mu", skip=barren)
     xi = _check_xi(xi, n_items, par_idx.size if noisy else n, noisy, "xi")
     W = w[net_of]                                   # (n_items, nnz)
     H = h[net_of]                                   # (n_items, n)
@@ -656,10 +672,6 @@ def gradient(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid"):
               - pb[:, child] * (1.0 - xi_c) * rb)
     # units the solve sums out exactly (free, with no clamped descendant) do not enter the
     # bound: its derivative in their weights and bias is 0
-    barren = np.zeros(clamp.shape, dtype=np.uint8)
-    if _kernel().barren_units(*arrays, clamp, barren) != 0:  # pragma: no cover - checked
-        raise ValueError("structure: inconsistent parent and child lists")
-    barren = barren.astype(bool)
     gh[barren] = 0.0
     gw[barren[:, child]] = 0.0
     return gw, gh

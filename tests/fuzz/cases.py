@@ -526,10 +526,12 @@ def batch_case(draw):
                                           "np.zeros(X.shape, dtype=float)", "np.full(X.shape, 2)"]))
             else:
                 v = draw(ANY_VALUE)
-            call = call.replace("method=method)", f"method=method, {arg}={v})")
             label, names = f"{arg}={v}", [arg]
             if arg == "missing":
                 valid = "dtype=bool)" in v and "(3,)" not in v or "< 0.5" in v
+                base += f"\nmissing = {v}"       # a variable: the exact oracle reads it too
+                v = "missing"
+            call = call.replace("method=method)", f"method=method, {arg}={v})")
         elif entry == "sample":
             v = draw(INT_VALUE)
             call, label, names = f"out = m.sample({v})", f"n_samples={v}", ["n_samples"]
