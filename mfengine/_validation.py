@@ -19,13 +19,14 @@ __all__ = [
 ]
 
 
-def as_float_matrix(X, name, n_cols=None, allow_nan=False, min_rows=0):
+def as_float_matrix(X, name, n_cols=None, allow_nan=False, min_rows=0, cols_from=""):
     """Return ``X`` as a C-contiguous float64 2-D array, refusing what cannot be converted.
 
     Integer, boolean and float32 input is converted (a copy); a 1-D vector is refused rather
     than guessed at, so that a single pattern must be passed as ``X[None, :]``.  Sparse and
     complex input is refused with scikit-learn's wording; ``min_rows`` sets the fewest rows
-    accepted (``fit`` needs one, ``infer`` takes none).  ``allow_nan`` lets NaN through (a
+    accepted (``fit`` needs one, ``infer`` takes none); ``cols_from`` says where ``n_cols``
+    comes from, in the message of a wrong width.  ``allow_nan`` lets NaN through (a
     missing entry, for the callers that take them); infinite entries are always refused.
     """
     if hasattr(X, "tocsr") or type(X).__module__.startswith("scipy.sparse"):
@@ -56,8 +57,8 @@ def as_float_matrix(X, name, n_cols=None, allow_nan=False, min_rows=0):
         raise ValueError(f"Found array with 0 feature(s) (shape={arr.shape}) while a minimum of 1 "
                          f"is required: {name} has no columns")
     if n_cols is not None and arr.shape[1] != n_cols:
-        raise ValueError(f"{name} must have {n_cols} columns, got {arr.shape[1]} ({name} has "
-                         f"{arr.shape[1]} features, but it is expecting {n_cols} "
+        raise ValueError(f"{name} must have {n_cols} columns{cols_from}, got {arr.shape[1]} "
+                         f"({name} has {arr.shape[1]} features, but it is expecting {n_cols} "
                          "features as input)")
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if not allow_nan and not np.all(np.isfinite(arr)):

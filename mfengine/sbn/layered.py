@@ -442,8 +442,9 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         return out
 
     def _check_data(self, V, missing=None, name="X", min_rows=0):
-        V = as_float_matrix(V, name, n_cols=self.biases_[-1].shape[0], allow_nan=missing is not None,
-                            min_rows=min_rows)
+        nv = self.biases_[-1].shape[0]
+        V = as_float_matrix(V, name, n_cols=nv, allow_nan=missing is not None, min_rows=min_rows,
+                            cols_from=f" (one per visible unit: the net's sizes[-1] = {nv})")
         miss = check_missing(missing, V.shape)
         if miss is not None:
             bad = ~np.isfinite(V) & ~miss.astype(bool)
