@@ -314,3 +314,37 @@ def test_batch_missing_entries_as_each_net_alone(activation):
         batch.infer(Xn, miss & (rng.random(miss.shape) < 0.5))
     with pytest.raises(ValueError, match="NaN"):
         batch.infer(Xn)
+
+
+@pytest.mark.parametrize("activation, method", [("noisy_or", "sjj"), ("sigmoid", "sjj"),
+                                                ("sigmoid", "plefka12")])
+def test_callers_that_need_no_q_solve_in_chunks_with_the_same_answers(monkeypatch, activation,
+                                                                      method):
+    """score_samples, impute, sample_posterior and log_likelihood keep only the bounds or the
+    means: they solve in chunks whose variational parameters (noisy-OR: one q per edge) fit
+    in XI_CHUNK_DOUBLES and drop them, so their memory does not grow with items x edges.
+    Here the chunks are made 3 items long: the answers are infer's, bit for bit."""
+    from mfengine.sbn import _solve
+
+    net = random_dag(9, activation, seed=71, n_visible=4)
+    X = net.sample(20, random_state=1)
+    miss = np.random.default_rng(2).random(X.shape) < 0.3
+    full = net.infer(X, miss, method=method)
+    s = net._as_batch()._structure
+    per_item = s.nnz if activation == "noisy_or" else s.n_units
+    calls = []
+    solve_items = _solve.solve_items
+    monkeypatch.setattr(_solve, "XI_CHUNK_DOUBLES", 3 * per_item)
+    monkeypatch.setattr(_solve, "solve_items",
+                        lambda *a, **k: calls.append(a[2].shape[0]) or solve_items(*a, **k))
+    np.testing.assert_array_equal(net.score_samples(X, miss, method=method), full.bound)
+    assert calls == [3] * 6 + [2]
+    np.testing.assert_array_equal(net.impute(X, miss, method=method),
+                                  np.where(miss, full.mu[:, net.visible_], X))
+    np.testing.assert_array_equal(net.sample_posterior(X, 2, miss, method=method,
+                                                       random_state=4),
+                                  (np.random.default_rng(4).random((2,) + full.mu.shape)
+                                   < full.mu).astype(float))
+    del calls[:]
+    assert net.infer(X, miss, method=method).xi is not None or method != "sjj"
+    assert calls == [20]                               # infer keeps everything: one call

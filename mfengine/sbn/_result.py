@@ -33,8 +33,9 @@ class BeliefNetResult(InferenceResult):
         approximate predictive probability of a 1).  DAG nets: one (n_patterns, n_units)
         array (batches: (n_nets, [m,] n_units)).
     xi : list of ndarray, ndarray, or None
-        Each unit's variational parameter ("gaussian" and "sjj"), laid out like ``mu``; None
-        for the Plefka methods, which have none.
+        Each unit's variational parameter ("gaussian" and "sjj"), laid out like ``mu``; for
+        noisy-OR units ("sjj") the q of every edge instead, (n_patterns, nnz) in the
+        structure's parent order; None for the Plefka methods, which have none.
 
     See Also
     --------

@@ -18,6 +18,11 @@ METHODS = ("gaussian", "sjj", "plefka11", "plefka12", "plefka22")
 DAG_METHODS = ("sjj", "plefka11", "plefka12", "plefka22")
 
 PROGRESS_CHUNK = 4096  # patterns per kernel call when a progress bar is shown
+#: A DAG solve whose caller keeps only the bounds (or the means) runs in chunks of items whose
+#: variational parameters (noisy-OR "sjj": one q per edge and item) take at most this many
+#: doubles (32 MB), dropped after each chunk: the peak memory then does not grow with the
+#: number of items times the number of edges.
+XI_CHUNK_DOUBLES = 2**22
 MAX_ITER_LIMIT = 2**31 - 1  # the kernels count sweeps in C ints
 
 
@@ -61,18 +66,22 @@ def _threads(n_threads, n):
     return max(1, min(effective_n_threads(n_threads), n // 16))
 
 
-def _chunks(n, progress, desc):
-    """Slices of at most PROGRESS_CHUNK patterns with a bar, or one slice without."""
+def _chunks(n, progress, desc, most=None):
+    """Slices of at most PROGRESS_CHUNK patterns with a bar (and of at most ``most``), or one
+    slice without a bar (unless ``most`` cuts it)."""
     from mfengine._progress import progress_bar
 
-    if not progress or n <= PROGRESS_CHUNK:
+    step = PROGRESS_CHUNK if progress else max(n, 1)
+    if most is not None:
+        step = max(1, min(step, most))
+    if n <= step:
         return [slice(0, n)], None
-    return ([slice(a, a + PROGRESS_CHUNK) for a in range(0, n, PROGRESS_CHUNK)],
-            progress_bar(total=n, desc=desc, unit="pattern"))
+    return ([slice(a, a + step) for a in range(0, n, step)],
+            progress_bar(total=n, desc=desc, unit="pattern") if progress else None)
 
 
-def _run_chunked(n, progress, desc, solve_chunk, method, tol):
-    slices, bar = _chunks(n, progress, desc)
+def _run_chunked(n, progress, desc, solve_chunk, method, tol, most=None):
+    slices, bar = _chunks(n, progress, desc, most)
     parts = []
     try:
         for sl in slices:
@@ -171,9 +180,14 @@ def solve_items(batch, w, clamp, net_of, method, tol, max_iter, n_threads, init_
     return -G, u, None, n_iter, conv
 
 
-def run_dag(model, V, missing, method, tol, max_iter, inner_tol, n_threads, init_mu, progress):
+def run_dag(model, V, missing, method, tol, max_iter, inner_tol, n_threads, init_mu, progress,
+            keep="all"):
     """A DAG method on a checked BeliefNet or BeliefNetBatch; returns a BeliefNetResult with
-    ``mu``/``xi`` of shape ``shape + (n_units,)``."""
+    ``mu`` of shape ``shape + (n_units,)`` and ``xi`` of ``shape + (n_units,)`` (noisy-OR
+    "sjj": ``shape + (nnz,)``, the q of every edge; None for the Plefka methods).  ``keep``:
+    "all", "mu" (``xi`` None) or "bound" (``mu`` and ``xi`` None); with "mu" or "bound" the
+    items run in chunks of at most XI_CHUNK_DOUBLES variational parameters, each chunk's
+    dropped before the next."""
     batch, w, clamp, net_of, shape = dag_items(model, V, missing)
     n = clamp.shape[0]
     mu0 = None
@@ -194,13 +208,18 @@ def run_dag(model, V, missing, method, tol, max_iter, inner_tol, n_threads, init
             batch, w, clamp[sl], net_of[sl], method, tol, max_iter, nt,
             None if mu0 is None else mu0[sl], inner_tol)
         return BeliefNetResult(bound=bound, converged=conv, n_iter=n_iter, method=method,
-                               tol=tol, mu=mu, xi=xi)
+                               tol=tol, mu=None if keep == "bound" else mu,
+                               xi=xi if keep == "all" else None)
 
-    r = _run_chunked(n, progress, f"infer ({method})", chunk, method, tol)
+    most = None
+    if keep != "all":
+        per_item = w.shape[1] if batch.activation == "noisy_or" else clamp.shape[1]
+        most = max(1, XI_CHUNK_DOUBLES // max(1, per_item))
+    r = _run_chunked(n, progress, f"infer ({method})", chunk, method, tol, most)
     r.bound = r.bound.reshape(shape)
     r.converged = r.converged.reshape(shape)
     r.n_iter = r.n_iter.reshape(shape)
-    r.mu = r.mu.reshape(shape + r.mu.shape[-1:])
+    r.mu = None if r.mu is None else r.mu.reshape(shape + r.mu.shape[-1:])
     r.xi = None if r.xi is None else r.xi.reshape(shape + r.xi.shape[-1:])
     return r
 

@@ -338,7 +338,10 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         -------
         result : BeliefNetResult
             ``bound``, ``converged``, ``n_iter`` per item, ``mu`` and ``xi`` of shape
-            ``bound.shape + (n_units,)`` (``xi`` None for the Plefka methods).
+            ``bound.shape + (n_units,)`` (noisy-OR: ``xi`` holds the q of every edge,
+            ``bound.shape + (nnz,)``; None for the Plefka methods).  ``score_samples`` and
+            the other methods that need only the bounds or the means do not keep ``xi``, and
+            solve in chunks whose q take at most 32 MB.
 
         Warns
         -----
@@ -347,11 +350,18 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         RuntimeWarning
             When a Plefka objective leaves the range of a log-probability.
         """
+        return self._solve(X, missing, method, tol, max_iter, n_threads, init_mu, inner_tol,
+                           progress)
+
+    def _solve(self, X, missing=None, method=None, tol=None, max_iter=None, n_threads=None,
+               init_mu=None, inner_tol=None, progress=None, keep="all"):
+        """``infer``, keeping all of the result, or (``keep``) only the means ("mu") or the
+        bounds ("bound"): see ``run_dag``."""
         method, tol, max_iter, inner_tol, n_threads, progress = self._check_kwargs(
             method, tol, max_iter, inner_tol, n_threads, progress)
         self._params()
         r = run_dag(self, X, missing, method, tol, max_iter, inner_tol, n_threads, init_mu,
-                    progress)
+                    progress, keep)
         return report(r, f"{type(self).__name__}.infer(method={method!r})")
 
     def sample_posterior(self, X, n_samples=1, missing=None, *, method=None, random_state=None):
@@ -380,7 +390,7 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         """
         n_samples = check_int(n_samples, "n_samples", 0)
         rng = check_random_state(random_state)
-        mu = self.infer(X, missing, method=method).mu
+        mu = self._solve(X, missing, method=method, keep="mu").mu
         return (rng.random((n_samples,) + mu.shape) < mu).astype(np.float64)
 
     def score_samples(self, X, missing=None, *, method=None, n_samples=1000, random_state=None):
@@ -409,7 +419,7 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         if isinstance(method, str) and method in SAMPLED_METHODS:
             return self.log_likelihood(X, n_samples, method, random_state,
                                        missing=missing).estimate
-        return self.infer(X, missing, method=method).bound
+        return self._solve(X, missing, method=method, keep="bound").bound
 
     def log_likelihood(self, X, n_samples=1000, method="importance", random_state=None, *,
                        missing=None, n_steps=100, n_threads=None, progress=None):
@@ -475,7 +485,7 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
                                                                n_steps)
         progress = check_flag(self.progress if progress is None else progress, "progress")
         n_threads = self.n_threads if n_threads is None else n_threads
-        r = self.infer(X, missing, n_threads=n_threads, progress=progress)
+        r = self._solve(X, missing, n_threads=n_threads, progress=progress, keep="mu")
         return importance_items(self, X, missing, r.mu, r.bound, n_samples, seed, n_threads,
                                 progress, method, n_steps)
 
@@ -667,13 +677,13 @@ class BeliefNet(_DagModel):
             raise ValueError("missing must mark the entries to impute (a boolean mask), got None")
         if isinstance(method, str) and method == "importance":
             _, n_samples, _, seed = check_sampling_args(method, n_samples, random_state)
-            r = self.infer(X, missing)
+            r = self._solve(X, missing, keep="mu")
             V, miss = self._check_data(X, missing)
             _, pred = importance_items(self, X, missing, r.mu, r.bound, n_samples, seed,
                                        self.n_threads, check_flag(self.progress, "progress"),
                                        predict=True)
             return np.where(miss, pred[:, self.visible_], V)
-        r = self.infer(X, missing, method=method)
+        r = self._solve(X, missing, method=method, keep="mu")
         V, miss = self._check_data(X, missing)
         return np.where(miss, r.mu[:, self.visible_], V)
 
