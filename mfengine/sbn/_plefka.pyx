@@ -47,7 +47,10 @@ unconverged within the budget are solved again by coordinate descent on G (``cd_
 unit at a time, the root of dG/du_j bracketed and found by regula falsi, each move kept only
 if it lowers G; O(its children) per evaluation), kept when it converges or ends lower.  Its
 sweeps share max_iter with the iteration's steps (a sweep costs some hundred times a step on a
-dense net): an item whose iteration spent the budget gets none.  With that fallback to come,
+dense net): an item whose iteration spent the budget gets none.  The coordinate descent has
+three quarters of what is left; where it ends unconverged (creeping along a valley of G, the
+units that could explain one observation trading places), the fixed-point iteration goes on
+from its point with the rest, without giving up early (``cd_body``).  With that fallback to come,
 the iteration gives up as soon as it stops making progress (a window of PROG_WINDOW = 20
 iterations lowers G by at most tol, or by more than half what the window before did: a crawl,
 not a convergence) instead of spending its whole budget; the coordinate descent then starts
@@ -2015,17 +2018,24 @@ cdef void solve_body(void *ctx, Py_ssize_t b, int thread) noexcept nogil:
 
 cdef void cd_body(void *ctx, Py_ssize_t p, int thread) noexcept nogil:
     """Item p, left unconverged with a finite G by the fixed-point iteration: coordinate
-    descent on G from the same start, kept if it converges or ends lower."""
+    descent on G from the same start, with three quarters of what is left of the budget; where
+    it ends unconverged too (creeping along a valley of G, where one unit at a time barely
+    moves), the fixed-point iteration (quasi-Newton steps, no early give-up) goes on from its
+    point with the rest, and is kept if it converges or ends lower.  The answer is kept if it
+    converges or ends below the iteration's."""
     cdef SolveJob *j = <SolveJob *> ctx
     cdef Net *net = j.net
+    cdef Net polish
     cdef Py_ssize_t n = net.g.n, e
     cdef char *block = j.block[thread]
     cdef const double *wrow
     cdef const double *irow
+    cdef const double *hrow
     cdef double *u2
-    cdef double G2 = INFINITY
-    cdef intp_t it2 = 0
-    cdef int8_t conv2 = 0
+    cdef double *u3
+    cdef double G2 = INFINITY, G3 = INFINITY
+    cdef intp_t it2 = 0, it3 = 0, rem
+    cdef int8_t conv2 = 0, conv3 = 0
     cdef Work W
     cdef int st
     # the sweeps share the item's budget with the iteration before them: an item that spent it
@@ -2037,16 +2047,28 @@ cdef void cd_body(void *ctx, Py_ssize_t p, int thread) noexcept nogil:
         return
     W = make_work(block, n)
     u2 = <double *> (block + WORK_BYTES(n))
+    u3 = u2 + n
     wrow = (j.w + (j.net_of[p] * j.w_stride if j.net_of != NULL else 0)) if net.g.nnz > 0 else NULL
+    hrow = j.h + (j.net_of[p] * j.h_stride if j.net_of != NULL else 0)
     # from the fixed-point iteration's answer when it ran at least a window (it gave up on
     # progress or its budget: its point is the better start), else from the start
     if j.n_iter[p] >= PROG_WINDOW:
         irow = j.u + p * n
     else:
         irow = j.init + p * n if j.init != NULL else NULL
-    st = cd_item(net, wrow, j.h + (j.net_of[p] * j.h_stride if j.net_of != NULL else 0),
-                 j.clamp + p * n, irow, &W, j.tol, j.max_iter - j.n_iter[p], &G2, u2, &it2,
-                 &conv2)
+    rem = j.max_iter - j.n_iter[p]
+    st = cd_item(net, wrow, hrow, j.clamp + p * n, irow, &W, j.tol, rem - rem // 4, &G2, u2,
+                 &it2, &conv2)
+    if st == MF_OK and not conv2 and G2 < INFINITY and rem - it2 > 0:
+        polish = net[0]             # (a copy: the net is shared by the threads)
+        polish.early_cd = 0
+        if solve_item(&polish, wrow, hrow, j.clamp + p * n, u2, &W, j.tol, rem - it2, &G3, u3,
+                      &it3, &conv3) == MF_OK and (conv3 or G3 < G2):
+            G2 = G3
+            conv2 = conv3
+            for e in range(n):
+                u2[e] = u3[e]
+        it2 += it3
     if st == MF_OK and (conv2 or G2 < j.G[p]):
         j.G[p] = G2
         j.conv[p] = conv2
@@ -2154,7 +2176,7 @@ cdef int run_solve(Net *net, const double *w, Py_ssize_t w_stride, const double 
     if q > 0:
         nt = mf_clamp_threads(n_threads, q)
         for t in range(nt):
-            ptrs[t] = <char *> malloc(nbytes + n * sizeof(double))
+            ptrs[t] = <char *> malloc(nbytes + 2 * n * sizeof(double))
         job.groups = NULL
         job.bstart = NULL
         mf_parallel_for(n_items, nt, cd_body, &job)

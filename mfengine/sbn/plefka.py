@@ -142,9 +142,11 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
     coordinate_descent : bool, default True
         Orders 11 and 12: solve the items the fixed-point iteration leaves unconverged again,
         from the same start, by coordinate descent on G (one unit at a time, each move
-        lowering G; as many sweeps as the iteration left of ``max_iter``), keeping that answer
-        when it converges or ends lower.  This is what makes stiff sparse nets converge (diagnosis-style
-        noisy-OR nets, whose units' curvatures differ by orders of magnitude).  A unit whose
+        lowering G; up to three quarters of what the iteration left of ``max_iter``; where it
+        ends unconverged, creeping along a valley of G, the fixed-point iteration goes on from
+        its point with the rest), keeping that answer when it converges or ends lower.  This
+        is what makes stiff sparse nets converge (diagnosis-style noisy-OR nets, whose units'
+        curvatures differ by orders of magnitude).  A unit whose
         minimum lies beyond the bound |logit u| = 700 (u below 1e-304 or within that of 1)
         then counts as converged on the bound.  False: the fixed-point iteration only, and
         any unit pushed against the bound leaves its item unconverged (the behaviour before
