@@ -77,11 +77,26 @@ for act in ("sigmoid", "noisy_or"):
     for method in ("sjj", "plefka11", "plefka12", "plefka22"):
         b.infer(Vb, method=method, n_threads=2)
     b.exact_log_likelihood(Vb)
+    # missing entries: barren units summed out (per item, blocks, batch, chunked scores)
+    mv = rng.random(V.shape) < 0.4
+    for method in ("sjj", "plefka11", "plefka12", "plefka22"):
+        d.infer(np.where(mv, np.nan, V), missing=mv, method=method, n_threads=2)
+        b.infer(Vb, missing=rng.random(Vb.shape) < 0.4, method=method, n_threads=2)
+        net.infer(np.where(miss, np.nan, X), missing=miss, method=method, n_threads=2)
+    d.score_samples(V, mv); d.impute(V, mv); b.exact_log_likelihood(Vb, Vb < 0.5)
 s = DagStructure(W != 0)
 clamp = np.full((5, 7), np.nan); clamp[:, 4:] = V[:5]
 sjj.solve(s, s.pack(W)[None], h[None], np.zeros(5, dtype=np.intp), clamp,
           activation="noisy_or", record=True)
 plefka.solve(s, s.pack(W)[None], h[None], np.zeros(5, dtype=np.intp), clamp, 22, "noisy_or")
+clamp[:, 6] = np.nan                                   # a missing leaf: barren
+plefka.gradient(s, s.pack(W)[None], h[None], np.zeros(5, dtype=np.intp), clamp,
+                np.where(np.isnan(clamp), 0.5, clamp), 12, "noisy_or")
+# the Plefka fallback (coordinate descent, then the fixed-point iteration from its point) on
+# diagnosis cases with most findings unrecorded
+dn = mf.datasets.make_diagnosis_net(random_state=0)
+Xd = dn.sample(8, random_state=1)
+dn.infer(Xd, rng.random(Xd.shape) < 0.95, method="plefka11", n_threads=2)
 
 # NLGBN: every unit type, fit, bound_at
 for units in (None, "binary", "sigmoidal", "linear"):
