@@ -83,7 +83,11 @@ for act in ("sigmoid", "noisy_or"):
         d.infer(np.where(mv, np.nan, V), missing=mv, method=method, n_threads=2)
         b.infer(Vb, missing=rng.random(Vb.shape) < 0.4, method=method, n_threads=2)
         net.infer(np.where(miss, np.nan, X), missing=miss, method=method, n_threads=2)
+    from mfengine.sbn import _solve
+    _solve.XI_CHUNK_DOUBLES, keep = 64, _solve.XI_CHUNK_DOUBLES     # chunks of a few items
     d.score_samples(V, mv); d.impute(V, mv); b.exact_log_likelihood(Vb, Vb < 0.5)
+    b.exact_log_likelihood(Vb[:, 0], Vb[:, 0] < 0.5)
+    _solve.XI_CHUNK_DOUBLES = keep
 s = DagStructure(W != 0)
 clamp = np.full((5, 7), np.nan); clamp[:, 4:] = V[:5]
 sjj.solve(s, s.pack(W)[None], h[None], np.zeros(5, dtype=np.intp), clamp,

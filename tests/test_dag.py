@@ -305,6 +305,11 @@ def test_batch_missing_entries_as_each_net_alone(activation):
     np.testing.assert_array_equal(
         batch.score_samples(X[:, 2], one), [nets[j].score_samples(X[j, 2:3], one)[0]
                                             for j in range(k)])
+    for mask in (one, miss[:, 2]):                          # 2-D X: exact, per net
+        np.testing.assert_allclose(batch.exact_log_likelihood(X[:, 2], mask),
+                                   exact[:, 2] if mask is not one else
+                                   [nets[j].exact_log_likelihood(X[j, 2:3], one)[0]
+                                    for j in range(k)], rtol=1e-13)
     est = batch.log_likelihood(X, n_samples=4000, random_state=3, missing=miss)
     assert est.estimate.shape == (k, 5)
     assert np.all(np.abs(est.estimate - exact) <= 5 * est.stderr + 1e-9)
@@ -314,37 +319,44 @@ def test_batch_missing_entries_as_each_net_alone(activation):
         batch.infer(Xn, miss & (rng.random(miss.shape) < 0.5))
     with pytest.raises(ValueError, match="NaN"):
         batch.infer(Xn)
+    with pytest.raises(ValueError, match="infinite"):      # only NaN may mark a missing entry
+        batch.infer(np.where(miss, np.inf, X), miss)
 
 
-@pytest.mark.parametrize("activation, method", [("noisy_or", "sjj"), ("sigmoid", "sjj"),
-                                                ("sigmoid", "plefka12")])
-def test_callers_that_need_no_q_solve_in_chunks_with_the_same_answers(monkeypatch, activation,
-                                                                      method):
+def test_callers_that_need_no_q_solve_in_chunks_with_the_same_answers(monkeypatch):
     """score_samples, impute, sample_posterior and log_likelihood keep only the bounds or the
-    means: they solve in chunks whose variational parameters (noisy-OR: one q per edge) fit
-    in XI_CHUNK_DOUBLES and drop them, so their memory does not grow with items x edges.
-    Here the chunks are made 3 items long: the answers are infer's, bit for bit."""
+    means: a noisy-OR "sjj" solve then runs in chunks whose q (one per edge and item) fit in
+    XI_CHUNK_DOUBLES and drops them, so its memory does not grow with items x edges.  Here
+    the chunks are made 3 items long: the answers are infer's, bit for bit.  The other DAG
+    solves are not cut (a layered net's Plefka blocks would round a short run otherwise)."""
     from mfengine.sbn import _solve
 
-    net = random_dag(9, activation, seed=71, n_visible=4)
+    net = random_dag(9, "noisy_or", seed=71, n_visible=4)
     X = net.sample(20, random_state=1)
     miss = np.random.default_rng(2).random(X.shape) < 0.3
-    full = net.infer(X, miss, method=method)
-    s = net._as_batch()._structure
-    per_item = s.nnz if activation == "noisy_or" else s.n_units
+    full = net.infer(X, miss)
     calls = []
     solve_items = _solve.solve_items
-    monkeypatch.setattr(_solve, "XI_CHUNK_DOUBLES", 3 * per_item)
+    monkeypatch.setattr(_solve, "XI_CHUNK_DOUBLES", 3 * net._as_batch()._structure.nnz)
     monkeypatch.setattr(_solve, "solve_items",
                         lambda *a, **k: calls.append(a[2].shape[0]) or solve_items(*a, **k))
-    np.testing.assert_array_equal(net.score_samples(X, miss, method=method), full.bound)
+    np.testing.assert_array_equal(net.score_samples(X, miss), full.bound)
     assert calls == [3] * 6 + [2]
-    np.testing.assert_array_equal(net.impute(X, miss, method=method),
+    np.testing.assert_array_equal(net.impute(X, miss),
                                   np.where(miss, full.mu[:, net.visible_], X))
-    np.testing.assert_array_equal(net.sample_posterior(X, 2, miss, method=method,
-                                                       random_state=4),
+    np.testing.assert_array_equal(net.sample_posterior(X, 2, miss, random_state=4),
                                   (np.random.default_rng(4).random((2,) + full.mu.shape)
                                    < full.mu).astype(float))
+    np.testing.assert_array_equal(
+        net.log_likelihood(X, 50, random_state=0, missing=miss).bound, full.bound)
     del calls[:]
-    assert net.infer(X, miss, method=method).xi is not None or method != "sjj"
+    assert net.infer(X, miss).xi.shape == (20, net._as_batch()._structure.nnz)
     assert calls == [20]                               # infer keeps everything: one call
+    # a layered net's DAG (Plefka blocks of patterns): score_samples is infer's bound
+    layered = mf.SigmoidBeliefNet([3, 6, 10], random_state=0, progress=False).to_dag()
+    V = layered.sample(40, random_state=1)
+    del calls[:]
+    for method in ("plefka11", "plefka12"):
+        np.testing.assert_array_equal(layered.score_samples(V, method=method),
+                                      layered.infer(V, method=method).bound)
+    assert calls == [40] * 4

@@ -2020,8 +2020,8 @@ cdef void cd_body(void *ctx, Py_ssize_t p, int thread) noexcept nogil:
     """Item p, left unconverged with a finite G by the fixed-point iteration: coordinate
     descent on G from the same start, with three quarters of what is left of the budget; where
     it ends unconverged too (creeping along a valley of G, where one unit at a time barely
-    moves), the fixed-point iteration (quasi-Newton steps, no early give-up) goes on from its
-    point with the rest, and is kept if it converges or ends lower.  The answer is kept if it
+    moves), the fixed-point iteration (line search, quasi-Newton corrections, no early give-up)
+    goes on from its point with the rest, and is kept if it converges or ends lower.  The answer is kept if it
     converges or ends below the iteration's."""
     cdef SolveJob *j = <SolveJob *> ctx
     cdef Net *net = j.net

@@ -18,10 +18,11 @@ METHODS = ("gaussian", "sjj", "plefka11", "plefka12", "plefka22")
 DAG_METHODS = ("sjj", "plefka11", "plefka12", "plefka22")
 
 PROGRESS_CHUNK = 4096  # patterns per kernel call when a progress bar is shown
-#: A DAG solve whose caller keeps only the bounds (or the means) runs in chunks of items whose
-#: variational parameters (noisy-OR "sjj": one q per edge and item) take at most this many
-#: doubles (32 MB), dropped after each chunk: the peak memory then does not grow with the
-#: number of items times the number of edges.
+#: A noisy-OR "sjj" solve whose caller keeps only the bounds (or the means) runs in chunks of
+#: items whose q (one per edge and item) take at most this many doubles (32 MB), dropped after
+#: each chunk: the peak memory then does not grow with the number of items times the number of
+#: edges.  (The other DAG solves are not cut: their variational parameters are no larger than
+#: the means, and the Plefka schemes' blocked path gives a short run of items other roundings.)
 XI_CHUNK_DOUBLES = 2**22
 MAX_ITER_LIMIT = 2**31 - 1  # the kernels count sweeps in C ints
 
@@ -185,9 +186,9 @@ def run_dag(model, V, missing, method, tol, max_iter, inner_tol, n_threads, init
     """A DAG method on a checked BeliefNet or BeliefNetBatch; returns a BeliefNetResult with
     ``mu`` of shape ``shape + (n_units,)`` and ``xi`` of ``shape + (n_units,)`` (noisy-OR
     "sjj": ``shape + (nnz,)``, the q of every edge; None for the Plefka methods).  ``keep``:
-    "all", "mu" (``xi`` None) or "bound" (``mu`` and ``xi`` None); with "mu" or "bound" the
-    items run in chunks of at most XI_CHUNK_DOUBLES variational parameters, each chunk's
-    dropped before the next."""
+    "all", "mu" (``xi`` None) or "bound" (``mu`` and ``xi`` None); with "mu" or "bound" a
+    noisy-OR "sjj" solve runs in chunks of items whose q take at most XI_CHUNK_DOUBLES, each
+    chunk's dropped before the next."""
     batch, w, clamp, net_of, shape = dag_items(model, V, missing)
     n = clamp.shape[0]
     mu0 = None
@@ -212,9 +213,8 @@ def run_dag(model, V, missing, method, tol, max_iter, inner_tol, n_threads, init
                                xi=xi if keep == "all" else None)
 
     most = None
-    if keep != "all":
-        per_item = w.shape[1] if batch.activation == "noisy_or" else clamp.shape[1]
-        most = max(1, XI_CHUNK_DOUBLES // max(1, per_item))
+    if keep != "all" and method == "sjj" and batch.activation == "noisy_or":
+        most = max(1, XI_CHUNK_DOUBLES // max(1, w.shape[1]))
     r = _run_chunked(n, progress, f"infer ({method})", chunk, method, tol, most)
     r.bound = r.bound.reshape(shape)
     r.converged = r.converged.reshape(shape)

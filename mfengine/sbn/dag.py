@@ -340,8 +340,8 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
             ``bound``, ``converged``, ``n_iter`` per item, ``mu`` and ``xi`` of shape
             ``bound.shape + (n_units,)`` (noisy-OR: ``xi`` holds the q of every edge,
             ``bound.shape + (nnz,)``; None for the Plefka methods).  ``score_samples`` and
-            the other methods that need only the bounds or the means do not keep ``xi``, and
-            solve in chunks whose q take at most 32 MB.
+            the other methods that need only the bounds or the means do not keep ``xi`` (and
+            for noisy-OR "sjj" solve in chunks whose q take at most 32 MB).
 
         Warns
         -----
@@ -1108,8 +1108,10 @@ class BeliefNetBatch(_DagModel):
             raise ValueError(f"X must have shape ({n_nets}, {n_visible}) or "
                              f"({n_nets}, m, {n_visible}), got {np.shape(X)}")
         V = np.ascontiguousarray(V, dtype=np.float64)
+        if np.any(np.isinf(V)):
+            raise ValueError("X contains infinite values (only NaN may stand at a missing entry)")
         if missing is None:
-            if not np.all(np.isfinite(V)):
+            if np.any(np.isnan(V)):
                 raise ValueError("X contains NaN or infinite values")
             check_binary(V, "X")
             return V, None
@@ -1120,7 +1122,7 @@ class BeliefNetBatch(_DagModel):
         flat = (-1, n_visible)
         miss = check_missing(np.reshape(missing, flat) if shape == V.shape else missing,
                              V.reshape(flat).shape).astype(bool).reshape(V.shape)
-        if np.any(~np.isfinite(V) & ~miss):
+        if np.any(np.isnan(V) & ~miss):
             raise ValueError("X contains NaN or infinite values at entries not marked missing")
         check_binary(V, "X", ignore=miss)
         return V, miss
@@ -1221,12 +1223,14 @@ class BeliefNetBatch(_DagModel):
         self._params()
         V, miss = self._check_data(X, missing)
         max_hidden = check_int(max_hidden, "max_hidden", 0)
-        if miss is not None:
-            return np.array([self[k].exact_log_likelihood(V[k], miss[k], max_hidden)
-                             for k in range(V.shape[0])])
         squeeze = V.ndim == 2
         if squeeze:
             V = V[:, None, :]
+        if miss is not None:            # net by net (about 10x slower than the batch's sum)
+            out = np.array([self[k].exact_log_likelihood(V[k], miss.reshape(V.shape)[k],
+                                                         max_hidden)
+                            for k in range(V.shape[0])])
+            return out[:, 0] if squeeze else out
         K = self.n_hidden
         if K > max_hidden:
             raise ValueError(f"exact_log_likelihood enumerates 2**n_hidden states; n_hidden = {K} "

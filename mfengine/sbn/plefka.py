@@ -74,7 +74,7 @@ def _raise_status(rc, status, what, order, n, act=0):
     if rc == _plefka.STATUS_EBADARG:   # pragma: no cover - the checks make this unreachable
         raise ValueError(f"{what}: the kernel refused its arguments (inconsistent sizes)")
     if np.any(status == _plefka.STATUS_ENOMEM):
-        raise MemoryError(f"{what}: could not allocate {8 * (40 * n + 11) + 12 * n + 24} bytes "
+        raise MemoryError(f"{what}: could not allocate {8 * (42 * n + 11) + 12 * n + 24} bytes "
                           "of scratch space per thread")
     if np.any(status == _plefka.STATUS_EOVERFLOW):
         bad = np.flatnonzero(status == _plefka.STATUS_EOVERFLOW)
@@ -143,14 +143,14 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
         Orders 11 and 12: solve the items the fixed-point iteration leaves unconverged again,
         from the same start, by coordinate descent on G (one unit at a time, each move
         lowering G; up to three quarters of what the iteration left of ``max_iter``; where it
-        ends unconverged, creeping along a valley of G, the fixed-point iteration goes on from
-        its point with the rest), keeping that answer when it converges or ends lower.  This
-        is what makes stiff sparse nets converge (diagnosis-style noisy-OR nets, whose units'
-        curvatures differ by orders of magnitude).  A unit whose
-        minimum lies beyond the bound |logit u| = 700 (u below 1e-304 or within that of 1)
-        then counts as converged on the bound.  False: the fixed-point iteration only, and
-        any unit pushed against the bound leaves its item unconverged (the behaviour before
-        this option).
+        ends unconverged, creeping along a valley of G, the fixed-point iteration, with its
+        line search and quasi-Newton corrections, goes on from its point with the rest),
+        keeping that answer when it converges or ends lower.  This is what makes stiff sparse
+        nets converge (diagnosis-style noisy-OR nets, whose units' curvatures differ by orders
+        of magnitude).  A unit whose minimum lies beyond the bound |logit u| = 700 (u below
+        1e-304 or within that of 1) then counts as converged on the bound.  False: the
+        fixed-point iteration only, and any unit pushed against the bound leaves its item
+        unconverged (the behaviour before this option).
 
     Returns
     -------
