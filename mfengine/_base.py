@@ -484,6 +484,9 @@ def _map_sequences_chunked(model, name, args, kwargs, chunk_size=None, progress=
     X = args[0] if args else kwargs.pop("X")
     args = list(args[1:])
     lengths = args.pop(0) if args else kwargs.pop("lengths", None)
+    if len(X.shape) != 2:
+        raise ValueError(f"X must be a 2-D array of time steps (n_steps, n_features) to be read "
+                         f"in chunks, got shape {tuple(X.shape)}")
     N = int(X.shape[0])
     lengths = np.array([N] if lengths is None else lengths)
     if lengths.ndim != 1 or lengths.dtype.kind not in "iu" or np.any(lengths < 1) or (

@@ -366,6 +366,10 @@ def test_errors_name_the_argument_found_by_further_fuzz_seeds():
     s.weight_scale = 4e275
     with pytest.raises(OverflowError, match=r"weight_scale=4e\+275"):
         s.fit(Xs)
+    # starting weights beyond the DAG kernels' range (long fuzz, seed 73): weight_scale named
+    s.set_params(method="sjj", weight_scale=1.7976931348623157e+308)
+    with pytest.raises(ValueError, match=r"weight_scale=1.79\d*e\+308 draws starting weights"):
+        s.fit(Xs)
 
     rng = np.random.default_rng(0)
     W = np.tril(rng.uniform(0, 1, (5, 5)), -1) * 5.0

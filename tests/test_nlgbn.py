@@ -629,3 +629,12 @@ def test_stereo():
         mf.datasets.make_stereo(-1)
     with pytest.raises(ValueError, match="blur"):
         mf.datasets.make_stereo(3, blur=0.0)
+
+
+def test_infer_result_does_not_share_memory_with_X():
+    """The visible layer of infer's result is a copy: editing it leaves the caller's X alone."""
+    g = mf.NLGBN([2, 6], units="linear", random_state=0, progress=False)
+    X = g.sample(5, random_state=1)
+    r = g.infer(X)
+    assert not np.shares_memory(r.mu[-1], X)
+    np.testing.assert_array_equal(r.mu[-1], X)

@@ -855,7 +855,8 @@ class NLGBN(PersistMixin, BaseEstimator):
         miss = res.__dict__.pop("_miss", None)
         if miss is not None:
             X = np.where(miss.astype(bool), self._predictive_mean(net, mu, lv), X)
-        res.mu = [mu[:, offs[l]:offs[l + 1]] for l in range(L - 1)] + [X]
+        # the visible layer's copy of the data: never the caller's array itself
+        res.mu = [mu[:, offs[l]:offs[l + 1]] for l in range(L - 1)] + [np.array(X)]
         sig = np.exp(0.5 * lv)
         res.sigma = [sig[:, offs[l]:offs[l + 1]] for l in range(L - 1)] + [np.zeros_like(X)]
         return res

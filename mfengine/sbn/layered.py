@@ -1033,6 +1033,15 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         V, miss = self._check_data(X, missing, min_rows=1)
         self.n_features_in_ = V.shape[1]
         if method in DAG_METHODS:
+            if drawn:
+                from mfengine.sbn.sjj import MAX_NET_SCALE
+                with np.errstate(over="ignore"):
+                    total = sum(float(np.abs(W).sum()) for W in self.weights_)
+                if not total <= MAX_NET_SCALE:   # the DAG kernels' range (sjj.MAX_NET_SCALE)
+                    raise ValueError(
+                        f"weight_scale={self.weight_scale!r} draws starting weights too large to "
+                        f"evaluate in double precision (sum of |weights_| = {total:.3g}, above "
+                        f"{MAX_NET_SCALE:.3g}): lower it")
             try:
                 return self._fit_dag(V, miss)
             except OverflowError as exc:
