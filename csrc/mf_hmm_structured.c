@@ -10,6 +10,8 @@
  * two threads side by side) changed no bound over the 162 instances of docs/context_hmm.md and
  * cost a quarter more time on one thread. */
 #define FINALISTS 1
+/* The status of a start the caller left out (never usable, never an error). */
+#define START_OFF (-1)
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -144,6 +146,7 @@ typedef struct {
     double *h[N_STARTS], *hist[N_STARTS], F[N_STARTS];
     ptrdiff_t ns[N_STARTS];
     int st[N_STARTS], fin[FINALISTS];
+    int sel[N_STARTS];   /* the starts run, in increasing order: phase 0's job i is sel[i] */
 } starts_t;
 
 /* The solve's one block (one allocation, so that a solve's scratch is reused from the heap
@@ -163,16 +166,17 @@ static void core_layout(arena_t *a, xchain_t *x, structured_bufs *b, const mf_hm
     for (k = 1; k < nw; k++) worker_layout(&w[k], a, m, T, hist_len);
 }
 
-/* Job i of a phase on worker me: phase 0 runs start i to the screen's tolerance, phase 1
+/* Job i of a phase on worker me: phase 0 runs start sel[i] to the screen's tolerance, phase 1
  * takes finalist i on to the caller's, within what is left of the sweep budget. */
 static void run_job(starts_t *S, int phase, int i, worker_t *me)
 {
     const size_t Tn = (size_t)(S->T * S->m->n);
     if (phase == 0) {
-        S->st[i] = run_start(i, S->m, S->T, S->X, S->max_sweeps, S->stol, me->x, me->b, me->gam,
-                             S->hist_len, &S->F[i], &S->ns[i]);
-        memcpy(S->h[i], me->b->h, Tn * sizeof(double));
-        memcpy(S->hist[i], me->b->hist, (size_t)S->hist_len * sizeof(double));
+        const int k = S->sel[i];
+        S->st[k] = run_start(k, S->m, S->T, S->X, S->max_sweeps, S->stol, me->x, me->b, me->gam,
+                             S->hist_len, &S->F[k], &S->ns[k]);
+        memcpy(S->h[k], me->b->h, Tn * sizeof(double));
+        memcpy(S->hist[k], me->b->hist, (size_t)S->hist_len * sizeof(double));
     } else {
         const int k = S->fin[i];
         ptrdiff_t more = 0, j;
@@ -232,19 +236,22 @@ static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
                            ptrdiff_t max_sweeps, double tol, const double *init, double *gamma,
                            double *xi_sum, double *history, ptrdiff_t hist_len,
                            ptrdiff_t *n_sweeps, double *bound, double *logpot, double *stat_H,
-                           double *stat_g, int n_threads)
+                           double *stat_g, int n_threads, unsigned start_mask)
 {
     const ptrdiff_t n = m->n, Tn = T * m->n;
     /* several starts unless warm-started, or without couplings (the first-order posterior
      * is then exact) */
     const int starts = !init && (m->right || m->left) && T > m->lag;
-    const int nw = starts && n_threads > 1 ? (n_threads < N_STARTS ? n_threads : N_STARTS) : 1;
+    int nsel = 0, sel[N_STARTS];
+    for (int j = 0; j < N_STARTS; j++)
+        if (start_mask & (1u << j)) sel[nsel++] = j;
+    const int nw = starts && n_threads > 1 ? (n_threads < nsel ? n_threads : nsel) : 1;
     xchain_t x;
     arena_t a = {NULL, 0, 0};
     structured_bufs b;
     double best = -INFINITY, F;
     ptrdiff_t k, nbest = 0;
-    int status, start, conv_best = MF_OK, nf, kept;
+    int status, conv_best = MF_OK, nf, kept;
     worker_t w[N_STARTS];
     starts_t S;
 
@@ -264,20 +271,34 @@ static int structured_core(const mf_hmm_model *m, ptrdiff_t T, const double *X,
         S.max_sweeps = max_sweeps;
         S.hist_len = hist_len;
         S.tol = tol;
-        S.stol = tol > SCREEN_TOL ? tol : SCREEN_TOL;
+        /* one start alone is not screened: its ascent goes straight to the caller's tol */
+        S.stol = nsel > 1 && tol < SCREEN_TOL ? SCREEN_TOL : tol;
+        for (k = 0; k < N_STARTS; k++) S.st[k] = START_OFF;
+        for (k = 0; k < nsel; k++) S.sel[k] = sel[k];
         w[0].x = &x;   /* worker 0 (the calling thread) works in the main chain */
         w[0].b = &b;
         w[0].gam = gamma;
         for (k = 1; k < nw; k++) mf_hmm__xchain_setup(w[k].x, X);
         /* every start's ascent to the screen's tolerance */
-        run_phase(&S, 0, N_STARTS, w, nw);
-        for (start = 0; start < N_STARTS; start++)
-            if (!usable(S.st[start]) && !(start == 1 && S.st[start] == HMM_IMPOSSIBLE)) {
-                status = S.st[start];   /* the first error, in the starts' order */
+        run_phase(&S, 0, nsel, w, nw);
+        for (k = 0; k < nsel; k++)
+            if (!usable(S.st[sel[k]]) && !(sel[k] == 1 && S.st[sel[k]] == HMM_IMPOSSIBLE)) {
+                status = S.st[sel[k]];   /* the first error, in the starts' order */
                 goto done;
             }
+        /* the naive start alone, and skipped (no finite naive solution): the link start from
+         * the first-order posterior, which is never skipped, stands in for it */
+        if (next_best(&S, 0) < 0) {
+            S.sel[0] = 0;
+            run_phase(&S, 0, 1, w, 1);
+            if (!usable(S.st[0])) {
+                status = S.st[0];
+                goto done;
+            }
+        }
         /* the best FINALISTS go on to the caller's tolerance (if it is tighter and they
-         * converged at the screen's); nf >= 1, as start 0 is never skipped */
+         * converged at the screen's); nf >= 1: a start that is run is usable or skipped, and
+         * start 0 is never skipped */
         for (nf = 0; nf < FINALISTS && (k = next_best(&S, nf)) >= 0; nf++) S.fin[nf] = (int)k;
         if (S.stol > tol) {
             run_phase(&S, 1, nf, w, nw);
@@ -319,22 +340,34 @@ done:
     return status;
 }
 
-int mf_hmm_structured_threads(const mf_hmm_model *m, ptrdiff_t T, const double *X,
-                              ptrdiff_t max_sweeps, double tol, const double *init,
-                              double *gamma, double *xi_sum, double *history, ptrdiff_t hist_len,
-                              ptrdiff_t *n_sweeps, double *bound, double *logpot, double *stat_H,
-                              double *stat_g, int n_threads)
+int mf_hmm_structured_starts(const mf_hmm_model *m, ptrdiff_t T, const double *X,
+                             ptrdiff_t max_sweeps, double tol, const double *init,
+                             double *gamma, double *xi_sum, double *history, ptrdiff_t hist_len,
+                             ptrdiff_t *n_sweeps, double *bound, double *logpot, double *stat_H,
+                             double *stat_g, int n_threads, unsigned starts)
 {
     mf_hmm_model e;
     int status = mf_hmm__prepare(m, T, &e);
     if (status) return status;
     if ((status = check_sweeps(max_sweeps, tol, history, hist_len)) != MF_OK) return status;
     if (!X || !gamma || !n_sweeps || !bound) return MF_EBADARG;
+    if (starts == 0 || (starts & ~MF_HMM_ALL_STARTS)) return MF_EBADARG;
     if (n_threads < 1) n_threads = 1;
     return mf_hmm__publish(structured_core(&e, T, X, max_sweeps, tol, init, gamma, xi_sum, history,
                                            hist_len, n_sweeps, bound, logpot, stat_H, stat_g,
-                                           n_threads),
+                                           n_threads, starts),
                            bound);
+}
+
+int mf_hmm_structured_threads(const mf_hmm_model *m, ptrdiff_t T, const double *X,
+                              ptrdiff_t max_sweeps, double tol, const double *init,
+                              double *gamma, double *xi_sum, double *history, ptrdiff_t hist_len,
+                              ptrdiff_t *n_sweeps, double *bound, double *logpot, double *stat_H,
+                              double *stat_g, int n_threads)
+{
+    return mf_hmm_structured_starts(m, T, X, max_sweeps, tol, init, gamma, xi_sum, history,
+                                    hist_len, n_sweeps, bound, logpot, stat_H, stat_g, n_threads,
+                                    MF_HMM_ALL_STARTS);
 }
 
 int mf_hmm_structured(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t max_sweeps,

@@ -242,6 +242,92 @@ def test_structured_is_the_best_ascent_from_its_starts(context):
         assert r["bound"][0] >= R.exact_elbo(p, X, s0) - 1e-12
 
 
+def start_potentials(h, args, Xs, X):
+    """The four starts of the structured solver, by name (the link / naive solves to PRE_TOL)."""
+    p = R.params_of(h)
+    mi, tol = h.infer_max_iter, h.infer_tol
+    ptol = max(tol, _chain.PRE_TOL)
+    qn = h.infer(X, method="naive", tol=ptol).posteriors
+    return {"link": _chain.link(*args, Xs, mi, ptol)[2],
+            "naive-link": _chain.link(*args, Xs, mi, ptol, qn)[2],
+            "first-order": R._site_terms(dict(p, U=args[2]), Xs),
+            "own-means": R._site_terms(dict(p, U=args[2], right=False, left=False), Xs)}
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_fewer_starts_run_only_those(context):
+    """starts=: one start alone is ascended straight to infer_tol (no screen); several are
+    screened, the best going on; every start named, in any order, is the default, bit for bit;
+    threads change nothing.  (Strong context means: the starts end on at least three different
+    maxima in every context.)"""
+    h = random_hmm(context=context, seed=21, cscale=3.0)
+    X, _ = h.sample(40, random_state=3)
+    args, Xs, r_all = shifted_run(h, X)
+    pots = start_potentials(h, args, Xs, X)
+    mi, tol = h.infer_max_iter, h.infer_tol
+    stol = max(tol, _chain.SCREEN_TOL)
+    for name, s0 in pots.items():
+        h.starts = name
+        r = shifted_run(h, X)[2]
+        F, hs, hist = _chain.ascent(*args, Xs, s0, mi, tol)
+        assert r["bound"][0] == pytest.approx(F, rel=1e-13, abs=1e-12), name
+        # (the kernel forms the first-order starts' potentials in its own order: to rounding)
+        np.testing.assert_allclose(r["logpot"], hs, rtol=1e-11, atol=1e-11, err_msg=name)
+        assert r["n_sweeps"][0] == len(hist) - 1
+        assert h.score(X) == r["bound"][0]
+    for pair in [("first-order", "own-means"), ("naive-link", "link")]:
+        h.starts = pair
+        r = shifted_run(h, X)[2]
+        screened = [_chain.ascent(*args, Xs, pots[k], mi, stol) for k in pair]
+        # the first of the pair in the solver's order wins a tie
+        order = sorted(range(2), key=lambda j: _chain.START_NAMES.index(pair[j]))
+        k = max(order, key=lambda j: (screened[j][0], -order.index(j)))
+        F, hs, _ = _chain.ascent(*args, Xs, screened[k][1], mi - (len(screened[k][2]) - 1), tol)
+        assert r["bound"][0] == pytest.approx(F, rel=1e-13, abs=1e-12), pair
+        np.testing.assert_allclose(r["logpot"], hs, rtol=1e-11, atol=1e-11)
+        runs = [h.set_params(n_threads=t).infer(X) for t in (1, 2)]
+        np.testing.assert_array_equal(runs[0].potentials, runs[1].potentials)
+        np.testing.assert_array_equal(runs[0].bound, runs[1].bound)
+        h.n_threads = None
+    h.starts = ["own-means", "first-order", "naive-link", "link"]
+    r = shifted_run(h, X)[2]
+    for key in r:
+        np.testing.assert_array_equal(r[key], r_all[key], err_msg=key)
+
+
+def test_naive_link_start_alone_falls_back_to_the_link_start():
+    """Where zeros in the transitions leave no finite naive solution, the naive-link start is
+    skipped; alone, the link start stands in for it."""
+    h = mf.ContextHMM(n_states=3, n_features=1, lag=2, context="right", progress=False)
+    h.startprob_ = np.array([1.0, 0.0, 0.0])
+    h.transmat_ = np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5], [0.5, 0.0, 0.5]])
+    h.means_ = np.array([[-1.0], [0.0], [1.0]])
+    h.right_means_ = np.array([[0.5], [-0.5], [0.2]])
+    X, _ = h.sample(50, random_state=1)
+    with pytest.raises(ValueError, match="method='naive' cannot score"):
+        h.score(X, method="naive")
+    link = h.set_params(starts="link").infer(X)
+    alone = h.set_params(starts="naive-link").infer(X)
+    np.testing.assert_array_equal(alone.potentials, link.potentials)
+    assert alone.bound[0] == link.bound[0]
+    assert alone.bound[0] <= h.score(X, method="exact") + 1e-9
+
+
+def test_starts_are_validated_and_kept():
+    h = random_hmm(n=3, D=2, lag=2, context="both", seed=0)
+    X, _ = h.sample(30, random_state=0)
+    for bad in ["bogus", (), ("link", "link"), ("link", 3), 3, None, {"link": 1}]:
+        h.starts = bad
+        with pytest.raises(ValueError, match="starts must be 'all', one of"):
+            h.score(X)
+    h.starts = ("own-means", "link")
+    from sklearn.base import clone
+    assert clone(h).get_params()["starts"] == ("own-means", "link")
+    b = h.score(X)
+    # the names reach the kernel in the solver's order whatever order they are given in
+    assert h.set_params(starts=["link", "own-means"]).score(X) == b
+
+
 @pytest.mark.parametrize("context", CONTEXTS)
 def test_mstep_statistics_are_the_objective_in_the_means(context):
     # with Q held fixed the objective is -1/2 th^T H_d th + g_d^T th + const in the means
@@ -665,3 +751,35 @@ def test_bounds_stay_below_exact_when_the_means_lie_far_apart(context, spread):
         assert np.isfinite(bound) and bound <= exact + 4 * np.finfo(float).eps * abs(exact)
         # the posterior is one path, so each bound is that path's exact value
         assert bound == pytest.approx(exact, rel=1e-12)
+
+
+def test_probabilities_within_float32_precision_are_accepted(tmp_path):
+    """transmat_ / startprob_ summing to 1 within 1e-6 (float32, rounded decimals) are divided
+    by their sums, as hmmlearn accepts them; beyond that the error names the row and its sum.
+    A 1-D on-disk X is refused by name, as in memory; NaN is allowed (scikit-learn's tag)."""
+    h = mf.ContextHMM(2, 1, lag=2, progress=False)
+    h.means_ = np.array([[-1.0], [1.0]])
+    X = np.linspace(-2, 2, 30)[:, None]
+    A = np.array([[0.9, 0.1], [0.2, 0.8]])
+    h.transmat_, h.startprob_ = A, np.array([1.0, 2.0]) / 3.0
+    ref = h.score(X)
+    h.transmat_ = A.astype(np.float32)          # row sums 1 - 2.2e-8, 1 + 1.5e-8
+    h.startprob_ = np.array([0.333333, 0.666667])
+    assert h.score(X) == pytest.approx(ref, abs=1e-5)
+    A32 = A.astype(np.float32).astype(np.float64)
+    g = mf.ContextHMM(2, 1, lag=2, progress=False)
+    g.means_, g.transmat_ = h.means_, A32 / A32.sum(1, keepdims=True)
+    g.startprob_ = np.array([0.333333, 0.666667]) / 1.000000
+    assert h.score(X) == g.score(X)
+    h.transmat_ = np.array([[0.9, 0.1], [0.2, 0.7]])
+    with pytest.raises(ValueError, match=r"transmat_ rows .* row 1 sums to 0.8999"):
+        h.score(X)
+    h.transmat_ = A
+    h.startprob_ = np.array([0.5, -0.5])
+    with pytest.raises(ValueError, match="startprob_ must be a probability vector .* negative"):
+        h.score(X)
+    h.startprob_ = np.array([0.5, 0.5])
+    np.save(tmp_path / "x1.npy", np.zeros(10))
+    with pytest.raises(ValueError, match="X must be a 2-D array"):
+        h.score(np.load(tmp_path / "x1.npy", mmap_mode="r"))
+    assert h.__sklearn_tags__().input_tags.allow_nan

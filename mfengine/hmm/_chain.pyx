@@ -108,6 +108,13 @@ cdef extern from "mf_hmm.h" nogil:
                                   double *gamma, double *xi_sum, double *history,
                                   Py_ssize_t hist_len, Py_ssize_t *n_sweeps, double *bound,
                                   double *logpot, double *stat_H, double *stat_g, int n_threads)
+    int mf_hmm_structured_starts(const mf_hmm_model *m, Py_ssize_t T, const double *X,
+                                 Py_ssize_t max_sweeps, double tol, const double *init,
+                                 double *gamma, double *xi_sum, double *history,
+                                 Py_ssize_t hist_len, Py_ssize_t *n_sweeps, double *bound,
+                                 double *logpot, double *stat_H, double *stat_g, int n_threads,
+                                 unsigned starts)
+    unsigned MF_HMM_ALL_STARTS
     int mf_hmm_naive(const mf_hmm_model *m, Py_ssize_t T, const double *X, Py_ssize_t max_sweeps,
                      double tol, double *gamma, double *history, Py_ssize_t hist_len,
                      Py_ssize_t *n_sweeps, double *bound)
@@ -139,6 +146,8 @@ PRE_TOL = MF_HMM_PRE_TOL
 SCREEN_TOL = MF_HMM_SCREEN_TOL
 #: How many starts a structured solve runs (on separate threads when it has them).
 N_STARTS = MF_HMM_N_STARTS
+#: The starts by name, in the solver's order (bit k of the kernel's mask: start k).
+START_NAMES = ("link", "naive-link", "first-order", "own-means")
 
 #: Longest per-sequence history kept (the bound before the first sweep and after each of the
 #: first HISTORY_MAX sweeps), so that a large sweep budget never needs a large buffer.
@@ -435,26 +444,46 @@ cdef int run_one(int method, const mf_hmm_model *m, Py_ssize_t T, const double *
                  Py_ssize_t max_sweeps, double tol, const double *init, double *gamma,
                  double *xi, double *history, Py_ssize_t hist_len, Py_ssize_t *n_sweeps,
                  double *bound, double *logpot, double *H, double *g,
-                 int inner_threads) noexcept nogil:
-    """One sequence; ``inner_threads``: threads for the structured method's starts."""
+                 int inner_threads, unsigned starts) noexcept nogil:
+    """One sequence; ``inner_threads``: threads for the structured method's starts, ``starts``
+    their mask."""
     if method == MF_HMM_STRUCTURED:
-        return mf_hmm_structured_threads(m, T, X, max_sweeps, tol, init, gamma, xi, history,
-                                         hist_len, n_sweeps, bound, logpot, H, g, inner_threads)
+        return mf_hmm_structured_starts(m, T, X, max_sweeps, tol, init, gamma, xi, history,
+                                        hist_len, n_sweeps, bound, logpot, H, g, inner_threads,
+                                        starts)
     if method == MF_HMM_NAIVE:
         return mf_hmm_naive(m, T, X, max_sweeps, tol, gamma, history, hist_len, n_sweeps, bound)
     n_sweeps[0] = 0
     return mf_hmm_exact(m, T, X, bound)
 
 
+def start_mask(starts):
+    """The kernel's mask of the structured solver's starts named in ``starts`` (a sequence of
+    ``START_NAMES``, at least one), or of all of them for None."""
+    if starts is None:
+        return MF_HMM_ALL_STARTS
+    if isinstance(starts, str):
+        starts = (starts,)
+    cdef unsigned mask = 0
+    for name in starts:
+        if name not in START_NAMES:
+            raise ValueError(f"starts: unknown start {name!r}; the starts are {START_NAMES}")
+        mask |= 1u << START_NAMES.index(name)
+    if mask == 0:
+        raise ValueError(f"starts must name at least one of {START_NAMES}")
+    return mask
+
+
 def run(str method, const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
         const float64_t[:, ::1] U, const float64_t[:, ::1] V, const float64_t[:, ::1] W,
         Py_ssize_t lag, bint right, bint left, const float64_t[:, ::1] X,
         const intp_t[::1] offsets, Py_ssize_t max_sweeps, double tol, bint want_stats,
-        int n_threads, init=None):
+        int n_threads, init=None, starts=None):
     """Inference on every sequence X[offsets[s]:offsets[s+1]].
 
     ``init`` (N, n) or None: for 'structured', chain potentials to start the ascent from (a warm
-    start; None: the best of several starts).  Returns a dict with ``bound`` (n_seq,),
+    start; None: the best of several starts).  ``starts``: for 'structured' without ``init``,
+    the names (``START_NAMES``) of the starts to run, or None for all of them.  Returns a dict with ``bound`` (n_seq,),
     ``n_sweeps`` (n_seq,), ``converged`` (n_seq,) and, for the mean-field methods, ``gamma``
     (N, n) and ``history`` (n_seq, min(max_sweeps, HISTORY_MAX) + 1; NaN after the last
     sweep); for 'structured' also ``xi`` (n_seq, n, n) and ``logpot`` (N, n), and with
@@ -477,6 +506,7 @@ def run(str method, const float64_t[::1] startprob, const float64_t[:, ::1] tran
     cdef bint stats = want_stats and structured
     cdef bint has_init = init is not None and structured
     cdef const float64_t[:, ::1] init_ = init if has_init else np.zeros((1, n))
+    cdef unsigned mask = start_mask(starts)
     if has_init:
         _check_pot(init_, N, n, "init")
     cdef float64_t[::1] bound = np.zeros(n_seq)
@@ -505,7 +535,7 @@ def run(str method, const float64_t[::1] startprob, const float64_t[:, ::1] tran
                 &n_sweeps[s], &bound[s],
                 &logpot[offsets[s], 0] if structured else NULL,
                 &H[s, 0, 0, 0] if stats else NULL,
-                &g[s, 0, 0] if stats else NULL, inner)
+                &g[s, 0, 0] if stats else NULL, inner, mask)
     for s in range(n_seq):
         if status[s] != MF_OK and status[s] != MF_NOT_CONVERGED:
             T = offsets[s + 1] - offsets[s]

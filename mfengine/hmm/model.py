@@ -38,6 +38,10 @@ except ImportError as exc:  # pragma: no cover - only on an unbuilt source tree
 __all__ = ["ContextHMM", "HMMInferenceResult"]
 
 _CONTEXTS = ("right", "left", "both")
+# how far from 1 a row of transmat_ (or startprob_) may sum; beyond _PROB_EXACT (rounding) it
+# is then divided by its sum
+_PROB_TOL = 1e-6
+_PROB_EXACT = 1e-12
 _METHODS = ("structured", "naive", "exact")
 _ALGORITHMS = ("viterbi", "map")
 _PARAM_CODES = "stmrl"
@@ -166,6 +170,16 @@ class ContextHMM(PersistMixin, BaseEstimator):
         Mean-field sweeps per sequence of one solve (any integer >= 0).
     infer_tol : float, default=1e-10
         A solve stops when a sweep raises the bound by at most this many nats per time step.
+    starts : "all", str or sequence of str, default="all"
+        Where the structured solver's ascent starts (when it has no warm start: :meth:`fit`'s
+        later E-steps start from the last one).  ``"all"``: four chains, ``"link"`` (the link
+        bound's solution from the first-order posterior), ``"naive-link"`` (the same from the
+        naive marginals), ``"first-order"`` (the first-order posterior) and ``"own-means"``
+        (that of the model with its context means left out); each ascent runs to a screening
+        tolerance and the best goes on to ``infer_tol``.  A name or a sequence of names runs
+        only those (one start alone is not screened).  F has several local maxima on strongly
+        coupled data and no start is best everywhere, so fewer starts are faster but may end
+        lower: docs/context_hmm.md, "Fewer starts", measures both.
     algorithm : {"viterbi", "map"}, default="viterbi"
         Decoder of :meth:`decode` and :meth:`predict` (as hmmlearn's): ``"viterbi"`` is the
         most probable path of the structured posterior's chain Q, ``"map"`` the most probable
@@ -258,7 +272,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
 
     def __init__(self, n_states=2, n_features=None, lag=1, context="right", method="structured",
                  max_iter=50, tol=1e-4, bw_max_iter=50, infer_max_iter=100, infer_tol=1e-10,
-                 algorithm="viterbi", params="stmrl", init_params="stmrl",
+                 starts="all", algorithm="viterbi", params="stmrl", init_params="stmrl",
                  context_init_scale=0.1, max_augmented_states=2**20, warm_start=False,
                  n_threads=None, random_state=None, progress=True):
         self.n_states = n_states
@@ -271,6 +285,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
         self.bw_max_iter = bw_max_iter
         self.infer_max_iter = infer_max_iter
         self.infer_tol = infer_tol
+        self.starts = starts
         self.algorithm = algorithm
         self.params = params
         self.init_params = init_params
@@ -290,6 +305,11 @@ class ContextHMM(PersistMixin, BaseEstimator):
     def _left(self):
         return self.context in ("left", "both")
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True       # NaN marks a missing value (marginalised)
+        return tags
+
     def _check_hyper(self, fitting=False):
         """Validate the hyperparameters as they are now (any may have been assigned)."""
         check_int(self.n_states, "n_states", 1)
@@ -301,6 +321,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
         self._check_method(self.method, "method")
         check_int(self.infer_max_iter, "infer_max_iter", 0)
         check_real(self.infer_tol, "infer_tol")
+        self._start_names()
         check_int(self.max_augmented_states, "max_augmented_states", 1)
         if not isinstance(self.algorithm, str) or self.algorithm not in _ALGORITHMS:
             raise ValueError(f"algorithm must be one of {_ALGORITHMS}, got {self.algorithm!r}")
@@ -318,6 +339,19 @@ class ContextHMM(PersistMixin, BaseEstimator):
             for name in ("warm_start", "progress"):
                 if not isinstance(getattr(self, name), (bool, np.bool_)):
                     raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+
+    def _start_names(self):
+        """``starts`` as a tuple of start names, or None for all of them."""
+        st = self.starts
+        if isinstance(st, str) and st == "all":
+            return None
+        names = (st,) if isinstance(st, str) else st
+        ok = isinstance(names, (tuple, list)) and len(names) > 0 and all(
+            isinstance(k, str) and k in _chain.START_NAMES for k in names)
+        if not ok or len(set(names)) != len(names):
+            raise ValueError(f"starts must be 'all', one of {_chain.START_NAMES} or a sequence "
+                             f"of them without repeats, got {st!r}")
+        return tuple(names)
 
     @staticmethod
     def _check_method(method, name="method", allowed=_METHODS):
@@ -345,9 +379,23 @@ class ContextHMM(PersistMixin, BaseEstimator):
         A = np.ascontiguousarray(A, dtype=np.float64)
         if A.shape != shape:
             raise ValueError(f"{name} must have shape {shape} (n_states = {shape[0]}), got {A.shape}")
-        if not np.all(np.isfinite(A)) or np.any(A < 0) or np.any(np.abs(A.sum(-1) - 1.0) > 1e-8):
-            what = "rows must be probability vectors" if rows else "must be a probability vector"
-            raise ValueError(f"{name} {what} (non-negative, summing to 1)")
+        what = "rows must be probability vectors" if rows else "must be a probability vector"
+        if not np.all(np.isfinite(A)) or np.any(A < 0):
+            raise ValueError(f"{name} {what} (non-negative, summing to 1); it has "
+                             f"{'non-finite' if not np.all(np.isfinite(A)) else 'negative'} "
+                             "entries")
+        sums = A.sum(-1)
+        off = np.abs(sums - 1.0) > _PROB_TOL
+        if np.any(off):
+            where = f"row {int(np.argmax(off))} sums" if rows else "it sums"
+            raise ValueError(f"{name} {what} (non-negative, summing to 1 within "
+                             f"{_PROB_TOL:g}); {where} to {float(sums[off][0])!r}")
+        # sums within the tolerance but off by more than rounding (float32 input, rounded
+        # decimals): divided by their sums; sums within rounding of 1 are left as they are
+        fix = np.abs(sums - 1.0) > _PROB_EXACT
+        if np.any(fix):
+            A = A.copy()
+            A[fix] /= sums[fix][..., None]
         return A
 
     def _params(self):
@@ -441,10 +489,12 @@ class ContextHMM(PersistMixin, BaseEstimator):
         tol = check_real(self.infer_tol if tol is None else tol,
                          "infer_tol" if tol is None else "tol")
         # threads over sequences; a structured solve can also run its starts apart
-        n_items = (len(offsets) - 1) * (_chain.N_STARTS if method == "structured" else 1)
+        starts = self._start_names()
+        n_starts = _chain.N_STARTS if starts is None else len(starts)
+        n_items = (len(offsets) - 1) * (n_starts if method == "structured" else 1)
         n_threads = n_threads_for(self.n_threads, n_items)
         return _chain.run(method, sp, A, U, V, W, lag, right, left, Xs, offsets, max_iter, tol,
-                          want_stats, n_threads, init)
+                          want_stats, n_threads, init, starts)
 
     def _shifted(self, Xc):
         """Validated parameters and data, both shifted by the centre of the state means."""
