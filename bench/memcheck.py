@@ -119,6 +119,9 @@ for context in ("right", "left", "both"):
         hm.score(Xh, [15, 25], method=method)
     hm.predict(Xh, [15, 25]); hm.decode(Xh, [15, 25], algorithm="map"); hm.sample(20)
     hm.set_params(lag=100, n_threads=2).score(Xh, [15, 25], method="structured")
+    for starts in ("own-means", ("first-order", "naive-link"), "link"):   # a subset of starts
+        hm.set_params(lag=2, starts=starts, n_threads=2).score(Xh[:25], method="structured")
+    hm.set_params(starts="all", n_threads=1)
 
 # GenerativeClassifier
 Xc = (rng.random((24, 6)) < 0.5).astype(float); yc = np.repeat([0, 1, 2], 8)

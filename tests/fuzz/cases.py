@@ -640,7 +640,14 @@ def nlgbn_case(draw):
 HMM_HYPERS = ("n_states", "n_features", "lag", "context", "method", "max_iter", "tol",
               "bw_max_iter", "infer_max_iter", "infer_tol", "algorithm", "params",
               "init_params", "context_init_scale", "max_augmented_states", "warm_start",
-              "n_threads", "random_state", "progress")
+              "n_threads", "random_state", "progress", "starts")
+#: starts= values: the valid ones first (a name, names in any order, 'all')
+HMM_STARTS_VALID = ["'all'", "'link'", "'naive-link'", "'first-order'", "'own-means'",
+                    "('own-means', 'link')", "['naive-link', 'first-order', 'own-means']",
+                    "('link', 'naive-link', 'first-order', 'own-means')"]
+HMM_STARTS = HMM_STARTS_VALID + ["'ALL'", "''", "()", "[]", "('link', 'link')", "('link', 3)",
+                                 "{'link'}", "b'link'", "np.array(['link'])", "None", "0",
+                                 "'link,own-means'"]
 HMM_LENGTHS = ["[2**62, 2**62, 2**63 - 1, 11]", "np.array([2**63, 2**63 + 20], dtype=np.uint64)",
                "[10, 10]", "[20]", "[5, 5, 5, 5]", "[1] * 20", "[0, 20]", "[-1, 21]", "[21]",
                "[19]", "[10.0, 10.0]", "[10.5, 9.5]", "np.array([[10, 10]])", "'abc'", "[]",
@@ -717,6 +724,10 @@ def hmm_case(draw):
         names = [which]
         if entry == "fit":
             edit += "\nm.warm_start = True"
+    elif what == "hyper" and draw(st.booleans()):
+        v = draw(st.sampled_from(HMM_STARTS))
+        edit, label, names = f"m.starts = {v}", f"m.starts = {v}", ["starts"]
+        valid = v in HMM_STARTS_VALID
     elif what == "hyper":
         edit, label, names = draw(hyper_edit(HMM_HYPERS))
     elif what == "arg":
