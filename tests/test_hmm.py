@@ -783,3 +783,10 @@ def test_probabilities_within_float32_precision_are_accepted(tmp_path):
     with pytest.raises(ValueError, match="X must be a 2-D array"):
         h.score(np.load(tmp_path / "x1.npy", mmap_mode="r"))
     assert h.__sklearn_tags__().input_tags.allow_nan
+
+
+def test_positional_parameters_keep_their_places():
+    """starts= came last: the parameters before it keep their positions."""
+    h = mf.ContextHMM(2, 1, 1, "right", "structured", 50, 1e-4, 50, 100, 1e-10, "map",
+                      progress=False)
+    assert h.algorithm == "map" and h.starts == "all"

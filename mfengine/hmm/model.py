@@ -170,16 +170,6 @@ class ContextHMM(PersistMixin, BaseEstimator):
         Mean-field sweeps per sequence of one solve (any integer >= 0).
     infer_tol : float, default=1e-10
         A solve stops when a sweep raises the bound by at most this many nats per time step.
-    starts : "all", str or sequence of str, default="all"
-        Where the structured solver's ascent starts (when it has no warm start: :meth:`fit`'s
-        later E-steps start from the last one).  ``"all"``: four chains, ``"link"`` (the link
-        bound's solution from the first-order posterior), ``"naive-link"`` (the same from the
-        naive marginals), ``"first-order"`` (the first-order posterior) and ``"own-means"``
-        (that of the model with its context means left out); each ascent runs to a screening
-        tolerance and the best goes on to ``infer_tol``.  A name or a sequence of names runs
-        only those (one start alone is not screened).  F has several local maxima on strongly
-        coupled data and no start is best everywhere, so fewer starts are faster but may end
-        lower: docs/context_hmm.md, "Fewer starts", measures both.
     algorithm : {"viterbi", "map"}, default="viterbi"
         Decoder of :meth:`decode` and :meth:`predict` (as hmmlearn's): ``"viterbi"`` is the
         most probable path of the structured posterior's chain Q, ``"map"`` the most probable
@@ -208,6 +198,16 @@ class ContextHMM(PersistMixin, BaseEstimator):
         Seed of :meth:`fit`'s initialisation and the default of :meth:`sample`.
     progress : bool, default=True
         Show a progress bar during :meth:`fit` (it appears only after 2 s).
+    starts : "all", str or sequence of str, default="all"
+        Where the structured solver's ascent starts (when it has no warm start: :meth:`fit`'s
+        later E-steps start from the last one).  ``"all"``: four chains, ``"link"`` (the link
+        bound's solution from the first-order posterior), ``"naive-link"`` (the same from the
+        naive marginals), ``"first-order"`` (the first-order posterior) and ``"own-means"``
+        (that of the model with its context means left out); each ascent runs to a screening
+        tolerance and the best goes on to ``infer_tol``.  A name or a sequence of names runs
+        only those (one start alone is not screened).  F has several local maxima on strongly
+        coupled data and no start is best everywhere, so fewer starts are faster but may end
+        lower: docs/context_hmm.md, "Fewer starts", measures both.
 
     Attributes
     ----------
@@ -272,9 +272,9 @@ class ContextHMM(PersistMixin, BaseEstimator):
 
     def __init__(self, n_states=2, n_features=None, lag=1, context="right", method="structured",
                  max_iter=50, tol=1e-4, bw_max_iter=50, infer_max_iter=100, infer_tol=1e-10,
-                 starts="all", algorithm="viterbi", params="stmrl", init_params="stmrl",
+                 algorithm="viterbi", params="stmrl", init_params="stmrl",
                  context_init_scale=0.1, max_augmented_states=2**20, warm_start=False,
-                 n_threads=None, random_state=None, progress=True):
+                 n_threads=None, random_state=None, progress=True, starts="all"):
         self.n_states = n_states
         self.n_features = n_features
         self.lag = lag
