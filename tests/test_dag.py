@@ -360,3 +360,52 @@ def test_callers_that_need_no_q_solve_in_chunks_with_the_same_answers(monkeypatc
         np.testing.assert_array_equal(layered.score_samples(V, method=method),
                                       layered.infer(V, method=method).bound)
     assert calls == [40] * 4
+
+
+def test_new_constructor_parameters_before_fit_are_used_and_activation_after_fit_is_checked():
+    """Before fit, W_/h_ are copies of W/h: set_params(h=...) or (activation=...) takes effect
+    at the next call (it used to keep the first call's copy, and read activation live on it);
+    after fit another activation is refused by name; assigned W_ is the model's own."""
+    rng = np.random.default_rng(0)
+    W = np.tril(rng.uniform(0, 1, (6, 6)), -1)
+    X = np.array([[0, 1, 0], [1, 1, 1.0]])
+    net = mf.BeliefNet(W, np.full(6, 0.1), [3, 4, 5], "noisy_or", progress=False)
+    net.score_samples(X)
+    net.set_params(h=np.full(6, 2.0))
+    np.testing.assert_array_equal(
+        net.score_samples(X), mf.BeliefNet(W, np.full(6, 2.0), [3, 4, 5], "noisy_or").score_samples(X))
+    net.set_params(activation="sigmoid")
+    np.testing.assert_array_equal(
+        net.score_samples(X), mf.BeliefNet(W, np.full(6, 2.0), [3, 4, 5]).score_samples(X))
+    net.set_params(max_iter=2).fit(np.tile(X, (5, 1)))
+    learned = net.W_.copy()
+    net.set_params(activation="noisy_or")
+    with pytest.raises(ValueError, match="activation='noisy_or', but W_ and h_ were learned by "
+                                         "fit for 'sigmoid'"):
+        net.score_samples(X)
+    net.set_params(activation="sigmoid", h=np.zeros(6))
+    net.score_samples(X)
+    np.testing.assert_array_equal(net.W_, learned)    # a new h waits for the next fit
+    own = mf.BeliefNet(W, np.full(6, 0.1), [3, 4, 5], progress=False)
+    own.W_ = 0.5 * W
+    own.h_ = np.full(6, 0.1)
+    own.visible_ = np.arange(6) >= 3
+    own.set_params(h=np.zeros(6))
+    own.score_samples(X)
+    np.testing.assert_array_equal(own.W_, 0.5 * W)    # assigned: not overwritten
+
+
+def test_a_batch_net_is_a_copy_with_the_batch_settings():
+    rng = np.random.default_rng(0)
+    W = np.tril(rng.uniform(0, 1, (6, 6)), -1)
+    h = np.full(6, 0.1)
+    X = np.array([[0, 1, 0], [1, 1, 1.0]])
+    b = mf.BeliefNetBatch(np.stack([W, W]), np.stack([h, h]), [3, 4, 5], "noisy_or",
+                          method="plefka22", infer_tol=1e-9, progress=False)
+    assert b[0].method == "plefka22" and b[0].infer_tol == 1e-9
+    np.testing.assert_array_equal(b.score_samples(X),
+                                  [b[k].score_samples(X[k:k + 1])[0] for k in (0, 1)])
+    b[0].h[:] = 5.0
+    b[0].W[4, 0] = 9.0
+    np.testing.assert_array_equal(b.h_[0], h)
+    assert b.W_[0][4, 0] == W[4, 0]

@@ -220,14 +220,37 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
     _batch = False
 
     def _params(self):
-        """Check (and on first use copy) the parameters; returns self."""
+        """Check (and on first use copy) the parameters; returns self.
+
+        ``W_``, ``h_``, ``visible_`` are copies of the constructor's ``W``, ``h``, ``visible``
+        until ``fit`` learns them (or the user assigns them).  Until then a new ``W``, ``h``,
+        ``visible`` or ``activation`` (``set_params`` or assignment) is copied afresh; after
+        learning, another ``activation`` than the weights were learned for is refused."""
         activation = _check_activation(self.activation)
-        if "W_" not in vars(self) or "h_" not in vars(self):
+        d = vars(self)
+        src = d.get("_src")   # (W, h, visible, activation, W_, h_) of the last copy, or None
+        if "W_" in d and "h_" in d and src is not None:
+            if src[4] is not self.W_ or src[5] is not self.h_:
+                src = d["_src"] = None       # W_ or h_ assigned: the model's own from now on
+            elif (src[0] is not self.W or src[1] is not self.h or src[2] is not self.visible
+                  or src[3] != activation):
+                W, h = _check_weights(self.W, self.h, activation, self._batch, copy=True)
+                visible = _check_visible(self.visible, W.shape[-1])
+                structure = DagStructure(_edges(W, self._batch))
+                self.W_, self.h_, self.visible_, self._structure = W, h, visible, structure
+        learned = d.get("_learned_for")
+        if "W_" in d and "h_" in d and src is None and learned is not None and learned != activation:
+            raise ValueError(
+                f"activation={self.activation!r}, but W_ and h_ were learned by fit for "
+                f"{learned!r} units: fit again (with warm_start=False) or set activation back")
+        if "W_" not in d or "h_" not in d:
             W, h = _check_weights(self.W, self.h, activation, self._batch, copy=True)
             visible = _check_visible(self.visible, W.shape[-1])
             structure = DagStructure(_edges(W, self._batch))
             # all or nothing: a refused argument leaves the model as it was
             self.W_, self.h_, self.visible_, self._structure = W, h, visible, structure
+            d.pop("_learned_for", None)
+            src = ()
         s = getattr(self, "_structure", None)
         shape = self.W_.shape if _is_sparse(self.W_) else np.shape(self.W_)
         if s is not None and tuple(shape[-2:]) != (s.n_units, s.n_units):
@@ -251,6 +274,8 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         if not s.covers(W):
             raise ValueError("W_ has nonzero weights off the net's edges (the nonzero pattern of "
                              "W); build a new net to change the structure")
+        if src is not None:   # still the constructor's parameters: remember which
+            d["_src"] = (self.W, self.h, self.visible, activation, self.W_, self.h_)
         return self
 
     def __sklearn_is_fitted__(self):
@@ -520,6 +545,9 @@ class BeliefNet(_DagModel):
     W : array_like of shape (n_units, n_units)
         ``W[i, j]`` is the weight from unit j to unit i; nonzero only for j < i (units in
         topological order).  Its nonzero pattern is the set of edges, kept by learning.
+        The net's weights ``W_`` are a copy of it until ``fit`` learns them: a new ``W`` (or
+        ``h``, ``visible``, ``activation``), given before any ``fit``, is used by the next
+        call; after ``fit`` it is the start of the next ``fit`` without ``warm_start``.
     h : array_like of shape (n_units,)
         Biases.
     visible : array_like
@@ -527,7 +555,8 @@ class BeliefNet(_DagModel):
         units (column k of the data is unit ``visible[k]``).
     activation : {"sigmoid", "noisy_or"}, default="sigmoid"
         Sigmoid units fire with probability 1/(1 + e^{-z}), noisy-OR units with 1 - e^{-z}
-        (non-negative weights and biases).
+        (non-negative weights and biases).  After ``fit``, another activation than the one
+        the weights were learned for is refused until the next ``fit``.
     method : {"sjj", "plefka11", "plefka12", "plefka22"}, default="sjj"
         The objective of ``infer``, ``score_samples`` and ``fit``.
     learning_rate : float, optional
@@ -631,6 +660,8 @@ class BeliefNet(_DagModel):
         """New weights (an (nnz,) vector on the net's edges) and biases (learning)."""
         self.W_ = self._structure.unpack(w, sparse=_is_sparse(self.W_))
         self.h_ = np.ascontiguousarray(h, dtype=np.float64)
+        vars(self).pop("_src", None)
+        self._learned_for = _check_activation(self.activation)
 
     def impute(self, X, missing, *, method=None, n_samples=1000, random_state=None):
         """Fill in missing entries with their posterior predictive probability of a 1.
@@ -1088,7 +1119,12 @@ class BeliefNetBatch(_DagModel):
         self._params()
         if not -self.W_.shape[0] <= k < self.W_.shape[0]:
             raise IndexError(f"net index k={k} is out of range for {self.W_.shape[0]} nets")
-        return BeliefNet(self.W_[k], self.h_[k], self.visible_, self.activation)
+        # the net's own copies (editing them leaves the batch alone) and the batch's settings
+        shared = {k: v for k, v in self.get_params(deep=False).items()
+                  if k not in ("W", "h", "visible", "activation")}
+        W = self.W_[k]
+        return BeliefNet(W.copy(), self.h_[k].copy(), self.visible_.copy(), self.activation,
+                         **shared)
 
     @property
     def n_nets(self):
