@@ -111,7 +111,8 @@ def _validate_array(estimator, X, *, reset, y="no_validation"):
 
 
 def _check_binary_values(X, missing=None):
-    """Refuse NaN or infinity outside ``missing``, negative values and anything but 0 and 1.
+    """Refuse infinity, NaN outside ``missing``, negative values and anything but 0 and 1
+    (as the nets do: a missing entry may hold NaN or any finite value).
 
     Returns ``(X, observed)``: X with missing entries set to 0, and the observed-mask as
     float64 (None when nothing is missing).
@@ -126,8 +127,11 @@ def _check_binary_values(X, missing=None):
         ignore = None
     else:
         ignore = miss.astype(bool)
-        if np.any(~np.isfinite(X) & ~ignore):
-            raise ValueError("X contains NaN or infinite values at entries not marked missing")
+        if np.any(np.isinf(X)):
+            raise ValueError("X contains infinite values (a missing entry may hold NaN or any "
+                             "finite value)")
+        if np.any(np.isnan(X) & ~ignore):
+            raise ValueError("X contains NaN values at entries not marked missing")
     vals = X if ignore is None else X[~ignore]
     if np.any(vals < 0.0):
         raise ValueError(
@@ -414,7 +418,7 @@ class BernoulliMixture(PersistMixin, DensityMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Binary patterns; entries under ``missing`` may hold any value, NaN included.
+            Binary patterns; entries under ``missing`` may hold NaN or any finite value.
         missing : array-like of bool, shape (n_samples, n_features) or (n_features,), optional
             Pixels to sum out (a 1-D mask applies to every pattern): the result is then
             ln P(observed pixels).
@@ -700,7 +704,7 @@ class MixtureClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimator)
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Binary patterns; entries under ``missing`` may hold any value, NaN included.
+            Binary patterns; entries under ``missing`` may hold NaN or any finite value.
         missing : array-like of bool, shape (n_samples, n_features) or (n_features,), optional
             Pixels to sum out.
 

@@ -347,7 +347,7 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Binary patterns; entries under ``missing`` may hold any value, NaN included.
+            Binary patterns; entries under ``missing`` may hold NaN or any finite value.
         missing : array-like of bool, shape (n_samples, n_features) or (n_features,), optional
             Pixels to marginalise (a 1-D mask applies to every pattern).
 

@@ -334,3 +334,20 @@ def test_net_parameters_assigned_after_fit_are_checked():
     clf.net_weights_ = clf.net_weights_[:2]
     with pytest.raises(ValueError, match="net_weights_"):
         clf.predict(X)
+
+
+def test_infinity_under_the_missing_mask_is_refused_as_by_the_nets():
+    """A missing entry may hold NaN or any finite value, for the classifier as for its nets."""
+    rng = np.random.default_rng(0)
+    Xc = (rng.random((24, 6)) < 0.5).astype(float)
+    y = np.repeat([0, 1], 12)
+    clf = GenerativeClassifier(hidden=(2,), max_iter=1, progress=False, random_state=0).fit(Xc, y)
+    miss = np.zeros(Xc.shape, bool)
+    miss[:, 0] = True
+    with pytest.raises(ValueError, match="X contains infinite values"):
+        clf.predict(np.where(miss, np.inf, Xc), missing=miss)
+    with pytest.raises(ValueError, match="X contains infinite values"):
+        clf.nets_[0].score_samples(np.where(miss, np.inf, Xc), miss)
+    for fill in (np.nan, 7.0):
+        np.testing.assert_array_equal(clf.predict(np.where(miss, fill, Xc), missing=miss),
+                                      clf.predict(Xc, missing=miss))

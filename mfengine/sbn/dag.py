@@ -339,7 +339,7 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
             (n_nets, m, n_visible) for a BeliefNetBatch (one row, or m rows, per net).
         missing : array_like of bool, optional
             Missing visible entries, marginalised exactly: X's shape, or (n_visible,) for
-            every pattern (X may hold anything there, NaN too).
+            every pattern (X may hold NaN or any finite value there).
         method : {"sjj", "plefka11", "plefka12", "plefka22"}, optional
             Default: the model's ``method``.  "sjj": the strict lower bound of Saul, Jaakkola
             & Jordan, by coordinate ascent (every update raises it).  "plefka11/12/22":
@@ -675,7 +675,7 @@ class BeliefNet(_DagModel):
         Parameters
         ----------
         X : array_like of shape (n_patterns, n_visible)
-            Binary data; entries where ``missing`` is True may be anything (NaN too).
+            Binary data; entries where ``missing`` is True may hold NaN or any finite value.
         missing : array_like of bool, shape (n_patterns, n_visible) or (n_visible,)
             The entries to fill in.
         method : {"sjj", "plefka11", "plefka12", "plefka22", "importance"}, optional

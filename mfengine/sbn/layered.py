@@ -664,7 +664,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         Parameters
         ----------
         X : array_like of shape (n_patterns, n_visible)
-            Binary data; entries where ``missing`` is True may be anything (NaN too).
+            Binary data; entries where ``missing`` is True may hold NaN or any finite value.
         missing : array_like of bool, shape (n_patterns, n_visible) or (n_visible,)
             The entries to fill in.
         method : str, optional
