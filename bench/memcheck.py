@@ -77,6 +77,12 @@ for act in ("sigmoid", "noisy_or"):
     for method in ("sjj", "plefka11", "plefka12", "plefka22"):
         b.infer(Vb, method=method, n_threads=2)
     b.exact_log_likelihood(Vb)
+    import scipy.sparse
+    bs = mf.BeliefNetBatch([scipy.sparse.csr_matrix(w) for w in Wb], hb, [4, 5, 6],
+                           activation=act, progress=False)            # a sparse batch
+    bs.sample(3, random_state=3)
+    for method in ("sjj", "plefka12"):
+        bs.infer(Vb, method=method, n_threads=2)
     # missing entries: barren units summed out (per item, blocks, batch, chunked scores)
     mv = rng.random(V.shape) < 0.4
     for method in ("sjj", "plefka11", "plefka12", "plefka22"):

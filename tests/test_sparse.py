@@ -224,3 +224,73 @@ def test_large_nets_cache_layout_and_prefetch_leave_the_answer(activation):
     assert np.all(np.isfinite(fast.bound)) and np.all(fast.bound < 0)
     # the means moved away from the start: the sweeps did work on the record layout
     assert np.abs(fast.mu[:, :1000] - 0.5).max() > 1e-3
+
+
+@pytest.mark.filterwarnings("ignore:.*the Plefka expansion has broken down:RuntimeWarning")
+@pytest.mark.parametrize("activation", ["sigmoid", "noisy_or"])
+def test_a_batch_of_sparse_nets_equals_the_dense_batch(activation, tmp_path):
+    """BeliefNetBatch with W a list of scipy.sparse matrices (any format, the nets' patterns
+    differing): inference and sampling give the dense batch's answers bit for bit, exact
+    enumeration to rounding; from_nets
+    keeps sparse nets sparse; save/load round trip."""
+    rng = np.random.default_rng(3)
+    n, vis = 9, [5, 6, 7, 8]
+    Ws, hs = zip(*(random_dense(rng, n, 0.5, activation) for _ in range(3)))
+    Wd, h = np.stack(Ws), np.stack(hs)
+    Wsp = [sp.csr_matrix(Ws[0]), sp.coo_matrix(Ws[1]), sp.csc_array(Ws[2])]
+    X = (rng.random((3, 4, 4)) < 0.5).astype(float)
+    miss = rng.random(X.shape) < 0.2
+    for method in ("sjj", "plefka11", "plefka12", "plefka22"):
+        d = mf.BeliefNetBatch(Wd, h, vis, activation, method=method, progress=False)
+        s = mf.BeliefNetBatch(Wsp, h, vis, activation, method=method, progress=False)
+        np.testing.assert_array_equal(s.score_samples(X), d.score_samples(X))
+        np.testing.assert_array_equal(s.score_samples(X, miss), d.score_samples(X, miss))
+        rs, rd = s.infer(X), d.infer(X)
+        np.testing.assert_array_equal(rs.bound, rd.bound)
+        np.testing.assert_array_equal(rs.mu, rd.mu)
+    assert s.structure.same_as(d.structure) and len(s) == 3 and s.n_units == n
+    assert isinstance(s.W_, list) and all(sp.issparse(w) for w in s.W_)
+    # (exact enumeration sums the sparse products in their own order: equal to rounding)
+    np.testing.assert_allclose(s.exact_log_likelihood(X), d.exact_log_likelihood(X), rtol=1e-13)
+    np.testing.assert_allclose(s.exact_log_likelihood(X, miss), d.exact_log_likelihood(X, miss),
+                               rtol=1e-13)
+    S = (rng.random((3, 2, n)) < 0.5).astype(float)
+    np.testing.assert_allclose(s.log_joint(S), d.log_joint(S), rtol=1e-13)
+    np.testing.assert_array_equal(s.sample(50, random_state=1), d.sample(50, random_state=1))
+    np.testing.assert_array_equal(s[2].W.toarray(), Ws[2])
+    nets = [mf.BeliefNet(sp.csr_matrix(Ws[k]), hs[k], vis, activation) for k in range(3)]
+    fb = mf.BeliefNetBatch.from_nets(nets, method="plefka22", progress=False)
+    np.testing.assert_array_equal(fb.score_samples(X), s.score_samples(X))
+    assert isinstance(fb.W_, list)
+    s.save(tmp_path / "b.npz")
+    np.testing.assert_array_equal(mf.load(tmp_path / "b.npz").score_samples(X), s.score_samples(X))
+
+
+def test_a_sparse_batch_refuses_bad_input_by_name_and_stays_linear():
+    rng = np.random.default_rng(0)
+    W, h = random_dense(rng, 6, 0.6)
+    H = np.stack([h, h])
+    with pytest.raises(TypeError, match="give sparse ones as a list of n_nets scipy.sparse"):
+        mf.BeliefNetBatch(sp.csr_matrix(W), h[None], [3, 4, 5]).n_nets
+    with pytest.raises(ValueError, match=r"W\[1\] must be strictly lower triangular"):
+        mf.BeliefNetBatch([sp.csr_matrix(W), sp.csr_matrix(W.T)], H, [3, 4, 5]).n_nets
+    with pytest.raises(ValueError, match=r"W\[1\] has shape \(7, 7\), W\[0\] \(6, 6\)"):
+        mf.BeliefNetBatch([sp.csr_matrix(W), sp.csr_matrix((7, 7))], H, [3, 4, 5]).n_nets
+    with pytest.raises(ValueError, match=r"h must have shape \(n_nets, n_units\) with n_nets = 2"):
+        mf.BeliefNetBatch([sp.csr_matrix(W)] * 2, h, [3, 4, 5]).n_nets
+    with pytest.raises(TypeError, match=r"W\[1\] must be a scipy.sparse matrix or a 2-D numeric"):
+        mf.BeliefNetBatch([sp.csr_matrix(W), "x"], H, [3, 4, 5]).n_nets
+    with pytest.raises(ValueError, match=r"noisy-OR units need non-negative weights; W\[0\]"):
+        mf.BeliefNetBatch([sp.csr_matrix(-np.abs(W))] * 2, np.abs(H), [3, 4, 5], "noisy_or").n_nets
+    # 10^5 units per net, two nets: a dense batch would need 160 GB
+    n = 100_000
+    chain = sp.eye(n, k=-1, format="csr") * 0.5
+    tracemalloc.start()
+    big = mf.BeliefNet(chain, np.full(n, 0.1), [n - 1], "noisy_or", progress=False)
+    b = mf.BeliefNetBatch.from_nets([big, big], progress=False)
+    bounds = b.score_samples(np.ones((2, 1)))
+    drawn = b.sample(3, random_state=0, return_all=True)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    np.testing.assert_array_equal(bounds, np.repeat(big.score_samples(np.ones((1, 1))), 2))
+    assert drawn.shape == (2, 3, n) and peak < 300e6, peak / 1e6

@@ -148,7 +148,7 @@ def dag_items(model, V, missing=None):
         squeeze = V.ndim == 2
         V3 = V[:, None, :] if squeeze else V
         k, m = V3.shape[:2]
-        clamp = np.full((k * m, model.W_.shape[-1]), np.nan)
+        clamp = np.full((k * m, model._structure.n_units), np.nan)
         clamp[:, model.visible_] = V3.reshape(k * m, V3.shape[2])
         shape = (k,) if squeeze else (k, m)
         return model, model._packed_w(), clamp, np.repeat(np.arange(k, dtype=np.intp), m), shape

@@ -149,8 +149,11 @@ class DagStructure:
         return arrays
 
     def pack(self, W):
-        """The (..., nnz) weight vectors of dense (..., n_units, n_units) matrices ``W``, or
-        the (nnz,) vector of one scipy.sparse matrix."""
+        """The (..., nnz) weight vectors of dense (..., n_units, n_units) matrices ``W``, the
+        (nnz,) vector of one scipy.sparse matrix, or the (n_nets, nnz) vectors of a list of
+        them (a sparse batch)."""
+        if isinstance(W, list):
+            return np.stack([self.pack(w) for w in W])
         if _is_sparse(W):
             csr = W.tocsr()
             if self._same_pattern(csr):
@@ -206,7 +209,9 @@ class DagStructure:
         """Whether every nonzero weight of ``W`` (dense, batched, or scipy.sparse) lies on an
         edge.  O(nnz) for a CSR matrix with the structure's own pattern (the common case: the
         net's weights as built), O(nnz log nnz) otherwise; nothing of size n_units**2 for
-        sparse input."""
+        sparse input (a list of scipy.sparse matrices: a sparse batch)."""
+        if isinstance(W, list):
+            return all(self.covers(w) for w in W)
         if _is_sparse(W):
             if self._same_pattern(W.tocsr()):
                 return True

@@ -81,8 +81,30 @@ def _log_sum_states(parts, axis):
     return out
 
 
+def _is_sparse_batch(W):
+    """Whether W is a batch's weights given as a sequence of scipy.sparse matrices."""
+    return isinstance(W, (list, tuple)) and len(W) > 0 and any(_is_sparse(w) for w in W)
+
+
+def _w_shape(W):
+    """The shape of W: (n_units, n_units), (n_nets, n_units, n_units), or that of a sparse
+    batch (a list of CSR matrices)."""
+    if _is_sparse_batch(W):
+        return (len(W),) + tuple(getattr(W[0], "shape", np.shape(W[0])))
+    return tuple(W.shape) if _is_sparse(W) else np.shape(W)
+
+
 def _edges(W, batch):
     """What DagStructure reads: the nonzero pattern of W (over every net of a batch)."""
+    if isinstance(W, list):          # a sparse batch: the union of the nets' nonzero entries
+        import scipy.sparse
+
+        coo = [w.tocoo() for w in W]
+        rows = np.concatenate([c.row[c.data != 0.0] for c in coo])
+        cols = np.concatenate([c.col[c.data != 0.0] for c in coo])
+        pattern = scipy.sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=W[0].shape)
+        pattern.sum_duplicates()
+        return pattern
     if _is_sparse(W):
         return W
     return np.any(W != 0.0, axis=0) if batch else W != 0.0
@@ -101,6 +123,11 @@ def _check_weights(W, h, activation, batch, names=("W", "h"), copy=False):
     name_W, name_h = names
     if _is_sparse(W) and not batch:
         return _check_sparse_weights(W, h, activation, names, copy)
+    if batch and _is_sparse_batch(W):
+        return _check_sparse_batch(W, h, activation, names, copy)
+    if batch and _is_sparse(W):
+        raise TypeError(f"{name_W}: a batch's weights are (n_nets, n_units, n_units); give sparse "
+                        f"ones as a list of n_nets scipy.sparse matrices, got one {W.shape} matrix")
     if copy:
         W, h = np.array(W), np.array(h)
     W = np.asarray(W)
@@ -178,6 +205,38 @@ def _check_sparse_weights(W, h, activation, names, copy):
     return W, h
 
 
+def _check_sparse_batch(W, h, activation, names, copy):
+    """The checks of ``_check_weights`` for a batch given as a sequence of n_nets scipy.sparse
+    (n_units, n_units) matrices (an entry may also be a dense array): a list of CSR matrices
+    of float64 with sorted indices, and h as an (n_nets, n_units) array; time linear in the
+    nonzero entries."""
+    import scipy.sparse
+
+    name_W, name_h = names
+    h = np.asarray(h)
+    if h.dtype.kind not in "biuf":
+        raise TypeError(f"{name_h} must be numeric, got dtype {h.dtype}")
+    if h.ndim != 2 or h.shape[0] != len(W):
+        raise ValueError(f"{name_h} must have shape (n_nets, n_units) with n_nets = {len(W)} "
+                         f"(the matrices of {name_W}), got {h.shape}")
+    out, hs = [], []
+    for k, Wk in enumerate(W):
+        if not _is_sparse(Wk):
+            A = np.asarray(Wk)
+            if A.dtype.kind not in "biuf" or A.ndim != 2:
+                raise TypeError(f"{name_W}[{k}] must be a scipy.sparse matrix or a 2-D numeric "
+                                f"array, got {type(Wk).__name__}")
+            Wk = scipy.sparse.csr_matrix(A)
+        if out and Wk.shape != out[0].shape:
+            raise ValueError(f"{name_W}[{k}] has shape {Wk.shape}, {name_W}[0] {out[0].shape}: "
+                             "the nets of a batch have the same units")
+        Wk, hk = _check_sparse_weights(Wk, h[k], activation, (f"{name_W}[{k}]", f"{name_h}[{k}]"),
+                                       copy)
+        out.append(Wk)
+        hs.append(hk)
+    return out, np.ascontiguousarray(np.stack(hs))
+
+
 def _check_visible(visible, n):
     """The boolean mask of the visible units, from a mask or increasing unit indices."""
     vis = np.asarray(visible)
@@ -235,7 +294,7 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
             elif (src[0] is not self.W or src[1] is not self.h or src[2] is not self.visible
                   or src[3] != activation):
                 W, h = _check_weights(self.W, self.h, activation, self._batch, copy=True)
-                visible = _check_visible(self.visible, W.shape[-1])
+                visible = _check_visible(self.visible, _w_shape(W)[-1])
                 structure = DagStructure(_edges(W, self._batch))
                 self.W_, self.h_, self.visible_, self._structure = W, h, visible, structure
         learned = d.get("_learned_for")
@@ -245,20 +304,20 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
                 f"{learned!r} units: fit again (with warm_start=False) or set activation back")
         if "W_" not in d or "h_" not in d:
             W, h = _check_weights(self.W, self.h, activation, self._batch, copy=True)
-            visible = _check_visible(self.visible, W.shape[-1])
+            visible = _check_visible(self.visible, _w_shape(W)[-1])
             structure = DagStructure(_edges(W, self._batch))
             # all or nothing: a refused argument leaves the model as it was
             self.W_, self.h_, self.visible_, self._structure = W, h, visible, structure
             d.pop("_learned_for", None)
             src = ()
         s = getattr(self, "_structure", None)
-        shape = self.W_.shape if _is_sparse(self.W_) else np.shape(self.W_)
+        shape = _w_shape(self.W_)
         if s is not None and tuple(shape[-2:]) != (s.n_units, s.n_units):
             raise ValueError(f"W_ must have shape {(s.n_units, s.n_units)} per net (the net's "
                              f"units), got {shape}")
         W, h = _check_weights(self.W_, self.h_, activation, self._batch, names=("W_", "h_"))
         self.W_, self.h_ = W, h
-        n = W.shape[-1]
+        n = _w_shape(W)[-1]
         vis = np.asarray(self.visible_)
         if vis.dtype != np.bool_ or vis.shape != (n,) or not vis.any():
             raise ValueError(f"visible_ must be a boolean mask of shape ({n},) with a visible unit")
@@ -266,10 +325,16 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         if s is None or s.n_units != n:
             # after load, or when W_ was replaced by another net's: the edges of W (the
             # constructor's) when the sizes agree, else those of W_
-            W0 = self.W if _is_sparse(self.W) else np.asarray(self.W)
-            if W0.shape == W.shape:   # the edges are W's: check it as the constructor would
-                W0 = _check_weights(W0, self.h, activation, self._batch)[0]
-            src = W0 if W0.shape == W.shape else W
+            W0 = self.W
+            if not (_is_sparse(W0) or _is_sparse_batch(W0)):
+                W0 = np.asarray(W0)
+            same = _is_sparse_batch(W0) == isinstance(W, list) and (
+                (len(W0),) + tuple(np.shape(W0[0])) if _is_sparse_batch(W0) else _w_shape(W0)
+            ) == _w_shape(W)
+            if same:   # the edges are W's: check it as the constructor would
+                W0 = _check_weights(list(W0) if _is_sparse_batch(W0) else W0, self.h, activation,
+                                    self._batch)[0]
+            src = W0 if same else W
             self._structure = s = DagStructure(_edges(src, self._batch))
         if not s.covers(W):
             raise ValueError("W_ has nonzero weights off the net's edges (the nonzero pattern of "
@@ -299,7 +364,7 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
     @property
     def n_units(self):
         """Number of units."""
-        return self._params().W_.shape[-1]
+        return _w_shape(self._params().W_)[-1]
 
     @property
     def n_visible(self):
@@ -1025,9 +1090,13 @@ class BeliefNetBatch(_DagModel):
 
     Parameters
     ----------
-    W : array_like of shape (n_nets, n_units, n_units)
+    W : array_like of shape (n_nets, n_units, n_units), or a list of scipy.sparse matrices
         ``W[k, i, j]`` is net k's weight from unit j to unit i (j < i).  The edge set is every
-        (i, j) that is nonzero in at least one net.
+        (i, j) that is nonzero in at least one net.  A list (or tuple) of n_nets scipy.sparse
+        (n_units, n_units) matrices gives the same nets without any n_units x n_units array:
+        construction, ``sample`` and inference then take memory and time linear in the
+        nonzero entries; inference and sampling give the dense batch's answers bit for bit
+        (exact enumeration, which sums the sparse products in another order, to rounding).
     h : array_like of shape (n_nets, n_units)
         Biases.
     visible : array_like
@@ -1048,7 +1117,7 @@ class BeliefNetBatch(_DagModel):
     Attributes
     ----------
     W_, h_ : ndarray
-        The checked float64 parameters.
+        The checked float64 parameters (``W_`` a list of CSR matrices for a sparse ``W``).
     visible_ : ndarray of bool of shape (n_units,)
         The visible units.
 
@@ -1084,6 +1153,9 @@ class BeliefNetBatch(_DagModel):
     def from_nets(cls, nets, **params):
         """A batch from ``BeliefNet`` objects with the same visible units and activation.
 
+        The batch is sparse when any net is (``W_`` a list of CSR matrices, nothing of size
+        n_units**2).
+
         Parameters
         ----------
         nets : sequence of BeliefNet
@@ -1106,19 +1178,23 @@ class BeliefNetBatch(_DagModel):
             if net.activation != first.activation:
                 raise ValueError(f"nets[{k}] has activation {net.activation!r}, nets[0] "
                                  f"{first.activation!r}")
-        dense = [n.W_.toarray() if _is_sparse(n.W_) else n.W_ for n in nets]
-        return cls(np.stack(dense), np.stack([n.h_ for n in nets]), first.visible_,
-                   first.activation, **params)
+        if any(_is_sparse(n.W_) for n in nets):   # sparse nets stay sparse: nothing n_units**2
+            import scipy.sparse
+
+            W = [n.W_.copy() if _is_sparse(n.W_) else scipy.sparse.csr_matrix(n.W_) for n in nets]
+        else:
+            W = np.stack([n.W_ for n in nets])
+        return cls(W, np.stack([n.h_ for n in nets]), first.visible_, first.activation, **params)
 
     def __len__(self):
-        return self._params().W_.shape[0]
+        return _w_shape(self._params().W_)[0]
 
     def __getitem__(self, k):
         if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
             raise TypeError(f"a BeliefNetBatch is indexed by a net number k (an int), got {k!r}")
-        self._params()
-        if not -self.W_.shape[0] <= k < self.W_.shape[0]:
-            raise IndexError(f"net index k={k} is out of range for {self.W_.shape[0]} nets")
+        n_nets = len(self)
+        if not -n_nets <= k < n_nets:
+            raise IndexError(f"net index k={k} is out of range for {n_nets} nets")
         # the net's own copies (editing them leaves the batch alone) and the batch's settings
         shared = {k: v for k, v in self.get_params(deep=False).items()
                   if k not in ("W", "h", "visible", "activation")}
@@ -1129,7 +1205,7 @@ class BeliefNetBatch(_DagModel):
     @property
     def n_nets(self):
         """Number of nets."""
-        return self._params().W_.shape[0]
+        return len(self)
 
 
     def _check_data(self, X, missing=None):
@@ -1139,7 +1215,7 @@ class BeliefNetBatch(_DagModel):
         V = np.asarray(X)
         if V.dtype.kind not in "biuf":
             raise TypeError(f"X must be numeric, got dtype {V.dtype}")
-        n_nets, n_visible = self.W_.shape[0], int(self.visible_.sum())
+        n_nets, n_visible = _w_shape(self.W_)[0], int(self.visible_.sum())
         if V.ndim not in (2, 3) or V.shape[0] != n_nets or V.shape[-1] != n_visible:
             raise ValueError(f"X must have shape ({n_nets}, {n_visible}) or "
                              f"({n_nets}, m, {n_visible}), got {np.shape(X)}")
@@ -1181,16 +1257,22 @@ class BeliefNetBatch(_DagModel):
             S = np.asarray(S, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"S must be an array of 0/1 states: {exc}") from exc
-        if S.ndim < 2 or S.shape[0] != self.W_.shape[0] or S.shape[-1] != self.W_.shape[-1]:
-            raise ValueError(f"S must have shape ({self.W_.shape[0]}, ..., {self.W_.shape[-1]}), "
-                             f"got {S.shape}")
+        n_nets, n_units = _w_shape(self.W_)[0], _w_shape(self.W_)[-1]
+        if S.ndim < 2 or S.shape[0] != n_nets or S.shape[-1] != n_units:
+            raise ValueError(f"S must have shape ({n_nets}, ..., {n_units}), got {S.shape}")
         check_binary(S, "S")
         return _log_joint_checked(self._log_joint(S, self.W_, self.h_))
 
     def _log_joint(self, S, W, h):
         """ln P of the states S under each net and where it overflowed (``_sum_log_probs``)."""
-        z = np.einsum("k...j,kij->k...i", S, W) + h.reshape(
-            (W.shape[0],) + (1,) * (S.ndim - 2) + (W.shape[-1],))
+        if isinstance(W, list):      # a sparse batch: net by net, no n_units**2 array
+            z = np.empty(S.shape)
+            for k, Wk in enumerate(W):
+                flat = S[k].reshape(-1, S.shape[-1])
+                z[k] = (np.asarray((Wk @ flat.T).T) + h[k]).reshape(S.shape[1:])
+        else:
+            z = np.einsum("k...j,kij->k...i", S, W) + h.reshape(
+                (W.shape[0],) + (1,) * (S.ndim - 2) + (W.shape[-1],))
         l1, l0 = _log_probs(z, self.activation)
         return _sum_log_probs(S, l1, l0)
 
@@ -1271,7 +1353,7 @@ class BeliefNetBatch(_DagModel):
         if K > max_hidden:
             raise ValueError(f"exact_log_likelihood enumerates 2**n_hidden states; n_hidden = {K} "
                              f"is above max_hidden={max_hidden}")
-        n_nets, n_units = self.W_.shape[0], self.W_.shape[-1]
+        n_nets, n_units = _w_shape(self.W_)[0], _w_shape(self.W_)[-1]
         hid = np.flatnonzero(~self.visible_)
         states = ((np.arange(2**K)[:, None] >> np.arange(K)) & 1).astype(np.float64)
         m = V.shape[1]

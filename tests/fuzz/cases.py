@@ -479,6 +479,12 @@ def batch_case(draw):
     if entry == "log_joint":
         base += "\nS = m.sample(2, random_state=2, return_all=True)"
     what = draw(st.sampled_from(("data", "param", "ctor", "hyper", "arg", "none")))
+    if what not in ("param", "ctor") and draw(st.booleans()):
+        # the same nets given as a list of scipy.sparse matrices (the edits of W_ or W
+        # below are written for the dense (n_nets, 4, 4) array)
+        base = base.replace("m = mf.BeliefNetBatch(W, h,",
+                            "import scipy.sparse as sp\n"
+                            "m = mf.BeliefNetBatch([sp.csr_matrix(w) for w in W], h,")
     names, valid, label, edit = [], False, "none", ""
     clean_types = None
     if what == "data" and entry == "getitem":

@@ -90,8 +90,10 @@ def _net_scale(m):
     """sum over units of |h_i| + sum_j |W_ij| (an upper bound on the rounding scale of z)."""
     np = _np()
     if hasattr(m, "W_"):
-        W, h = np.abs(np.asarray(m.W_)), np.abs(np.asarray(m.h_))
-        return float(np.sum(W) + np.sum(h))
+        Ws = m.W_ if isinstance(m.W_, list) else [m.W_]    # a sparse batch: a list of matrices
+        W = sum(float(np.sum(np.abs(w.data if hasattr(w, "tocsr") else np.asarray(w))))
+                for w in Ws)
+        return W + float(np.sum(np.abs(np.asarray(m.h_))))
     W = [np.abs(np.asarray(w)) for w in m.weights_]
     h = [np.abs(np.asarray(b)) for b in m.biases_]
     return float(sum(np.sum(w) for w in W) + sum(np.sum(b) for b in h))
