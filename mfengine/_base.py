@@ -224,9 +224,11 @@ def _decode(desc, arrays):
 
 
 def _fitted_state(model):
-    """The model's fitted attributes: public names ending in one underscore."""
+    """The model's fitted attributes: public names ending in one underscore (less those the
+    model derives from its parameters, ``_derived_state``)."""
+    skip = model._derived_state() if hasattr(model, "_derived_state") else ()
     return {k: v for k, v in vars(model).items()
-            if k.endswith("_") and not k.startswith("_") and not k.endswith("__")}
+            if k.endswith("_") and not k.startswith("_") and not k.endswith("__") and k not in skip}
 
 
 @dataclass(repr=False)

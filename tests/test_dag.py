@@ -409,3 +409,51 @@ def test_a_batch_net_is_a_copy_with_the_batch_settings():
     b[0].W[4, 0] = 9.0
     np.testing.assert_array_equal(b.h_[0], h)
     assert b.W_[0][4, 0] == W[4, 0]
+
+
+def test_copies_assignments_and_save_load_follow_one_rule(tmp_path):
+    """W_, h_, visible_ are copies of W, h, visible until fit learns them or they are assigned:
+    a loaded never-fitted net copies a new W too (save leaves the copies out), a loaded
+    fitted net keeps refusing another activation (activation_ is saved), an assigned W_ /
+    h_ / visible_ (also before the first call) is used and kept, and a fitted net given a new
+    W of another pattern still loads.  A sparse net enumerates a pattern whose visible
+    entries are all missing."""
+    import scipy.sparse as sp
+
+    W = np.array([[0, 0, 0], [0.5, 0, 0], [0.5, 0.5, 0]])
+    W2 = np.array([[0, 0, 0], [0.9, 0, 0], [0, 0.9, 0]])     # another nonzero pattern
+    h, vis = np.full(3, 0.2), [1, 2]
+    X = np.array([[1, 0], [1, 1], [0, 1.0]])
+    ref2 = mf.BeliefNet(W2, h, vis).score_samples(X)
+    net = mf.BeliefNet(W, h, vis, progress=False)
+    net.score_samples(X)
+    net.save(tmp_path / "a.npz")
+    loaded = mf.load(tmp_path / "a.npz")
+    np.testing.assert_array_equal(loaded.set_params(W=W2).score_samples(X), ref2)
+    net.set_params(max_iter=2).fit(np.tile(X, (4, 1)))
+    assert net.activation_ == "sigmoid"
+    net.save(tmp_path / "b.npz")
+    fitted = mf.load(tmp_path / "b.npz")
+    with pytest.raises(ValueError, match="were learned by fit for 'sigmoid'"):
+        fitted.set_params(activation="noisy_or").score_samples(X)
+    before = net.set_params(W=W2).score_samples(X)             # W_ learned: kept
+    net.save(tmp_path / "c.npz")
+    np.testing.assert_array_equal(mf.load(tmp_path / "c.npz").score_samples(X), before)
+    a = mf.BeliefNet(W, h, vis)
+    a.score_samples(X)
+    a.visible_ = np.array([True, False, True])
+    a.set_params(activation="noisy_or").score_samples(X)
+    np.testing.assert_array_equal(a.visible_, [True, False, True])
+    b = mf.BeliefNet(W, h, vis)
+    b.W_, b.h_ = 2 * W, h.copy()
+    np.testing.assert_array_equal(b.score_samples(X), mf.BeliefNet(2 * W, h, vis).score_samples(X))
+    c = mf.BeliefNet(W, h, vis)
+    c.W_ = 2 * W
+    np.testing.assert_array_equal(c.score_samples(X), mf.BeliefNet(2 * W, h, vis).score_samples(X))
+    miss = np.zeros((2, 3, 2), bool)
+    miss[:, 0] = True
+    Xb = np.stack([X, X])
+    dense = mf.BeliefNetBatch(np.stack([W, W]), np.stack([h, h]), vis)
+    sparse = mf.BeliefNetBatch([sp.csr_matrix(W)] * 2, np.stack([h, h]), vis)
+    np.testing.assert_allclose(sparse.exact_log_likelihood(Xb, miss),
+                               dense.exact_log_likelihood(Xb, miss), rtol=1e-13)

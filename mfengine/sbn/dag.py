@@ -282,34 +282,34 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         """Check (and on first use copy) the parameters; returns self.
 
         ``W_``, ``h_``, ``visible_`` are copies of the constructor's ``W``, ``h``, ``visible``
-        until ``fit`` learns them (or the user assigns them).  Until then a new ``W``, ``h``,
-        ``visible`` or ``activation`` (``set_params`` or assignment) is copied afresh; after
-        learning, another ``activation`` than the weights were learned for is refused."""
+        until ``fit`` learns them or the user assigns them (an attribute that is missing is
+        copied).  While they are copies, a new ``W``, ``h`` or ``visible`` (``set_params`` or
+        assignment) is copied afresh.  After ``fit``, another ``activation`` than the weights
+        were learned for (``activation_``) is refused."""
         activation = _check_activation(self.activation)
         d = vars(self)
-        src = d.get("_src")   # (W, h, visible, activation, W_, h_) of the last copy, or None
-        if "W_" in d and "h_" in d and src is not None:
-            if src[4] is not self.W_ or src[5] is not self.h_:
-                src = d["_src"] = None       # W_ or h_ assigned: the model's own from now on
-            elif (src[0] is not self.W or src[1] is not self.h or src[2] is not self.visible
-                  or src[3] != activation):
-                W, h = _check_weights(self.W, self.h, activation, self._batch, copy=True)
-                visible = _check_visible(self.visible, _w_shape(W)[-1])
-                structure = DagStructure(_edges(W, self._batch))
-                self.W_, self.h_, self.visible_, self._structure = W, h, visible, structure
-        learned = d.get("_learned_for")
-        if "W_" in d and "h_" in d and src is None and learned is not None and learned != activation:
+        own = self._own_copy()
+        renew = own is not None and (own[0] is not self.W or own[1] is not self.h
+                                     or own[2] is not self.visible)
+        missing = ["W_", "h_", "visible_"] if renew else [
+            k for k in ("W_", "h_", "visible_") if k not in d]
+        if missing:
+            W, h = _check_weights(self.W, self.h, activation, self._batch, copy=True)
+            visible = _check_visible(self.visible, _w_shape(W)[-1])
+            fresh = {"W_": W, "h_": h, "visible_": visible}
+            structure = DagStructure(_edges(W, self._batch)) if "W_" in missing else None
+            # all or nothing: a refused argument leaves the model as it was
+            for k in missing:
+                d[k] = fresh[k]
+            if structure is not None:
+                self._structure = structure
+                d.pop("activation_", None)
+        made = len(missing) == 3 or (own is not None and not missing)
+        learned = d.get("activation_")
+        if learned is not None and learned != activation:
             raise ValueError(
                 f"activation={self.activation!r}, but W_ and h_ were learned by fit for "
                 f"{learned!r} units: fit again (with warm_start=False) or set activation back")
-        if "W_" not in d or "h_" not in d:
-            W, h = _check_weights(self.W, self.h, activation, self._batch, copy=True)
-            visible = _check_visible(self.visible, _w_shape(W)[-1])
-            structure = DagStructure(_edges(W, self._batch))
-            # all or nothing: a refused argument leaves the model as it was
-            self.W_, self.h_, self.visible_, self._structure = W, h, visible, structure
-            d.pop("_learned_for", None)
-            src = ()
         s = getattr(self, "_structure", None)
         shape = _w_shape(self.W_)
         if s is not None and tuple(shape[-2:]) != (s.n_units, s.n_units):
@@ -323,25 +323,49 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
             raise ValueError(f"visible_ must be a boolean mask of shape ({n},) with a visible unit")
         self.visible_ = vis
         if s is None or s.n_units != n:
-            # after load, or when W_ was replaced by another net's: the edges of W (the
-            # constructor's) when the sizes agree, else those of W_
+            # after load, or when W_ was assigned: the edges of W (the constructor's) when they
+            # cover W_ (a learned weight may be exactly 0 on an edge), else those of W_
+            s = None
             W0 = self.W
             if not (_is_sparse(W0) or _is_sparse_batch(W0)):
                 W0 = np.asarray(W0)
             same = _is_sparse_batch(W0) == isinstance(W, list) and (
                 (len(W0),) + tuple(np.shape(W0[0])) if _is_sparse_batch(W0) else _w_shape(W0)
             ) == _w_shape(W)
-            if same:   # the edges are W's: check it as the constructor would
-                W0 = _check_weights(list(W0) if _is_sparse_batch(W0) else W0, self.h, activation,
-                                    self._batch)[0]
-            src = W0 if same else W
-            self._structure = s = DagStructure(_edges(src, self._batch))
+            if same:
+                try:    # check W as the constructor would
+                    W0 = _check_weights(list(W0) if _is_sparse_batch(W0) else W0, self.h,
+                                        activation, self._batch)[0]
+                    s = DagStructure(_edges(W0, self._batch))
+                except (TypeError, ValueError):
+                    s = None
+                if s is not None and not s.covers(W):
+                    s = None
+            if s is None:
+                s = DagStructure(_edges(W, self._batch))
+            self._structure = s
         if not s.covers(W):
             raise ValueError("W_ has nonzero weights off the net's edges (the nonzero pattern of "
                              "W); build a new net to change the structure")
-        if src is not None:   # still the constructor's parameters: remember which
-            d["_src"] = (self.W, self.h, self.visible, activation, self.W_, self.h_)
+        d["_src"] = (self.W, self.h, self.visible, self.W_, self.h_, self.visible_) if made else None
         return self
+
+    def _own_copy(self):
+        """The constructor's (W, h, visible) that ``W_``, ``h_``, ``visible_`` are still the
+        copies of (made by ``_params``, neither learned nor assigned since), or None."""
+        d = vars(self)
+        src = d.get("_src")
+        if not src or any(k not in d for k in ("W_", "h_", "visible_")):
+            return None
+        if src[3] is not d["W_"] or src[4] is not d["h_"] or src[5] is not d["visible_"]:
+            return None
+        return src[:3]
+
+    def _derived_state(self):
+        """Fitted attributes that ``save`` leaves out: ``W_``, ``h_``, ``visible_`` while they
+        are copies of ``W``, ``h``, ``visible`` (saved as parameters; the loaded model copies
+        them again, as this one would)."""
+        return ("W_", "h_", "visible_") if self._own_copy() is not None else ()
 
     def __sklearn_is_fitted__(self):
         return "W_" in vars(self)
@@ -660,6 +684,8 @@ class BeliefNet(_DagModel):
         After ``fit``: the mean objective per pattern in each epoch.
     n_iter_ : int
         Epochs run by the last ``fit``.
+    activation_ : str
+        After ``fit``: the activation ``W_`` and ``h_`` were learned for.
 
     See Also
     --------
@@ -726,7 +752,7 @@ class BeliefNet(_DagModel):
         self.W_ = self._structure.unpack(w, sparse=_is_sparse(self.W_))
         self.h_ = np.ascontiguousarray(h, dtype=np.float64)
         vars(self).pop("_src", None)
-        self._learned_for = _check_activation(self.activation)
+        self.activation_ = _check_activation(self.activation)
 
     def impute(self, X, missing, *, method=None, n_samples=1000, random_state=None):
         """Fill in missing entries with their posterior predictive probability of a 1.
@@ -1048,7 +1074,7 @@ class BeliefNet(_DagModel):
             S[:, :, pos[summed]] = states[None, :, :]
             S[:, :, pos[clamped]] = vc[:, None, :]
             if _is_sparse(W):
-                flat = S.reshape(-1, h.size)
+                flat = S.reshape(S.shape[0] * S.shape[1], h.size)
                 z = np.asarray((W @ flat.T).T).reshape(S.shape) + h
             else:
                 z = S @ W.T + h

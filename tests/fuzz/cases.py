@@ -974,8 +974,9 @@ def load_case(draw):
                "del header" in edit else "")
     setup = base + "\n" + edit + rewrite + "\nnp.savez(p, **d)"
     call = "out = mf.load(p).score_samples(X)"
+    # (a net never fitted is saved with its parameters W, h alone: W_, h_ are their copies)
     names = ["path", "file", "format", "header", "class", "weights_", "biases_", "variances_",
-             "W_", "h_", "sizes", "mfengine model", "format_version"]
+             "W_", "h_", "W", "h", "sizes", "mfengine model", "format_version"]
     valid = edit == "header['state'] = {}"      # an unfitted model: parameters drawn anew
     return _case("load", "mf.load", setup, "", call, "finite", names, valid, edit)
 
