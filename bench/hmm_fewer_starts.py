@@ -28,6 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import _common  # noqa: E402,F401  (thread settings of the benchmarks)
+from hmm_speed import best_time as cpu_best  # noqa: E402  (CPU time, best of n)
 from hmm_speed import make_model as workload_model  # noqa: E402
 from hmm_starts import make_model as grid_model  # noqa: E402
 
@@ -47,15 +48,6 @@ SETTINGS = [
 def label(starts, tol):
     s = starts if isinstance(starts, str) else "+".join(starts)
     return f"{s}, infer_tol {tol:g}"
-
-
-def cpu_best(f, repeat):
-    best, value = np.inf, None
-    for _ in range(repeat):
-        t = time.process_time()
-        value = f()
-        best = min(best, time.process_time() - t)
-    return best, value
 
 
 def part1(repeat):
