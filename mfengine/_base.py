@@ -224,11 +224,13 @@ def _decode(desc, arrays):
 
 
 def _fitted_state(model):
-    """The model's fitted attributes: public names ending in one underscore (less those the
-    model derives from its parameters, ``_derived_state``)."""
-    skip = model._derived_state() if hasattr(model, "_derived_state") else ()
-    return {k: v for k, v in vars(model).items()
-            if k.endswith("_") and not k.startswith("_") and not k.endswith("__") and k not in skip}
+    """The model's fitted attributes (public names ending in one underscore) and what the
+    model asks to keep beside them (``_saved_private``, private names set back by ``load``)."""
+    state = {k: v for k, v in vars(model).items()
+             if k.endswith("_") and not k.startswith("_") and not k.endswith("__")}
+    if hasattr(model, "_saved_private"):
+        state.update(model._saved_private())
+    return state
 
 
 @dataclass(repr=False)
@@ -896,4 +898,6 @@ def load(path):
         raise ValueError(f"{path!s} is not a readable mfengine model file (no fitted state)")
     for k, v in state.items():
         setattr(model, k, v)
+    if hasattr(model, "_after_load"):     # e.g. which fitted attributes are parameter copies
+        model._after_load()
     return model

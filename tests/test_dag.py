@@ -457,3 +457,58 @@ def test_copies_assignments_and_save_load_follow_one_rule(tmp_path):
     sparse = mf.BeliefNetBatch([sp.csr_matrix(W)] * 2, np.stack([h, h]), vis)
     np.testing.assert_allclose(sparse.exact_log_likelihood(Xb, miss),
                                dense.exact_log_likelihood(Xb, miss), rtol=1e-13)
+
+
+def test_each_copy_is_tracked_alone_and_a_loaded_net_is_the_saved_one(tmp_path):
+    """Per attribute: an assigned visible_ (or W_) leaves the other copies following W / h;
+    in-place edits of W_ and of the constructor's W after the first call are saved as they
+    act; a loaded net given a new W before any call copies it; the edge set survives a W of
+    another pattern after fit; errors name W while W_ is its copy."""
+    W = np.array([[0, 0, 0, 0], [.5, 0, 0, 0], [.5, .5, 0, 0], [0, .4, .3, 0]])
+    h, vis = np.full(4, 0.2), [2, 3]
+    X = np.array([[1, 0], [1, 1], [0, 1.0], [0, 0]])
+    W2 = W.copy()
+    W2[3, 1] = 2.0
+
+    def same(a, b):
+        np.testing.assert_array_equal(a.score_samples(X), b.score_samples(X))
+
+    def reloaded(net, name):
+        return mf.load(net.save(tmp_path / name))
+
+    n = mf.BeliefNet(W, h, vis)
+    n.score_samples(X)
+    n.visible_ = np.array([0, 1, 0, 1], bool)
+    n.set_params(W=W2)
+    same(n, mf.BeliefNet(W2, h, [1, 3]))
+    n = mf.BeliefNet(W, h, vis)
+    n.W_ = 2 * W
+    n.score_samples(X)
+    n.set_params(h=np.full(4, -0.7))
+    same(n, mf.BeliefNet(2 * W, np.full(4, -0.7), vis))
+    n = mf.BeliefNet(W, h, vis)
+    n.score_samples(X)
+    n.W_[3, 1] = 2.0
+    same(n, reloaded(n, "a"))
+    Wc = W.copy()
+    n = mf.BeliefNet(Wc, h, vis)
+    n.score_samples(X)
+    Wc[3, 1] = 2.0
+    same(n, reloaded(n, "b"))
+    n = mf.BeliefNet(W, h, vis)
+    n.score_samples(X)
+    loaded = reloaded(n, "c").set_params(W=W2)
+    same(loaded, mf.BeliefNet(W2, h, vis))
+    chain = np.array([[0, 0, 0, 0], [.5, 0, 0, 0], [0, .5, 0, 0], [0, 0, .5, 0]])
+    full = np.tril(np.full((4, 4), 0.3), -1)
+    n = mf.BeliefNet(chain, h, vis, max_iter=2, random_state=0, progress=False)
+    n.fit(np.tile(X, (3, 1))).set_params(W=full)
+    m = reloaded(n, "d")
+    assert m.n_weights == n.n_weights == 3
+    same(n, m)
+    Wn = W.copy()
+    Wn[3, 1] = -0.4
+    n = mf.BeliefNet(Wn, h, vis)
+    n.score_samples(X)
+    with pytest.raises(ValueError, match="non-negative weights; W has negative entries"):
+        n.set_params(activation="noisy_or").score_samples(X)

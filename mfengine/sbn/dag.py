@@ -273,6 +273,10 @@ def _draw_uniforms(rng, shape, n_samples):
         raise MemoryError(f"n_samples={n_samples}: the draws need {8 * int(np.prod(shape)):,} "
                           "bytes; draw fewer samples at a time") from None
 
+# the attributes _params copies from the constructor's parameters, and their parameters
+_COPIED = (("W_", "W"), ("h_", "h"), ("visible_", "visible"))
+
+
 class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
     """What BeliefNet and BeliefNetBatch share: parameters checked before every use."""
 
@@ -281,30 +285,32 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
     def _params(self):
         """Check (and on first use copy) the parameters; returns self.
 
-        ``W_``, ``h_``, ``visible_`` are copies of the constructor's ``W``, ``h``, ``visible``
-        until ``fit`` learns them or the user assigns them (an attribute that is missing is
-        copied).  While they are copies, a new ``W``, ``h`` or ``visible`` (``set_params`` or
-        assignment) is copied afresh.  After ``fit``, another ``activation`` than the weights
-        were learned for (``activation_``) is refused."""
+        ``W_``, ``h_``, ``visible_`` start as copies of the constructor's ``W``, ``h``,
+        ``visible`` (an attribute that is missing is copied).  Each stays a copy until ``fit``
+        learns it or the user assigns it; while it is a copy, a new ``W``, ``h`` or
+        ``visible`` (``set_params`` or assignment) is copied afresh at the next call.  After
+        ``fit``, another ``activation`` than the weights were learned for (``activation_``)
+        is refused.  ``save`` keeps which attributes are copies and, where the constructor's
+        ``W`` no longer gives it, the net's edge set, so a loaded model behaves as this one."""
         activation = _check_activation(self.activation)
         d = vars(self)
-        own = self._own_copy()
-        renew = own is not None and (own[0] is not self.W or own[1] is not self.h
-                                     or own[2] is not self.visible)
-        missing = ["W_", "h_", "visible_"] if renew else [
-            k for k in ("W_", "h_", "visible_") if k not in d]
-        if missing:
+        src = d.get("_src") or {}
+        copies = {k for k, _ in _COPIED if k in d and k in src and src[k][1] is d[k]}
+        fill = [k for k, p in _COPIED
+                if k not in d or (k in copies and src[k][0] is not getattr(self, p))]
+        if fill:
             W, h = _check_weights(self.W, self.h, activation, self._batch, copy=True)
             visible = _check_visible(self.visible, _w_shape(W)[-1])
             fresh = {"W_": W, "h_": h, "visible_": visible}
-            structure = DagStructure(_edges(W, self._batch)) if "W_" in missing else None
+            structure = DagStructure(_edges(W, self._batch)) if "W_" in fill else None
             # all or nothing: a refused argument leaves the model as it was
-            for k in missing:
+            for k in fill:
                 d[k] = fresh[k]
             if structure is not None:
                 self._structure = structure
                 d.pop("activation_", None)
-        made = len(missing) == 3 or (own is not None and not missing)
+                d.pop("_edges_saved", None)
+            copies |= set(fill)
         learned = d.get("activation_")
         if learned is not None and learned != activation:
             raise ValueError(
@@ -315,7 +321,9 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         if s is not None and tuple(shape[-2:]) != (s.n_units, s.n_units):
             raise ValueError(f"W_ must have shape {(s.n_units, s.n_units)} per net (the net's "
                              f"units), got {shape}")
-        W, h = _check_weights(self.W_, self.h_, activation, self._batch, names=("W_", "h_"))
+        # errors name what the user gave: W and h while W_ and h_ are their copies
+        names = ("W" if "W_" in copies else "W_", "h" if "h_" in copies else "h_")
+        W, h = _check_weights(self.W_, self.h_, activation, self._batch, names=names)
         self.W_, self.h_ = W, h
         n = _w_shape(W)[-1]
         vis = np.asarray(self.visible_)
@@ -323,49 +331,64 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
             raise ValueError(f"visible_ must be a boolean mask of shape ({n},) with a visible unit")
         self.visible_ = vis
         if s is None or s.n_units != n:
-            # after load, or when W_ was assigned: the edges of W (the constructor's) when they
-            # cover W_ (a learned weight may be exactly 0 on an edge), else those of W_
-            s = None
-            W0 = self.W
-            if not (_is_sparse(W0) or _is_sparse_batch(W0)):
-                W0 = np.asarray(W0)
-            same = _is_sparse_batch(W0) == isinstance(W, list) and (
-                (len(W0),) + tuple(np.shape(W0[0])) if _is_sparse_batch(W0) else _w_shape(W0)
-            ) == _w_shape(W)
-            if same:
-                try:    # check W as the constructor would
-                    W0 = _check_weights(list(W0) if _is_sparse_batch(W0) else W0, self.h,
-                                        activation, self._batch)[0]
-                    s = DagStructure(_edges(W0, self._batch))
-                except (TypeError, ValueError):
-                    s = None
-                if s is not None and not s.covers(W):
-                    s = None
-            if s is None:
-                s = DagStructure(_edges(W, self._batch))
+            saved = d.pop("_edges_saved", None)
+            s = DagStructure(saved) if saved is not None else self._rebuilt_structure(W, activation)
             self._structure = s
         if not s.covers(W):
             raise ValueError("W_ has nonzero weights off the net's edges (the nonzero pattern of "
                              "W); build a new net to change the structure")
-        d["_src"] = (self.W, self.h, self.visible, self.W_, self.h_, self.visible_) if made else None
+        d["_src"] = {k: (getattr(self, p) if k in fill else src[k][0], d[k])
+                     for k, p in _COPIED if k in copies}
         return self
 
-    def _own_copy(self):
-        """The constructor's (W, h, visible) that ``W_``, ``h_``, ``visible_`` are still the
-        copies of (made by ``_params``, neither learned nor assigned since), or None."""
+    def _after_load(self):
+        """``mf.load``: the attributes saved as copies are copies of the loaded parameters."""
         d = vars(self)
-        src = d.get("_src")
-        if not src or any(k not in d for k in ("W_", "h_", "visible_")):
-            return None
-        if src[3] is not d["W_"] or src[4] is not d["h_"] or src[5] is not d["visible_"]:
-            return None
-        return src[:3]
+        loaded = d.pop("_copies", None)
+        if loaded is not None:
+            d["_src"] = {k: (getattr(self, p), d[k]) for k, p in _COPIED if k in loaded and k in d}
 
-    def _derived_state(self):
-        """Fitted attributes that ``save`` leaves out: ``W_``, ``h_``, ``visible_`` while they
-        are copies of ``W``, ``h``, ``visible`` (saved as parameters; the loaded model copies
-        them again, as this one would)."""
-        return ("W_", "h_", "visible_") if self._own_copy() is not None else ()
+    def _rebuilt_structure(self, W, activation):
+        """The edges of a model that has W_ (checked: ``W``) but no structure (after load, or
+        when W_ was assigned): the constructor's ``W``'s when they cover W_ (a learned weight
+        may be exactly 0 on an edge), else W_'s own."""
+        W0 = self.W
+        if not (_is_sparse(W0) or _is_sparse_batch(W0)):
+            W0 = np.asarray(W0)
+        same = _is_sparse_batch(W0) == isinstance(W, list) and (
+            (len(W0),) + tuple(np.shape(W0[0])) if _is_sparse_batch(W0) else _w_shape(W0)
+        ) == _w_shape(W)
+        if same:
+            try:    # check W as the constructor would
+                W0 = _check_weights(list(W0) if _is_sparse_batch(W0) else W0, self.h, activation,
+                                    self._batch)[0]
+                s = DagStructure(_edges(W0, self._batch))
+                if s.covers(W):
+                    return s
+            except (TypeError, ValueError):
+                pass
+        return DagStructure(_edges(W, self._batch))
+
+    def _saved_private(self):
+        """What ``save`` keeps beside the fitted attributes: which of ``W_``, ``h_``,
+        ``visible_`` are still copies of the parameters, and the edge set when the loaded
+        model would not rebuild the same one from ``W``."""
+        d = vars(self)
+        if "_structure" not in d or any(k not in d for k, _ in _COPIED):
+            return {}
+        src = d.get("_src") or {}
+        out = {"_copies": [k for k, _ in _COPIED if k in src and src[k][1] is d[k]]}
+        s = self._structure
+        try:
+            same = self._rebuilt_structure(self.W_, _check_activation(self.activation)).same_as(s)
+        except (TypeError, ValueError):
+            same = False
+        if not same:
+            import scipy.sparse
+
+            out["_edges_saved"] = scipy.sparse.csr_matrix(
+                (np.ones(s.nnz), s.par_idx, s.par_ptr), shape=(s.n_units, s.n_units))
+        return out
 
     def __sklearn_is_fitted__(self):
         return "W_" in vars(self)
@@ -751,7 +774,8 @@ class BeliefNet(_DagModel):
         """New weights (an (nnz,) vector on the net's edges) and biases (learning)."""
         self.W_ = self._structure.unpack(w, sparse=_is_sparse(self.W_))
         self.h_ = np.ascontiguousarray(h, dtype=np.float64)
-        vars(self).pop("_src", None)
+        src = vars(self).get("_src") or {}
+        vars(self)["_src"] = {k: v for k, v in src.items() if k == "visible_"}   # W_, h_ learned
         self.activation_ = _check_activation(self.activation)
 
     def impute(self, X, missing, *, method=None, n_samples=1000, random_state=None):
