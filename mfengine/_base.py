@@ -224,12 +224,14 @@ def _decode(desc, arrays):
 
 
 def _fitted_state(model):
-    """The model's fitted attributes (public names ending in one underscore) and what the
-    model asks to keep beside them (``_saved_private``, private names set back by ``load``)."""
+    """The model's fitted attributes (public names ending in one underscore), less those the
+    model asks to leave out, and what it asks to keep beside them (``_saved_private``: private
+    names that ``load`` sets back)."""
+    extra, leave_out = model._saved_private() if hasattr(model, "_saved_private") else ({}, ())
     state = {k: v for k, v in vars(model).items()
-             if k.endswith("_") and not k.startswith("_") and not k.endswith("__")}
-    if hasattr(model, "_saved_private"):
-        state.update(model._saved_private())
+             if k.endswith("_") and not k.startswith("_") and not k.endswith("__")
+             and k not in leave_out}
+    state.update(extra)
     return state
 
 

@@ -512,3 +512,57 @@ def test_each_copy_is_tracked_alone_and_a_loaded_net_is_the_saved_one(tmp_path):
     n.score_samples(X)
     with pytest.raises(ValueError, match="non-negative weights; W has negative entries"):
         n.set_params(activation="noisy_or").score_samples(X)
+
+
+def test_save_between_calls_and_refused_calls_keep_the_rule(tmp_path):
+    """save right after set_params(W=...) (before any call), load -> save -> load, a refused
+    call (nothing changes), a save of an unusable W_, an in-place edit blamed on W_, and a
+    deleted visible_: the loaded net is the saved one and errors name what is at fault."""
+    W = np.array([[0, 0, 0, 0], [.5, 0, 0, 0], [.5, .5, 0, 0], [0, .4, .3, 0]])
+    h, vis = np.full(4, 0.2), [2, 3]
+    X = np.array([[1, 0], [1, 1], [0, 1.0], [0, 0]])
+    W2 = W.copy()
+    W2[3, 1] = 2.0
+    k = iter(range(100))
+
+    def reloaded(net):
+        return mf.load(net.save(tmp_path / f"m{next(k)}"))
+
+    def same(a, b):
+        np.testing.assert_array_equal(a.score_samples(X), b.score_samples(X))
+
+    n = mf.BeliefNet(W, h, vis)
+    n.score_samples(X)
+    n.set_params(W=W2)
+    same(reloaded(n), mf.BeliefNet(W2, h, vis))
+    n = mf.BeliefNet(W, h, vis)
+    n.score_samples(X)
+    twice = reloaded(reloaded(n)).set_params(W=W2)
+    same(twice, mf.BeliefNet(W2, h, vis))
+    chain = np.array([[0, 0, 0, 0], [.5, 0, 0, 0], [0, .5, 0, 0], [0, 0, .5, 0]])
+    n = mf.BeliefNet(chain, h, vis, max_iter=1, random_state=0, progress=False)
+    n.fit(np.tile(X, (3, 1))).set_params(W=np.tril(np.full((4, 4), 0.3), -1))
+    assert reloaded(reloaded(n)).n_weights == n.n_weights == 3
+    n = mf.BeliefNet(W, h, vis, max_iter=1, progress=False).fit(np.tile(X, (3, 1)))
+    n.set_params(visible=[1, 3], activation="noisy_or")
+    with pytest.raises(ValueError, match="learned by fit for 'sigmoid'"):
+        n.score_samples(X)
+    np.testing.assert_array_equal(n.visible_, [False, False, True, True])   # refused: unchanged
+    n.set_params(activation="sigmoid", visible=[2, 3]).score_samples(X)
+    np.testing.assert_array_equal(n.visible_, [False, False, True, True])
+    n = mf.BeliefNet(W, h, vis)
+    n.score_samples(X)
+    n.W_[3, 1] = -1.0
+    with pytest.raises(ValueError, match="non-negative weights; W_ has negative"):
+        n.set_params(activation="noisy_or").score_samples(X)
+    n = mf.BeliefNet(W, h, vis)
+    n.score_samples(X)
+    n.W_ = None
+    m = reloaded(n)                        # saved as it is; refused by name when used
+    with pytest.raises((TypeError, ValueError), match="W_"):
+        m.score_samples(X)
+    n = mf.BeliefNet(W, h, vis)
+    n.score_samples(X)
+    del n.visible_
+    m = reloaded(n)
+    same(m.set_params(W=W2), n.set_params(W=W2))

@@ -290,63 +290,75 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         learns it or the user assigns it; while it is a copy, a new ``W``, ``h`` or
         ``visible`` (``set_params`` or assignment) is copied afresh at the next call.  After
         ``fit``, another ``activation`` than the weights were learned for (``activation_``)
-        is refused.  ``save`` keeps which attributes are copies and, where the constructor's
-        ``W`` no longer gives it, the net's edge set, so a loaded model behaves as this one."""
+        is refused.  All or nothing: a refused call changes none of them.  ``save`` keeps
+        which attributes are copies and, where the constructor's ``W`` would not rebuild it,
+        the edge set, so a loaded model behaves as this one."""
         activation = _check_activation(self.activation)
         d = vars(self)
         src = d.get("_src") or {}
         copies = {k for k, _ in _COPIED if k in d and k in src and src[k][1] is d[k]}
         fill = [k for k, p in _COPIED
                 if k not in d or (k in copies and src[k][0] is not getattr(self, p))]
+        cur = {k: d.get(k) for k, _ in _COPIED}
+        structure = d.get("_structure")
+        renewed = False
         if fill:
             W, h = _check_weights(self.W, self.h, activation, self._batch, copy=True)
             visible = _check_visible(self.visible, _w_shape(W)[-1])
             fresh = {"W_": W, "h_": h, "visible_": visible}
-            structure = DagStructure(_edges(W, self._batch)) if "W_" in fill else None
-            # all or nothing: a refused argument leaves the model as it was
             for k in fill:
-                d[k] = fresh[k]
-            if structure is not None:
-                self._structure = structure
-                d.pop("activation_", None)
-                d.pop("_edges_saved", None)
-            copies |= set(fill)
-        learned = d.get("activation_")
+                cur[k] = fresh[k]
+            if "W_" in fill:
+                structure, renewed = DagStructure(_edges(W, self._batch)), True
+        learned = None if renewed else d.get("activation_")
         if learned is not None and learned != activation:
             raise ValueError(
                 f"activation={self.activation!r}, but W_ and h_ were learned by fit for "
                 f"{learned!r} units: fit again (with warm_start=False) or set activation back")
-        s = getattr(self, "_structure", None)
-        shape = _w_shape(self.W_)
-        if s is not None and tuple(shape[-2:]) != (s.n_units, s.n_units):
-            raise ValueError(f"W_ must have shape {(s.n_units, s.n_units)} per net (the net's "
-                             f"units), got {shape}")
-        # errors name what the user gave: W and h while W_ and h_ are their copies
-        names = ("W" if "W_" in copies else "W_", "h" if "h_" in copies else "h_")
-        W, h = _check_weights(self.W_, self.h_, activation, self._batch, names=names)
-        self.W_, self.h_ = W, h
+        shape = _w_shape(cur["W_"])
+        if structure is not None and tuple(shape[-2:]) != (structure.n_units, structure.n_units):
+            raise ValueError(f"W_ must have shape {(structure.n_units, structure.n_units)} per net "
+                             f"(the net's units), got {shape}")
+        now = copies | set(fill)
+        try:
+            W, h = _check_weights(cur["W_"], cur["h_"], activation, self._batch, names=("W_", "h_"))
+        except (TypeError, ValueError):
+            if "W_" in now or "h_" in now:   # the constructor's W or h at fault: name them
+                _check_weights(self.W, self.h, activation, self._batch)
+            raise
         n = _w_shape(W)[-1]
-        vis = np.asarray(self.visible_)
+        vis = np.asarray(cur["visible_"])
         if vis.dtype != np.bool_ or vis.shape != (n,) or not vis.any():
             raise ValueError(f"visible_ must be a boolean mask of shape ({n},) with a visible unit")
-        self.visible_ = vis
-        if s is None or s.n_units != n:
-            saved = d.pop("_edges_saved", None)
-            s = DagStructure(saved) if saved is not None else self._rebuilt_structure(W, activation)
-            self._structure = s
-        if not s.covers(W):
+        if structure is None or structure.n_units != n:
+            saved = None if renewed else d.get("_edges_saved")
+            structure = (DagStructure(saved) if saved is not None
+                         else self._rebuilt_structure(W, activation))
+        if not structure.covers(W):
             raise ValueError("W_ has nonzero weights off the net's edges (the nonzero pattern of "
                              "W); build a new net to change the structure")
+        # every check passed: only now is anything changed
+        d["W_"], d["h_"], d["visible_"], d["_structure"] = W, h, vis, structure
+        if renewed:
+            d.pop("activation_", None)
+        d.pop("_edges_saved", None)
         d["_src"] = {k: (getattr(self, p) if k in fill else src[k][0], d[k])
-                     for k, p in _COPIED if k in copies}
+                     for k, p in _COPIED if k in now}
         return self
 
     def _after_load(self):
-        """``mf.load``: the attributes saved as copies are copies of the loaded parameters."""
+        """``mf.load``: the attributes saved as copies are copies of the loaded parameters;
+        the parameters are checked and the edge set built now (a file that does not check
+        out is refused at the first call, by name)."""
         d = vars(self)
         loaded = d.pop("_copies", None)
         if loaded is not None:
             d["_src"] = {k: (getattr(self, p), d[k]) for k, p in _COPIED if k in loaded and k in d}
+        if any(k in d for k, _ in _COPIED):
+            try:
+                self._params()
+            except (TypeError, ValueError, OverflowError, IndexError):
+                pass
 
     def _rebuilt_structure(self, W, activation):
         """The edges of a model that has W_ (checked: ``W``) but no structure (after load, or
@@ -370,25 +382,35 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         return DagStructure(_edges(W, self._batch))
 
     def _saved_private(self):
-        """What ``save`` keeps beside the fitted attributes: which of ``W_``, ``h_``,
-        ``visible_`` are still copies of the parameters, and the edge set when the loaded
-        model would not rebuild the same one from ``W``."""
+        """What ``save`` keeps beside the fitted attributes, and which it leaves out: the
+        attributes that are copies of the parameters (``_copies``), a copy whose parameter
+        was replaced since (left out: the loaded model copies the new parameter, as this one
+        would at its next call), and the edge set when the loaded model would not rebuild
+        the same one from ``W`` (``_edges_saved``).  Returns ``(extra, leave_out)``."""
         d = vars(self)
-        if "_structure" not in d or any(k not in d for k, _ in _COPIED):
-            return {}
         src = d.get("_src") or {}
-        out = {"_copies": [k for k, _ in _COPIED if k in src and src[k][1] is d[k]]}
-        s = self._structure
+        copied = [k for k, _ in _COPIED if k in d and k in src and src[k][1] is d[k]]
+        stale = [k for k, p in _COPIED if k in copied and src[k][0] is not getattr(self, p)]
+        extra = {"_copies": [k for k in copied if k not in stale]}
+        s = d.get("_structure")
+        if "W_" in stale:
+            return extra, tuple(stale)         # the loaded model copies W and its edges anew
+        if s is None:
+            if d.get("_edges_saved") is not None:     # loaded, edges not rebuilt yet
+                extra["_edges_saved"] = d["_edges_saved"]
+            return extra, tuple(stale)
         try:
-            same = self._rebuilt_structure(self.W_, _check_activation(self.activation)).same_as(s)
-        except (TypeError, ValueError):
+            W = _check_weights(d["W_"], d["h_"], _check_activation(self.activation),
+                               self._batch)[0]
+            same = self._rebuilt_structure(W, self.activation).same_as(s)
+        except Exception:  # noqa: BLE001 - a state that does not check out: keep its edges
             same = False
         if not same:
             import scipy.sparse
 
-            out["_edges_saved"] = scipy.sparse.csr_matrix(
+            extra["_edges_saved"] = scipy.sparse.csr_matrix(
                 (np.ones(s.nnz), s.par_idx, s.par_ptr), shape=(s.n_units, s.n_units))
-        return out
+        return extra, tuple(stale)
 
     def __sklearn_is_fitted__(self):
         return "W_" in vars(self)
