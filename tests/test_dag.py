@@ -566,3 +566,36 @@ def test_save_between_calls_and_refused_calls_keep_the_rule(tmp_path):
     del n.visible_
     m = reloaded(n)
     same(m.set_params(W=W2), n.set_params(W=W2))
+
+
+def test_a_refused_fit_and_a_loaded_uncalled_net_change_nothing(tmp_path):
+    """A fit refused at set-up (its data) keeps the learned W_, h_, an assigned visible_ and
+    activation_; a never-called net with an assigned attribute saves and loads as it is (the
+    rest is copied at its first call, as in the saved net); a stale copy's edges are kept."""
+    W = np.array([[0, 0, 0, 0], [.5, 0, 0, 0], [.5, .5, 0, 0], [0, .4, .3, 0]])
+    h, vis = np.full(4, 0.2), [2, 3]
+    X = np.array([[1, 0], [1, 1], [0, 1.0], [0, 0]])
+    n = mf.BeliefNet(W, h, vis, max_iter=1, progress=False).fit(np.tile(X, (3, 1)))
+    learned = n.W_.copy()
+    n.visible_ = np.array([False, True, False, True])
+    with pytest.raises(ValueError, match="X must have 2 columns"):
+        n.fit(np.ones((3, 5)))
+    np.testing.assert_array_equal(n.W_, learned)
+    np.testing.assert_array_equal(n.visible_, [False, True, False, True])
+    assert n.activation_ == "sigmoid"
+    u = mf.BeliefNet(W, h, vis)
+    u.h_ = 2 * h                                   # never called
+    m = mf.load(u.save(tmp_path / "u"))
+    assert "W_" not in vars(m) and "W_" not in vars(u)
+    u.W[3, 1] = m.W[3, 1] = 2.0
+    np.testing.assert_array_equal(m.score_samples(X), u.score_samples(X))
+    chain = np.array([[0, 0, 0, 0], [.5, 0, 0, 0], [0, .5, 0, 0], [0, 0, .5, 0]])
+    full = np.tril(np.full((4, 4), 0.3), -1)
+    s = mf.BeliefNet(chain, h, vis)
+    s.score_samples(X)
+    s.set_params(W=full)
+    m = mf.load(s.save(tmp_path / "s"))
+    for net in (s, m):
+        net.W_ = 0.5 * full
+        with pytest.raises(ValueError, match="off the net's edges"):
+            net.score_samples(X)

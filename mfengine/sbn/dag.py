@@ -347,18 +347,19 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         return self
 
     def _after_load(self):
-        """``mf.load``: the attributes saved as copies are copies of the loaded parameters;
-        the parameters are checked and the edge set built now (a file that does not check
-        out is refused at the first call, by name)."""
+        """``mf.load``: the attributes saved as copies are copies of the loaded parameters,
+        and the saved edge set is the net's (nothing else is filled in or checked before the
+        first call, as in the saved net)."""
         d = vars(self)
         loaded = d.pop("_copies", None)
         if loaded is not None:
             d["_src"] = {k: (getattr(self, p), d[k]) for k, p in _COPIED if k in loaded and k in d}
-        if any(k in d for k, _ in _COPIED):
+        saved = d.pop("_edges_saved", None)
+        if saved is not None:
             try:
-                self._params()
-            except (TypeError, ValueError, OverflowError, IndexError):
-                pass
+                d["_structure"] = DagStructure(saved)
+            except (TypeError, ValueError, IndexError):
+                pass    # a damaged file: the edges are rebuilt, and checked, at the first call
 
     def _rebuilt_structure(self, W, activation):
         """The edges of a model that has W_ (checked: ``W``) but no structure (after load, or
@@ -384,33 +385,21 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
     def _saved_private(self):
         """What ``save`` keeps beside the fitted attributes, and which it leaves out: the
         attributes that are copies of the parameters (``_copies``), a copy whose parameter
-        was replaced since (left out: the loaded model copies the new parameter, as this one
-        would at its next call), and the edge set when the loaded model would not rebuild
-        the same one from ``W`` (``_edges_saved``).  Returns ``(extra, leave_out)``."""
+        was replaced since (left out: the loaded net copies the new parameter, as this one
+        would at its next call), and the net's edge set (``_edges_saved``).  Returns
+        ``(extra, leave_out)``."""
         d = vars(self)
         src = d.get("_src") or {}
         copied = [k for k, _ in _COPIED if k in d and k in src and src[k][1] is d[k]]
-        stale = [k for k, p in _COPIED if k in copied and src[k][0] is not getattr(self, p)]
+        stale = tuple(k for k, p in _COPIED if k in copied and src[k][0] is not getattr(self, p))
         extra = {"_copies": [k for k in copied if k not in stale]}
         s = d.get("_structure")
-        if "W_" in stale:
-            return extra, tuple(stale)         # the loaded model copies W and its edges anew
-        if s is None:
-            if d.get("_edges_saved") is not None:     # loaded, edges not rebuilt yet
-                extra["_edges_saved"] = d["_edges_saved"]
-            return extra, tuple(stale)
-        try:
-            W = _check_weights(d["W_"], d["h_"], _check_activation(self.activation),
-                               self._batch)[0]
-            same = self._rebuilt_structure(W, self.activation).same_as(s)
-        except Exception:  # noqa: BLE001 - a state that does not check out: keep its edges
-            same = False
-        if not same:
+        if s is not None:
             import scipy.sparse
 
             extra["_edges_saved"] = scipy.sparse.csr_matrix(
                 (np.ones(s.nnz), s.par_idx, s.par_ptr), shape=(s.n_units, s.n_units))
-        return extra, tuple(stale)
+        return extra, stale
 
     def __sklearn_is_fitted__(self):
         return "W_" in vars(self)

@@ -8,6 +8,7 @@ solution the mean-field variables are stationary, so the partial derivatives in 
 parameters are the total ones.  Noisy-OR parameters are kept feasible by projection (weights
 >= 0, biases >= ``MIN_NOISY_OR_BIAS``).
 """
+import contextlib
 import copy
 import warnings
 
@@ -38,6 +39,19 @@ def objective_gradient(batch, w, h, clamp, net_of, method, mu, xi):
     return -gw, -gh
 
 
+@contextlib.contextmanager
+def _refused_leaves_state(net):
+    """A fit refused while it sets up (its parameters or data) leaves the net as it was: the
+    cold start's dropped W_, h_, visible_ (and everything else) come back."""
+    state = dict(vars(net))
+    try:
+        yield
+    except BaseException:
+        vars(net).clear()
+        vars(net).update(state)
+        raise
+
+
 def fit_dag(net, X, missing=None, partial=False):
     """Train ``net`` (a BeliefNet, changed in place; its hyperparameters say how) on binary
     ``X``; sets ``W_``, ``h_``, ``history_`` (the mean objective per pattern in each epoch,
@@ -52,15 +66,17 @@ def fit_dag(net, X, missing=None, partial=False):
     if partial:
         rates, tol, callback = rates[:1], None, None
         past = list(net.history_) if "history_" in vars(net) else []
-    elif not check_flag(net.warm_start, "warm_start"):
-        for k in ("W_", "h_", "visible_"):
-            vars(net).pop(k, None)
-    net._params()
-    batch, w, clamp, _, _ = dag_items(net, X, missing)
-    n = clamp.shape[0]
-    if n == 0:
-        raise ValueError(f"Found array with 0 sample(s) (shape={clamp.shape}) while a minimum of 1 "
-                         "is required: X has no patterns")
+    cold = not partial and not check_flag(net.warm_start, "warm_start")
+    with _refused_leaves_state(net):
+        if cold:
+            for k in ("W_", "h_", "visible_"):
+                vars(net).pop(k, None)
+        net._params()
+        batch, w, clamp, _, _ = dag_items(net, X, missing)
+        n = clamp.shape[0]
+        if n == 0:
+            raise ValueError(f"Found array with 0 sample(s) (shape={clamp.shape}) while a minimum "
+                             "of 1 is required: X has no patterns")
     rng = check_random_state(net.random_state)
     s = batch._structure
     n_threads = effective_n_threads(net.n_threads)
@@ -97,14 +113,15 @@ def fit_dag_partitions(net, parts):
     method, itol, imax, rates, batch_size, tol, progress = _fit_settings(net)
     if check_callback(net.callback) is not None:
         raise ValueError("BeliefNet.fit on a dask array does not take a callback")
-    if not check_flag(net.warm_start, "warm_start"):
-        for k in ("W_", "h_", "visible_"):
-            vars(net).pop(k, None)
-    net._params()
-    n = int(parts.offsets[-1])
-    if n == 0:
-        raise ValueError("X has no patterns: fit needs at least one")
-    parts.map(_check_block, net)
+    with _refused_leaves_state(net):
+        if not check_flag(net.warm_start, "warm_start"):
+            for k in ("W_", "h_", "visible_"):
+                vars(net).pop(k, None)
+        net._params()
+        n = int(parts.offsets[-1])
+        if n == 0:
+            raise ValueError("X has no patterns: fit needs at least one")
+        parts.map(_check_block, net)
     rng = check_random_state(net.random_state)
     states = None
 
