@@ -330,10 +330,8 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         vis = np.asarray(cur["visible_"])
         if vis.dtype != np.bool_ or vis.shape != (n,) or not vis.any():
             raise ValueError(f"visible_ must be a boolean mask of shape ({n},) with a visible unit")
-        if structure is None or structure.n_units != n:
-            saved = None if renewed else d.get("_edges_saved")
-            structure = (DagStructure(saved) if saved is not None
-                         else self._rebuilt_structure(W, activation))
+        if structure is None or structure.n_units != n:   # (a loaded net's: _after_load)
+            structure = self._rebuilt_structure(W, activation)
         if not structure.covers(W):
             raise ValueError("W_ has nonzero weights off the net's edges (the nonzero pattern of "
                              "W); build a new net to change the structure")
@@ -341,7 +339,6 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         d["W_"], d["h_"], d["visible_"], d["_structure"] = W, h, vis, structure
         if renewed:
             d.pop("activation_", None)
-        d.pop("_edges_saved", None)
         d["_src"] = {k: (getattr(self, p) if k in fill else src[k][0], d[k])
                      for k, p in _COPIED if k in now}
         return self
