@@ -15,7 +15,6 @@ The instances are generated here, once, and handed to both processes, so that bo
 same numbers whatever either build's sampler does.
 """
 import argparse
-import itertools
 import json
 import os
 import subprocess
@@ -72,8 +71,7 @@ def instances():
     X, _ = h.sample(1000, random_state=1)
     put("B", h, X, (10, 5, 0, 1000))
     scales.append(0.3)
-    grid = itertools.product((3, 5, 10), (1, 2, 5), CONTEXTS, (300, 1000), (0.3, 1.0, 3.0))
-    for seed, (n, lag, context, T, cs) in enumerate(grid):
+    for seed, (n, lag, context, T, cs) in enumerate(hmm_starts.instance_grid()):
         h = hmm_starts.make_model(n, lag, context, cs, seed)
         X, _ = h.sample(T, random_state=seed + 100)
         put(str(seed), h, X, (n, lag, CONTEXTS.index(context), T))

@@ -16,7 +16,6 @@ screens them and takes the best on to ``infer_tol``.  ``ContextHMM(starts=...)``
     python bench/hmm_fewer_starts.py --quick    # 81 instances (T = 300 only)
 """
 import argparse
-import itertools
 import os
 import sys
 import time
@@ -30,7 +29,7 @@ sys.path.insert(0, HERE)
 import _common  # noqa: E402,F401  (thread settings of the benchmarks)
 from hmm_speed import best_time as cpu_best  # noqa: E402  (CPU time, best of n)
 from hmm_speed import make_model as workload_model  # noqa: E402
-from hmm_starts import make_model as grid_model  # noqa: E402
+from hmm_starts import instance_grid, make_model as grid_model  # noqa: E402
 
 SETTINGS = [
     ("all", 1e-10),
@@ -74,8 +73,7 @@ def part1(repeat):
 
 def part2(quick):
     lengths = (300,) if quick else (300, 1000)
-    grid = list(itertools.product((3, 5, 10), (1, 2, 5), ("both", "right", "left"), lengths,
-                                  (0.3, 1.0, 3.0)))
+    grid = instance_grid(lengths)
     bounds = np.zeros((len(SETTINGS), len(grid)))
     times = np.zeros(len(SETTINGS))
     for j, (n, lag, context, T, cs) in enumerate(grid):

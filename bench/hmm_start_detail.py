@@ -243,10 +243,8 @@ def part1(scales, lags):
 
 def part1_grid():
     sys.path.insert(0, HERE)
-    import itertools
-    from hmm_starts import make_model
-    grid = list(itertools.product((3, 5, 10), (1, 2, 5), ("both", "right", "left"), (300, 1000),
-                                  (0.3, 1.0, 3.0)))
+    from hmm_starts import instance_grid, make_model
+    grid = instance_grid()
     by_scale, cases = {}, []
     t0 = time.process_time()
     for seed, (n, lag, context, T, cs) in enumerate(grid):

@@ -28,6 +28,12 @@ import mfengine as mf
 from mfengine.hmm import _chain
 
 
+def instance_grid(lengths=(300, 1000)):
+    """The instances' (n, lag, context, T, context scale), in seed order (seed = position)."""
+    return list(itertools.product((3, 5, 10), (1, 2, 5), ("both", "right", "left"), lengths,
+                                  (0.3, 1.0, 3.0)))
+
+
 def make_model(n, lag, context, cscale, seed, D=2):
     rng = np.random.default_rng(seed)
     h = mf.ContextHMM(n, D, lag=lag, context=context, n_threads=1, progress=False)
@@ -70,8 +76,7 @@ def main():
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     lengths = (300,) if a.quick else (300, 1000)
-    grid = list(itertools.product((3, 5, 10), (1, 2, 5), ("both", "right", "left"), lengths,
-                                  (0.3, 1.0, 3.0)))
+    grid = instance_grid(lengths)
     diffs, t_new, t_old, worse = [], 0.0, 0.0, []
     for seed, (n, lag, context, T, cs) in enumerate(grid):
         h = make_model(n, lag, context, cs, seed)
