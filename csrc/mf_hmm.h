@@ -35,6 +35,7 @@
 #include <stddef.h>
 
 #include "mf_status.h"
+#include "mfengine_solver.h"   /* MFENGINE_HMM_START_*, the starts' bits */
 
 #ifdef __cplusplus
 extern "C" {
@@ -169,15 +170,9 @@ int mf_hmm_structured_threads(const mf_hmm_model *m, ptrdiff_t T, const double *
                               ptrdiff_t *n_sweeps, double *bound, double *logpot, double *stat_H,
                               double *stat_g, int n_threads);
 
-/* The starts of mf_hmm_structured, as the bits of mf_hmm_structured_starts's mask. */
-#define MF_HMM_START_LINK 1u          /* mf_hmm_link from the first-order posterior */
-#define MF_HMM_START_NAIVE_LINK 2u    /* mf_hmm_link from the marginals of mf_hmm_naive */
-#define MF_HMM_START_FIRST_ORDER 4u   /* the first-order posterior */
-#define MF_HMM_START_OWN_MEANS 8u     /* ... of the model with its context means left out */
-#define MF_HMM_ALL_STARTS 15u
-
 /* mf_hmm_structured_threads from the starts in the mask `starts` (a nonzero combination of
- * the MF_HMM_START_* bits; MF_EBADARG otherwise), screened as there when there are several;
+ * the MFENGINE_HMM_START_* bits of mfengine_solver.h; MF_EBADARG otherwise), screened as
+ * there when there are several;
  * one start alone is not screened, its ascent runs to tol.  When the naive-link start is the
  * only one and is skipped (no finite naive solution), the link start stands in for it.
  * Ignored with init (one ascent from init) or without context couplings. */

@@ -103,6 +103,7 @@ int mfengine_hmm_fb_infer(ptrdiff_t T, ptrdiff_t n, const double *startprob,
 
 typedef struct {
     int structured, inner;
+    unsigned starts;
     const mf_hmm_model *m;
     const ptrdiff_t *offsets;
     const double *X;
@@ -120,16 +121,16 @@ static void many_body(void *ctx, ptrdiff_t s, int thread)
     double hist = 0.0;
     (void)thread;
     if (j->structured)
-        j->st[s] = mf_hmm_structured_threads(j->m, T, j->X + a * D, j->max_sweeps, j->tol, NULL,
-                                             j->gamma + a * n, NULL, &hist, 1, &j->n_sweeps[s],
-                                             &j->bound[s], j->logpot + a * n, NULL, NULL,
-                                             j->inner);
+        j->st[s] = mf_hmm_structured_starts(j->m, T, j->X + a * D, j->max_sweeps, j->tol, NULL,
+                                            j->gamma + a * n, NULL, &hist, 1, &j->n_sweeps[s],
+                                            &j->bound[s], j->logpot + a * n, NULL, NULL,
+                                            j->inner, j->starts);
     else
         j->st[s] = mf_hmm_naive(j->m, T, j->X + a * D, j->max_sweeps, j->tol, j->gamma + a * n,
                                 &hist, 1, &j->n_sweeps[s], &j->bound[s]);
 }
 
-static int capi_many(int structured, ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, int context,
+static int capi_many(int structured, unsigned starts, ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, int context,
                      const double *startprob, const double *transmat, const double *U,
                      const double *V, const double *W, ptrdiff_t n_seq, const ptrdiff_t *lengths,
                      const double *X, ptrdiff_t max_sweeps, double tol, int n_threads,
@@ -142,6 +143,7 @@ static int capi_many(int structured, ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, in
     int *st, status = capi_model(&m, n, D, lag, context, startprob, transmat, U, V, W);
     if (status != MF_OK) return status;
     if (n_seq < 0 || max_sweeps < 0 || !(tol >= 0.0) || !isfinite(tol)) return MF_EBADARG;
+    if (structured && (starts == 0 || (starts & ~MFENGINE_HMM_ALL_STARTS))) return MF_EBADARG;
     if (n_seq == 0) return MF_OK;
     if (!lengths || !X || !gamma || !bound || !n_sweeps || !converged
         || (structured && !logpot))
@@ -160,6 +162,7 @@ static int capi_many(int structured, ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, in
          * starts; the answers are the same either way */
         const int nt = mf_clamp_threads(n_threads, MF_MAX_THREADS);
         job.structured = structured;
+        job.starts = starts;
         job.inner = n_seq < nt ? nt : 1;
         job.m = &m;
         job.offsets = offsets;
@@ -186,6 +189,19 @@ static int capi_many(int structured, ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, in
     return status;
 }
 
+int mfengine_hmm_structured_infer_starts(ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, int context,
+                                         const double *startprob, const double *transmat,
+                                         const double *U, const double *V, const double *W,
+                                         ptrdiff_t n_seq, const ptrdiff_t *lengths,
+                                         const double *X, ptrdiff_t max_sweeps, double tol,
+                                         int n_threads, unsigned starts, double *gamma,
+                                         double *logpot, double *bound, ptrdiff_t *n_sweeps,
+                                         signed char *converged)
+{
+    return capi_many(1, starts, n, D, lag, context, startprob, transmat, U, V, W, n_seq, lengths,
+                     X, max_sweeps, tol, n_threads, gamma, logpot, bound, n_sweeps, converged);
+}
+
 int mfengine_hmm_structured_infer(ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, int context,
                                   const double *startprob, const double *transmat,
                                   const double *U, const double *V, const double *W,
@@ -194,8 +210,9 @@ int mfengine_hmm_structured_infer(ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, int c
                                   double *logpot, double *bound, ptrdiff_t *n_sweeps,
                                   signed char *converged)
 {
-    return capi_many(1, n, D, lag, context, startprob, transmat, U, V, W, n_seq, lengths, X,
-                     max_sweeps, tol, n_threads, gamma, logpot, bound, n_sweeps, converged);
+    return capi_many(1, MFENGINE_HMM_ALL_STARTS, n, D, lag, context, startprob, transmat, U, V,
+                     W, n_seq, lengths, X, max_sweeps, tol, n_threads, gamma, logpot, bound,
+                     n_sweeps, converged);
 }
 
 int mfengine_hmm_naive_infer(ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, int context,
@@ -205,6 +222,6 @@ int mfengine_hmm_naive_infer(ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, int contex
                              double tol, int n_threads, double *gamma, double *bound,
                              ptrdiff_t *n_sweeps, signed char *converged)
 {
-    return capi_many(0, n, D, lag, context, startprob, transmat, U, V, W, n_seq, lengths, X,
+    return capi_many(0, 0u, n, D, lag, context, startprob, transmat, U, V, W, n_seq, lengths, X,
                      max_sweeps, tol, n_threads, gamma, NULL, bound, n_sweeps, converged);
 }

@@ -351,7 +351,7 @@ int mf_hmm_structured_starts(const mf_hmm_model *m, ptrdiff_t T, const double *X
     if (status) return status;
     if ((status = check_sweeps(max_sweeps, tol, history, hist_len)) != MF_OK) return status;
     if (!X || !gamma || !n_sweeps || !bound) return MF_EBADARG;
-    if (starts == 0 || (starts & ~MF_HMM_ALL_STARTS)) return MF_EBADARG;
+    if (starts == 0 || (starts & ~MFENGINE_HMM_ALL_STARTS)) return MF_EBADARG;
     if (n_threads < 1) n_threads = 1;
     return mf_hmm__publish(structured_core(&e, T, X, max_sweeps, tol, init, gamma, xi_sum, history,
                                            hist_len, n_sweeps, bound, logpot, stat_H, stat_g,
@@ -367,7 +367,7 @@ int mf_hmm_structured_threads(const mf_hmm_model *m, ptrdiff_t T, const double *
 {
     return mf_hmm_structured_starts(m, T, X, max_sweeps, tol, init, gamma, xi_sum, history,
                                     hist_len, n_sweeps, bound, logpot, stat_H, stat_g, n_threads,
-                                    MF_HMM_ALL_STARTS);
+                                    MFENGINE_HMM_ALL_STARTS);
 }
 
 int mf_hmm_structured(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t max_sweeps,

@@ -25,6 +25,8 @@
  *                            mf_plefka_gradient       mfengine_plefka_gradient
  *     mfengine.hmm._chain    mf_hmm_fb_infer,         mfengine_hmm_fb_infer,
  *                            mf_hmm_structured_infer, mfengine_hmm_structured_infer,
+ *                            mf_hmm_structured_infer_starts,
+ *                                                     mfengine_hmm_structured_infer_starts,
  *                            mf_hmm_naive_infer       mfengine_hmm_naive_infer
  *     mfengine.nlgbn._estep  mf_nlgbn_infer           mfengine_nlgbn_infer
  */
@@ -60,7 +62,17 @@ int mfengine_sjj_solve(
 
 /* The context-HMM entry points, plain C in mfengine/hmm/_chain*.so: no interpreter needed
  * (link against that file, and against libpython, which the module needs to load).  The same
- * functions as the capsules mf_hmm_fb_infer, mf_hmm_structured_infer, mf_hmm_naive_infer. */
+ * functions as the capsules mf_hmm_fb_infer, mf_hmm_structured_infer,
+ * mf_hmm_structured_infer_starts, mf_hmm_naive_infer. */
+
+/* The starts of the structured solver, the bits of mfengine_hmm_structured_infer_starts's
+ * mask (ContextHMM(starts=...)'s names "link", "naive-link", "first-order", "own-means");
+ * mfengine_hmm_structured_infer runs all four. */
+#define MFENGINE_HMM_START_LINK 1u          /* the link solution from the first-order posterior */
+#define MFENGINE_HMM_START_NAIVE_LINK 2u    /* the link solution from the naive marginals */
+#define MFENGINE_HMM_START_FIRST_ORDER 4u   /* the first-order posterior */
+#define MFENGINE_HMM_START_OWN_MEANS 8u     /* ... of the model with its context means left out */
+#define MFENGINE_HMM_ALL_STARTS 15u
 int mfengine_hmm_fb_infer(
     ptrdiff_t T, ptrdiff_t n, const double *startprob, const double *transmat,
     const double *logpot, double *gamma, double *xi_sum, double *logz);
@@ -70,6 +82,13 @@ int mfengine_hmm_structured_infer(
     const double *transmat, const double *U, const double *V, const double *W,
     ptrdiff_t n_seq, const ptrdiff_t *lengths, const double *X, ptrdiff_t max_sweeps,
     double tol, int n_threads, double *gamma, double *logpot, double *bound,
+    ptrdiff_t *n_sweeps, signed char *converged);
+
+int mfengine_hmm_structured_infer_starts(
+    ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, int context, const double *startprob,
+    const double *transmat, const double *U, const double *V, const double *W,
+    ptrdiff_t n_seq, const ptrdiff_t *lengths, const double *X, ptrdiff_t max_sweeps,
+    double tol, int n_threads, unsigned starts, double *gamma, double *logpot, double *bound,
     ptrdiff_t *n_sweeps, signed char *converged);
 
 int mfengine_hmm_naive_infer(
@@ -126,6 +145,13 @@ typedef int (*mfengine_hmm_structured_infer_fn)(
     const double *transmat, const double *U, const double *V, const double *W,
     ptrdiff_t n_seq, const ptrdiff_t *lengths, const double *X, ptrdiff_t max_sweeps,
     double tol, int n_threads, double *gamma, double *logpot, double *bound,
+    ptrdiff_t *n_sweeps, signed char *converged);
+
+typedef int (*mfengine_hmm_structured_infer_starts_fn)(
+    ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, int context, const double *startprob,
+    const double *transmat, const double *U, const double *V, const double *W,
+    ptrdiff_t n_seq, const ptrdiff_t *lengths, const double *X, ptrdiff_t max_sweeps,
+    double tol, int n_threads, unsigned starts, double *gamma, double *logpot, double *bound,
     ptrdiff_t *n_sweeps, signed char *converged);
 
 typedef int (*mfengine_hmm_naive_infer_fn)(

@@ -139,6 +139,13 @@
 #   infinite; with n_seq > 0: lengths, X or an output NULL, a length < 1, an entry of X
 #   infinite.  MF_EOVERFLOW: n > 2^20, n * D > 2^40 or sum(lengths) * max(n, D) > 2^62, or
 #   a scratch size; after MF_ENOMEM or MF_EOVERFLOW some sequences' outputs may be written.
+# mf_hmm_structured_infer_starts(the same arguments with `unsigned starts` after n_threads):
+#   the structured solver from the starts in the mask starts, as ContextHMM(starts=...): a
+#   nonzero combination of MF_HMM_START_LINK (1), MF_HMM_START_NAIVE_LINK (2),
+#   MF_HMM_START_FIRST_ORDER (4) and MF_HMM_START_OWN_MEANS (8) (in C: MFENGINE_HMM_START_*;
+#   mf_hmm_structured_infer is MF_HMM_ALL_STARTS, 15); several are screened as by
+#   mf_hmm_structured_infer, one alone runs straight to tol.  MF_EBADARG also for a mask
+#   of 0 or with any other bit set.
 #
 # 4. Nonlinear Gaussian belief net, Frey & Hinton 1999 (module mfengine.nlgbn._estep).
 # mf_nlgbn_infer(n_layers, sizes, types, weights, biases, variances, n_patterns, X, missing,
@@ -168,5 +175,9 @@ from mfengine.sbn._gaussian cimport (
 )
 from mfengine.sbn._sjj cimport mf_sjj_solve
 from mfengine.sbn._plefka cimport mf_plefka_solve, mf_plefka_gradient
-from mfengine.hmm._chain cimport mf_hmm_fb_infer, mf_hmm_structured_infer, mf_hmm_naive_infer
+from mfengine.hmm._chain cimport (
+    mf_hmm_fb_infer, mf_hmm_structured_infer, mf_hmm_structured_infer_starts, mf_hmm_naive_infer,
+    MF_HMM_START_LINK, MF_HMM_START_NAIVE_LINK, MF_HMM_START_FIRST_ORDER, MF_HMM_START_OWN_MEANS,
+    MF_HMM_ALL_STARTS,
+)
 from mfengine.nlgbn._estep cimport mf_nlgbn_infer

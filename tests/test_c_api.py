@@ -74,7 +74,8 @@ OUTSIDE_PYX = textwrap.dedent(
     from mfengine.solver cimport (
         MF_OK, MF_NOT_CONVERGED, MF_EBADARG, mf_sbn_gaussian_infer, mf_sbn_gaussian_gradient,
         mf_sjj_solve, mf_plefka_solve, mf_plefka_gradient, mf_hmm_fb_infer,
-        mf_hmm_structured_infer, mf_hmm_naive_infer, mf_nlgbn_infer)
+        mf_hmm_structured_infer, mf_hmm_structured_infer_starts, mf_hmm_naive_infer,
+        mf_nlgbn_infer, MF_HMM_START_FIRST_ORDER, MF_HMM_START_OWN_MEANS)
 
     def gaussian_infer(sizes, weights, biases, V, missing, double tol):
         cdef Py_ssize_t[::1] sz = np.ascontiguousarray(sizes, dtype=np.intp)
@@ -174,10 +175,16 @@ OUTSIDE_PYX = textwrap.dedent(
         cdef double[:, ::1] logpot = np.empty((N, n))
         cdef Py_ssize_t[::1] ns = np.empty(k, dtype=np.intp)
         cdef signed char[::1] conv = np.empty(k, dtype=np.int8)
-        cdef bint structured = method == "structured"
+        cdef bint structured = method == "structured", two = method == "two starts"
         cdef int status
         with nogil:
-            if structured:
+            if two:
+                status = mf_hmm_structured_infer_starts(
+                    n, D, lag, context, &sp[0], &A[0, 0], &U[0, 0], &V[0, 0], &W[0, 0], k,
+                    &lengths[0], &X[0, 0], max_sweeps, tol, n_threads,
+                    MF_HMM_START_FIRST_ORDER | MF_HMM_START_OWN_MEANS, &gamma[0, 0],
+                    &logpot[0, 0], &bound[0], &ns[0], &conv[0])
+            elif structured:
                 status = mf_hmm_structured_infer(n, D, lag, context, &sp[0], &A[0, 0], &U[0, 0],
                                                  &V[0, 0], &W[0, 0], k, &lengths[0], &X[0, 0],
                                                  max_sweeps, tol, n_threads, &gamma[0, 0],
@@ -429,7 +436,7 @@ def outside(tmp_path_factory):
         res = o.hmm_fb(h("sp"), h("A"), h("logpot"))
         for k, v in zip(("status", "gamma", "xi", "logz"), res):
             r["fb_" + k] = v
-        for m in ("structured", "naive"):
+        for m in ("structured", "naive", "two starts"):
             res = o.hmm(m, h("sp"), h("A"), h("U"), h("V"), h("W"), 2, 3, h("X"), h("lengths"),
                         400, 1e-13, 2)
             for k, v in zip(("status", "bound", "gamma", "logpot", "ns", "conv"), res):
@@ -519,6 +526,11 @@ def test_outside_extension_hmm_matches_the_python_api_bit_for_bit(outside):
         np.testing.assert_array_equal(out[method + "_ns"], r.n_iter)
         np.testing.assert_array_equal(out[method + "_conv"].astype(bool), r.converged)
     np.testing.assert_array_equal(out["structured_logpot"], h.infer(X, lengths).potentials)
+    r = h.set_params(starts=("first-order", "own-means")).infer(X, lengths)
+    assert int(out["two starts_status"]) == 0
+    for k, v in (("bound", r.bound), ("gamma", r.posteriors), ("logpot", r.potentials),
+                 ("ns", r.n_iter)):
+        np.testing.assert_array_equal(out["two starts_" + k], v)
     gamma, xi, logz = _chain.forward_backward(a["sp"], a["A"], a["logpot"])
     assert int(out["fb_status"]) == 0
     np.testing.assert_array_equal(out["fb_gamma"], gamma)
@@ -780,6 +792,8 @@ C_PROGRAM_ALL = textwrap.dedent(
         GET(fb, mfengine_hmm_fb_infer_fn, "mfengine.hmm._chain", "mf_hmm_fb_infer")
         GET(st, mfengine_hmm_structured_infer_fn, "mfengine.hmm._chain", "mf_hmm_structured_infer")
         GET(nv, mfengine_hmm_naive_infer_fn, "mfengine.hmm._chain", "mf_hmm_naive_infer")
+        GET(st1, mfengine_hmm_structured_infer_starts_fn, "mfengine.hmm._chain",
+            "mf_hmm_structured_infer_starts")
         Py_BEGIN_ALLOW_THREADS     /* the functions are nogil: run them without the GIL */
         s = solve(nu, nnz, pp, pi, w, h, 0, 12, k, clamp, NULL, 1e-10, 500, 2, G, mu, it, conv);
         printf("plefka %d\n", s);
@@ -807,6 +821,11 @@ C_PROGRAM_ALL = textwrap.dedent(
         save("st_gamma", c.gamma, c.rows * c.n * 8);
         save("st_logpot", c.pot, c.rows * c.n * 8);
         save("st_bound", c.bound, c.n_seq * 8);
+        s = st1(c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V, c.W, c.n_seq, c.len, c.X, 400, 1e-13, 2,
+                MFENGINE_HMM_START_OWN_MEANS, c.gamma, c.pot, c.bound, c.ns, c.conv);
+        printf("own_means %d\n", s);
+        save("om_bound", c.bound, c.n_seq * 8);
+        save("om_logpot", c.pot, c.rows * c.n * 8);
         s = nv(c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V, c.W, c.n_seq, c.len, c.X, 400, 1e-13, 2,
                c.gamma, c.bound, c.ns, c.conv);
         printf("naive %d\n", s);
@@ -853,7 +872,8 @@ def test_c_program_reaches_every_function_through_the_header(tmp_path):
     EB = mfengine.solver.MF_EBADARG
     assert status == dict(sjj=0, sjj_nan=EB, sjj_null=EB, sjj_negative=EB, plefka=0,
                           plefka_gradient=0, plefka_null=EB, fb=0, fb_negative=EB,
-                          structured=0, naive=0, naive_nan=EB, nlgbn=0, nlgbn_null=EB)
+                          structured=0, own_means=0, naive=0, naive_nan=EB, nlgbn=0,
+                          nlgbn_null=EB)
 
     def out(name):
         return np.fromfile(tmp_path / f"out_{name}.bin")
@@ -879,7 +899,10 @@ def test_c_program_reaches_every_function_through_the_header(tmp_path):
     np.testing.assert_array_equal(out("st_bound"), r.bound)
     np.testing.assert_array_equal(out("st_gamma"), r.posteriors.ravel())
     np.testing.assert_array_equal(out("st_logpot"), r.potentials.ravel())
-    r = hm.infer(X, lengths, method="naive")
+    r = hm.set_params(starts="own-means").infer(X, lengths, method="structured")
+    np.testing.assert_array_equal(out("om_bound"), r.bound)
+    np.testing.assert_array_equal(out("om_logpot"), r.potentials.ravel())
+    r = hm.set_params(starts="all").infer(X, lengths, method="naive")
     np.testing.assert_array_equal(out("nv_bound"), r.bound)
     np.testing.assert_array_equal(out("nv_gamma"), r.posteriors.ravel())
     r = net.infer(Xn, miss, tol=1e-6, max_iter=1000)
@@ -1053,6 +1076,25 @@ C_PROGRAM_NO_PYTHON = textwrap.dedent(
             snprintf(name, sizeof name, "st%d_gamma", threads);
             save(name, c.gamma, c.rows * c.n * 8);
         }
+        /* two starts on 1 and 4 threads */
+        for (int threads = 1; threads <= 4; threads *= 4) {
+            char name[32];
+            int s = mfengine_hmm_structured_infer_starts(
+                c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V, c.W, c.n_seq, c.len, c.X, 400, 1e-13,
+                threads, MFENGINE_HMM_START_NAIVE_LINK | MFENGINE_HMM_START_OWN_MEANS, c.gamma,
+                c.pot, c.bound, c.ns, c.conv);
+            printf("two_starts%d %d\n", threads, s);
+            snprintf(name, sizeof name, "ts%d_bound", threads);
+            save(name, c.bound, c.n_seq * 8);
+            snprintf(name, sizeof name, "ts%d_logpot", threads);
+            save(name, c.pot, c.rows * c.n * 8);
+        }
+        printf("no_start %d\n", mfengine_hmm_structured_infer_starts(
+               c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V, c.W, c.n_seq, c.len, c.X, 400, 1e-13, 2, 0u,
+               c.gamma, c.pot, c.bound, c.ns, c.conv));
+        printf("unknown_start %d\n", mfengine_hmm_structured_infer_starts(
+               c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V, c.W, c.n_seq, c.len, c.X, 400, 1e-13, 2,
+               MFENGINE_HMM_ALL_STARTS + 1u, c.gamma, c.pot, c.bound, c.ns, c.conv));
         int s = mfengine_hmm_naive_infer(c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V, c.W, c.n_seq,
                                          c.len, c.X, 400, 1e-13, 2, c.gamma, c.bound, c.ns,
                                          c.conv);
@@ -1102,8 +1144,8 @@ C_PROGRAM_NO_PYTHON = textwrap.dedent(
 def test_c_program_without_python_calls_every_family(tmp_path):
     """Every kernel runs its threads in plain C: a C program that never starts Python links
     the families' modules and gets the Python API's numbers bit for bit (sjj and Plefka on 2
-    threads; structured on 1, 2 and 4 threads, 4 > the sequences: the starts run apart), and
-    every bad argument refused (the Gaussian pair: test_c_program_calls_the_solver_...)."""
+    threads; structured on 1, 2 and 4 threads, 4 > the sequences: the starts run apart; two
+    of the starts, through their mask, on 1 and 4), and every bad argument refused (the Gaussian pair: test_c_program_calls_the_solver_...)."""
     from mfengine.nlgbn import _estep
     from mfengine.sbn import _plefka
 
@@ -1125,7 +1167,7 @@ def test_c_program_without_python_calls_every_family(tmp_path):
     status = {line.split()[0]: int(line.split()[1]) for line in lines if line.strip()}
     EB = mfengine.solver.MF_EBADARG
     assert status == dict(fb=0, fb_negative=EB, structured1=0, structured2=0, structured4=0,
-                          naive=0, naive_nan=EB, structured_zero_length=EB, nlgbn=0,
+                          two_starts1=0, two_starts4=0, no_start=EB, unknown_start=EB, naive=0, naive_nan=EB, structured_zero_length=EB, nlgbn=0,
                           nlgbn_negative_variance=EB, plefka=0, plefka_gradient=0,
                           plefka_null=EB, sjj=0)
 
@@ -1139,6 +1181,10 @@ def test_c_program_without_python_calls_every_family(tmp_path):
     for threads in (1, 2, 4):
         np.testing.assert_array_equal(out(f"st{threads}_bound"), r.bound)
         np.testing.assert_array_equal(out(f"st{threads}_gamma"), r.posteriors.ravel())
+    r = hm.set_params(starts=("naive-link", "own-means")).infer(X, lengths)
+    for threads in (1, 4):
+        np.testing.assert_array_equal(out(f"ts{threads}_bound"), r.bound)
+        np.testing.assert_array_equal(out(f"ts{threads}_logpot"), r.potentials.ravel())
     np.testing.assert_array_equal(out("nv_bound"), hm.infer(X, lengths, method="naive").bound)
     r = net.infer(Xn, miss, tol=1e-6, max_iter=1000)
     np.testing.assert_array_equal(out("ng_bound"), r.bound)
@@ -1240,4 +1286,4 @@ def test_header_declares_every_function_of_the_pxd_with_its_capsule_signature():
             sig = re.match(r"int \((.*)\)$", capi[name].__repr__().split('"')[1]).group(1)
             assert decl[key] == _c_types(sig), name
             seen += 1
-    assert seen == len(decl) == 9
+    assert seen == len(decl) == 10

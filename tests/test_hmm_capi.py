@@ -1,7 +1,8 @@
 """The context-HMM kernels' C API (issue 11, item 4): mfengine/hmm/_chain.pxd.
 
-mf_hmm_fb_infer, mf_hmm_structured_infer and mf_hmm_naive_infer are noexcept nogil functions
-over raw pointers that return the status codes of mf_status.h.  Checked here: the same numbers
+mf_hmm_fb_infer, mf_hmm_structured_infer, mf_hmm_structured_infer_starts and
+mf_hmm_naive_infer are noexcept nogil functions over raw pointers that return the status codes
+of mf_status.h.  Checked here: the same numbers
 as the Python API (bit for bit, for any thread count), every MF_EBADARG condition of the
 contract, and that an outside Cython extension can cimport and call them.
 """
@@ -56,6 +57,40 @@ def test_c_api_gives_the_python_api_numbers(method, context):
     assert st == MF_NOT_CONVERGED and not conv.all() and np.all(np.isfinite(bound))
 
 
+@pytest.mark.parametrize("starts", ["link", "naive-link", "first-order", "own-means",
+                                    ("first-order", "own-means"),
+                                    ("link", "naive-link", "first-order", "own-means")])
+def test_c_api_with_a_mask_of_starts_gives_the_python_api_numbers(starts):
+    h, X, lengths, P, Xc = model_and_data()
+    default = h.infer(X, lengths)
+    r = h.set_params(starts=starts).infer(X, lengths)
+    mask = _chain.start_mask(starts)
+    for threads in (1, 2):
+        st, bound, gamma, logpot, ns, conv = _chain._capi_selftest(
+            "structured", *P, 2, 3, Xc, lengths, h.infer_max_iter, h.infer_tol, threads, mask)
+        assert st == MF_OK
+        np.testing.assert_array_equal(bound, r.bound)
+        np.testing.assert_array_equal(gamma, r.posteriors)
+        np.testing.assert_array_equal(logpot, r.potentials)
+        np.testing.assert_array_equal(ns, r.n_iter)
+        np.testing.assert_array_equal(conv, r.converged)
+    # a subset runs other ascents than the four (their potentials differ in the last digits),
+    # so these equalities would fail if the mask were not passed on; all four is the default
+    if len(starts) == 4 and not isinstance(starts, str):
+        np.testing.assert_array_equal(r.potentials, default.potentials)
+    else:
+        assert not np.array_equal(r.potentials, default.potentials)
+
+
+@pytest.mark.parametrize("mask", [0, 16, 31, 1 << 31, 2**32 - 1])
+def test_c_api_refuses_a_mask_of_no_start_or_an_unknown_one_writing_nothing(mask):
+    h, X, lengths, P, Xc = model_and_data()
+    st, bound, gamma, logpot, ns, conv = _chain._capi_selftest(
+        "structured", *P, 2, 3, Xc, lengths, h.infer_max_iter, h.infer_tol, 1, mask)
+    assert st == MF_EBADARG
+    assert not bound.any() and not gamma.any() and not logpot.any() and not ns.any()
+
+
 def test_c_api_refuses_every_bad_argument():
     h, X, lengths, P, Xc = model_and_data()
     sp, A, U, V, W = P
@@ -102,7 +137,14 @@ OUTSIDE_PYX = textwrap.dedent(
     # cython: language_level=3
     import numpy as np
     from mfengine.hmm._chain cimport (mf_hmm_fb_infer, mf_hmm_structured_infer,
-                                      mf_hmm_naive_infer, MF_OK, MF_EBADARG)
+                                      mf_hmm_structured_infer_starts, mf_hmm_naive_infer,
+                                      MF_OK, MF_EBADARG, MF_HMM_START_LINK,
+                                      MF_HMM_START_NAIVE_LINK, MF_HMM_START_FIRST_ORDER,
+                                      MF_HMM_START_OWN_MEANS, MF_HMM_ALL_STARTS)
+
+    def start_bits():
+        return (MF_HMM_START_LINK, MF_HMM_START_NAIVE_LINK, MF_HMM_START_FIRST_ORDER,
+                MF_HMM_START_OWN_MEANS, MF_HMM_ALL_STARTS)
 
     def fb(double[::1] sp, double[:, ::1] A, double[:, ::1] logpot):
         cdef Py_ssize_t T = logpot.shape[0], n = logpot.shape[1]
@@ -125,9 +167,14 @@ OUTSIDE_PYX = textwrap.dedent(
         cdef Py_ssize_t[::1] ns = np.zeros(k, dtype=np.intp)
         cdef signed char[::1] conv = np.zeros(k, dtype=np.int8)
         cdef int status
-        cdef bint structured = method == "structured"
+        cdef bint structured = method == "structured", own = method == "own-means"
         with nogil:
-            if structured:
+            if own:
+                status = mf_hmm_structured_infer_starts(
+                    n, D, lag, context, &sp[0], &A[0, 0], &U[0, 0], &V[0, 0], &W[0, 0], k,
+                    &lengths[0], &X[0, 0], max_sweeps, tol, n_threads, MF_HMM_START_OWN_MEANS,
+                    &gamma[0, 0], &logpot[0, 0], &bound[0], &ns[0], &conv[0])
+            elif structured:
                 status = mf_hmm_structured_infer(n, D, lag, context, &sp[0], &A[0, 0], &U[0, 0],
                                                  &V[0, 0], &W[0, 0], k, &lengths[0], &X[0, 0],
                                                  max_sweeps, tol, n_threads, &gamma[0, 0],
@@ -149,7 +196,10 @@ OUTSIDE_PYX = textwrap.dedent(
                 mf_hmm_naive_infer(1, 0, 1, 1, p, p, p, p, p, 0, NULL, NULL, 1, 0.0, 1,
                                    NULL, NULL, NULL, NULL) == MF_EBADARG,
                 mf_hmm_structured_infer(1, 1, 1, 1, p, p, p, p, p, 1, NULL, p, 1, 0.0, 1,
-                                        p, p, p, NULL, NULL) == MF_EBADARG)
+                                        p, p, p, NULL, NULL) == MF_EBADARG,
+                mf_hmm_structured_infer_starts(1, 1, 1, 1, p, p, p, p, p, 0, NULL, NULL, 1, 0.0,
+                                               1, 0, NULL, NULL, NULL, NULL, NULL)
+                == MF_EBADARG)
     """
 )
 
@@ -184,13 +234,14 @@ def test_an_outside_cython_extension_cimports_the_c_api(tmp_path):
         import numpy as np, outside_hmm as o
         d = np.load({str(tmp_path / 'in.npz')!r})
         out = {{}}
-        for m in ("structured", "naive"):
+        for m in ("structured", "naive", "own-means"):
             s, b, g, lp = o.infer(m, d["sp"], d["A"], d["U"], d["V"], d["W"], 2, 3, d["X"],
                                   d["lengths"], 400, 1e-13, 2)
             out[m + "_status"], out[m + "_bound"], out[m + "_gamma"] = s, b, g
             out[m + "_logpot"] = lp
         s, g, xi, lz = o.fb(d["sp"], d["A"], np.ascontiguousarray(np.nan_to_num(d["logpot"])))
-        out.update(fb_status=s, fb_gamma=g, fb_xi=xi, fb_logz=lz, bad=o.bad_calls())
+        out.update(fb_status=s, fb_gamma=g, fb_xi=xi, fb_logz=lz, bad=o.bad_calls(),
+                   bits=o.start_bits())
         np.savez({str(tmp_path / 'out.npz')!r}, **out)
         """
     )
@@ -204,6 +255,14 @@ def test_an_outside_cython_extension_cimports_the_c_api(tmp_path):
         np.testing.assert_array_equal(out[m + "_bound"], r.bound)
         np.testing.assert_array_equal(out[m + "_gamma"], r.posteriors)
     np.testing.assert_array_equal(out["structured_logpot"], h.infer(X, lengths).potentials)
+    # the mask of starts: its bits are the Python API's, and one start gives its numbers
+    names = ("link", "naive-link", "first-order", "own-means")
+    assert list(out["bits"]) == [_chain.start_mask(s) for s in names] + [_chain.start_mask(names)]
+    r = h.set_params(starts="own-means").infer(X, lengths)
+    assert out["own-means_status"] == MF_OK
+    np.testing.assert_array_equal(out["own-means_bound"], r.bound)
+    np.testing.assert_array_equal(out["own-means_gamma"], r.posteriors)
+    np.testing.assert_array_equal(out["own-means_logpot"], r.potentials)
     lp = np.nan_to_num(np.load(tmp_path / "in.npz")["logpot"])
     g, xi, lz = R.forward_backward(P[0], P[1], lp)
     assert out["fb_status"] == MF_OK

@@ -25,6 +25,16 @@ cdef extern from "mf_status.h":
         MF_ENOMEM
         MF_EOVERFLOW
 
+# The bits of mf_hmm_structured_infer_starts's mask (ContextHMM(starts=...)'s "link",
+# "naive-link", "first-order", "own-means"); mf_hmm_structured_infer runs all four.
+cdef extern from "mfengine_solver.h":
+    enum:
+        MF_HMM_START_LINK "MFENGINE_HMM_START_LINK"
+        MF_HMM_START_NAIVE_LINK "MFENGINE_HMM_START_NAIVE_LINK"
+        MF_HMM_START_FIRST_ORDER "MFENGINE_HMM_START_FIRST_ORDER"
+        MF_HMM_START_OWN_MEANS "MFENGINE_HMM_START_OWN_MEANS"
+        MF_HMM_ALL_STARTS "MFENGINE_HMM_ALL_STARTS"
+
 cdef int mf_hmm_fb_infer(
     Py_ssize_t T, Py_ssize_t n, const double *startprob, const double *transmat,
     const double *logpot, double *gamma, double *xi_sum, double *logz) noexcept nogil
@@ -34,6 +44,13 @@ cdef int mf_hmm_structured_infer(
     const double *transmat, const double *U, const double *V, const double *W,
     Py_ssize_t n_seq, const Py_ssize_t *lengths, const double *X, Py_ssize_t max_sweeps,
     double tol, int n_threads, double *gamma, double *logpot, double *bound,
+    Py_ssize_t *n_sweeps, signed char *converged) noexcept nogil
+
+cdef int mf_hmm_structured_infer_starts(
+    Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag, int context, const double *startprob,
+    const double *transmat, const double *U, const double *V, const double *W,
+    Py_ssize_t n_seq, const Py_ssize_t *lengths, const double *X, Py_ssize_t max_sweeps,
+    double tol, int n_threads, unsigned starts, double *gamma, double *logpot, double *bound,
     Py_ssize_t *n_sweeps, signed char *converged) noexcept nogil
 
 cdef int mf_hmm_naive_infer(

@@ -14,7 +14,7 @@ end, so the answers do not depend on the number of threads.
 
 C API
 -----
-Three ``noexcept nogil`` functions, declared in ``mfengine/hmm/_chain.pxd`` for other Cython
+Four ``noexcept nogil`` functions, declared in ``mfengine/hmm/_chain.pxd`` for other Cython
 modules (``from mfengine.hmm._chain cimport mf_hmm_structured_infer, MF_OK``; compile with
 ``include_dirs=[mfengine.get_include()]``).  Arrays are row-major doubles the caller allocates;
 the status codes are those of ``mf_status.h``: MF_OK (0); MF_NOT_CONVERGED (1): results written,
@@ -43,13 +43,24 @@ context, W only with left; either may then be NULL).  ``lengths`` (n_seq,) >= 1;
 h_t of the chain Q (structured only), ``bound`` (n_seq,) the bound on ln P(x) in nats (-inf:
 the sequence has probability zero; NaN: its arithmetic left the double range), ``n_sweeps``
 (n_seq,), ``converged`` (n_seq,) 1 / 0.  Sweeps stop when one raises the bound by at most
-``tol`` * length.  ``n_threads`` is clamped to [1, min(n_seq, 256)] (OpenMP over sequences;
-the numbers do not depend on it).  MF_EBADARG: n, D or lag < 1; context not in 1..3; a NULL
+``tol`` * length.  ``n_threads`` is clamped to [1, 256]: OpenMP over sequences, or, with
+fewer sequences than threads, over a structured solve's starts (the numbers do not depend on
+it).  MF_EBADARG: n, D or lag < 1; context not in 1..3; a NULL
 model pointer (V, W as above); startprob / a transmat row not a probability vector; a mean
 NaN, infinite or above 1e100 in magnitude; n_seq < 0; max_sweeps < 0; tol NaN, negative or
 infinite; with n_seq > 0: lengths, X or an output NULL, a length < 1, an infinite entry of X.
 MF_EOVERFLOW: n > 2^20, n * D > 2^40, or sum(lengths) * max(n, D) > 2^62.  n_seq = 0 is a
-valid call that writes nothing.  What cannot be checked is that each buffer holds the entries
+valid call that writes nothing.
+
+``mf_hmm_structured_infer_starts(...)``: ``mf_hmm_structured_infer`` with one more argument,
+``unsigned starts`` after ``n_threads``, the mask of the starts to run, as
+``ContextHMM(starts=...)``: a nonzero combination of ``MF_HMM_START_LINK`` (1),
+``MF_HMM_START_NAIVE_LINK`` (2), ``MF_HMM_START_FIRST_ORDER`` (4) and ``MF_HMM_START_OWN_MEANS``
+(8), declared in the ``.pxd`` (in C: ``MFENGINE_HMM_START_*`` of ``mfengine_solver.h``);
+``MF_HMM_ALL_STARTS`` (15) is ``mf_hmm_structured_infer``.  MF_EBADARG also for a mask of 0
+or with another bit set.
+
+What cannot be checked is that each buffer holds the entries
 stated.  The Python API also shifts X and U by the mean of U's rows before the call (every
 quantity is invariant under a common shift): do the same for data far from the origin.
 """
@@ -114,7 +125,6 @@ cdef extern from "mf_hmm.h" nogil:
                                  Py_ssize_t hist_len, Py_ssize_t *n_sweeps, double *bound,
                                  double *logpot, double *stat_H, double *stat_g, int n_threads,
                                  unsigned starts)
-    unsigned MF_HMM_ALL_STARTS
     int mf_hmm_naive(const mf_hmm_model *m, Py_ssize_t T, const double *X, Py_ssize_t max_sweeps,
                      double tol, double *gamma, double *history, Py_ssize_t hist_len,
                      Py_ssize_t *n_sweeps, double *bound)
@@ -570,6 +580,12 @@ cdef extern from "mfengine_solver.h":
         Py_ssize_t n_seq, const Py_ssize_t *lengths, const double *X, Py_ssize_t max_sweeps,
         double tol, int n_threads, double *gamma, double *logpot, double *bound,
         Py_ssize_t *n_sweeps, signed char *converged) nogil
+    int mfengine_hmm_structured_infer_starts(
+        Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag, int context, const double *startprob,
+        const double *transmat, const double *U, const double *V, const double *W,
+        Py_ssize_t n_seq, const Py_ssize_t *lengths, const double *X, Py_ssize_t max_sweeps,
+        double tol, int n_threads, unsigned starts, double *gamma, double *logpot,
+        double *bound, Py_ssize_t *n_sweeps, signed char *converged) nogil
     int mfengine_hmm_naive_infer(
         Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag, int context, const double *startprob,
         const double *transmat, const double *U, const double *V, const double *W,
@@ -595,6 +611,18 @@ cdef int mf_hmm_structured_infer(
                                          bound, n_sweeps, converged)
 
 
+cdef int mf_hmm_structured_infer_starts(
+        Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag, int context, const double *startprob,
+        const double *transmat, const double *U, const double *V, const double *W,
+        Py_ssize_t n_seq, const Py_ssize_t *lengths, const double *X, Py_ssize_t max_sweeps,
+        double tol, int n_threads, unsigned starts, double *gamma, double *logpot,
+        double *bound, Py_ssize_t *n_sweeps, signed char *converged) noexcept nogil:
+    return mfengine_hmm_structured_infer_starts(n, D, lag, context, startprob, transmat, U, V, W,
+                                                n_seq, lengths, X, max_sweeps, tol, n_threads,
+                                                starts, gamma, logpot, bound, n_sweeps,
+                                                converged)
+
+
 cdef int mf_hmm_naive_infer(
         Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag, int context, const double *startprob,
         const double *transmat, const double *U, const double *V, const double *W,
@@ -610,10 +638,11 @@ def _capi_selftest(str method, const float64_t[::1] startprob, const float64_t[:
                    const float64_t[:, ::1] U, const float64_t[:, ::1] V,
                    const float64_t[:, ::1] W, Py_ssize_t lag, int context,
                    const float64_t[:, ::1] X, const intp_t[::1] lengths, Py_ssize_t max_sweeps,
-                   double tol, int n_threads):
+                   double tol, int n_threads, starts=None):
     """Tests only: call the C API's structured or naive entry point on arrays (no checks here:
-    the C function's own checks are what is tested).  Returns (status, bound, gamma, logpot,
-    n_sweeps, converged)."""
+    the C function's own checks are what is tested); with ``starts`` (an int, the mask), the
+    structured one that takes the starts.  Returns (status, bound, gamma, logpot, n_sweeps,
+    converged)."""
     cdef Py_ssize_t n = U.shape[0], D = U.shape[1], N = X.shape[0], k = lengths.shape[0]
     cdef float64_t[::1] bound = np.zeros(max(k, 1))
     cdef float64_t[:, ::1] gamma = np.zeros((max(N, 1), n))
@@ -621,9 +650,15 @@ def _capi_selftest(str method, const float64_t[::1] startprob, const float64_t[:
     cdef Py_ssize_t[::1] ns = np.zeros(max(k, 1), dtype=np.intp)
     cdef signed char[::1] conv = np.zeros(max(k, 1), dtype=np.int8)
     cdef int status
-    cdef bint is_structured = method == "structured"
+    cdef bint is_structured = method == "structured", with_starts = starts is not None
+    cdef unsigned mask = starts if with_starts else 0
     with nogil:
-        if is_structured:
+        if is_structured and with_starts:
+            status = mf_hmm_structured_infer_starts(
+                n, D, lag, context, &startprob[0], &transmat[0, 0], &U[0, 0], &V[0, 0], &W[0, 0],
+                k, <Py_ssize_t *>&lengths[0], &X[0, 0], max_sweeps, tol, n_threads, mask,
+                &gamma[0, 0], &logpot[0, 0], &bound[0], &ns[0], &conv[0])
+        elif is_structured:
             status = mf_hmm_structured_infer(n, D, lag, context, &startprob[0], &transmat[0, 0],
                                              &U[0, 0], &V[0, 0], &W[0, 0], k,
                                              <Py_ssize_t *>&lengths[0], &X[0, 0], max_sweeps,
