@@ -130,8 +130,8 @@ static void many_body(void *ctx, ptrdiff_t s, int thread)
                                 &hist, 1, &j->n_sweeps[s], &j->bound[s]);
 }
 
-static int capi_many(int structured, unsigned starts, ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, int context,
-                     const double *startprob, const double *transmat, const double *U,
+static int capi_many(int structured, unsigned starts, ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag,
+                     int context, const double *startprob, const double *transmat, const double *U,
                      const double *V, const double *W, ptrdiff_t n_seq, const ptrdiff_t *lengths,
                      const double *X, ptrdiff_t max_sweeps, double tol, int n_threads,
                      double *gamma, double *logpot, double *bound, ptrdiff_t *n_sweeps,
@@ -158,12 +158,16 @@ static int capi_many(int structured, unsigned starts, ptrdiff_t n, ptrdiff_t D, 
     }
     status = capi_offsets(n_seq, lengths, X, n, D, offsets);
     if (status == MF_OK) {
-        /* threads over sequences, or (fewer sequences than threads) over a structured solve's
-         * starts; the answers are the same either way */
+        /* threads over sequences, or (fewer sequences than threads) over each structured
+         * solve's starts when it has several; the answers are the same either way */
         const int nt = mf_clamp_threads(n_threads, MF_MAX_THREADS);
+        int n_starts = 0, by_starts;
+        unsigned bits;
+        for (bits = starts; bits; bits >>= 1) n_starts += (int)(bits & 1u);
+        by_starts = structured && n_starts > 1 && n_seq < nt;
         job.structured = structured;
         job.starts = starts;
-        job.inner = n_seq < nt ? nt : 1;
+        job.inner = by_starts ? nt : 1;
         job.m = &m;
         job.offsets = offsets;
         job.X = X;
@@ -174,7 +178,7 @@ static int capi_many(int structured, unsigned starts, ptrdiff_t n, ptrdiff_t D, 
         job.bound = bound;
         job.n_sweeps = n_sweeps;
         job.st = st;
-        mf_parallel_for(n_seq, n_seq < nt ? 1 : nt, many_body, &job);
+        mf_parallel_for(n_seq, by_starts ? 1 : nt, many_body, &job);
         for (s = 0; s < n_seq; s++) {
             if (st[s] != MF_OK && st[s] != MF_NOT_CONVERGED) {
                 status = st[s];

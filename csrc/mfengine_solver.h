@@ -73,6 +73,7 @@ int mfengine_sjj_solve(
 #define MFENGINE_HMM_START_FIRST_ORDER 4u   /* the first-order posterior */
 #define MFENGINE_HMM_START_OWN_MEANS 8u     /* ... of the model with its context means left out */
 #define MFENGINE_HMM_ALL_STARTS 15u
+
 int mfengine_hmm_fb_infer(
     ptrdiff_t T, ptrdiff_t n, const double *startprob, const double *transmat,
     const double *logpot, double *gamma, double *xi_sum, double *logz);

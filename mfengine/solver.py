@@ -139,13 +139,15 @@ mf_hmm_naive_infer(the same without logpot): structured / fully factorised mean 
   infinite; with n_seq > 0: lengths, X or an output NULL, a length < 1, an entry of X
   infinite.  MF_EOVERFLOW: n > 2^20, n * D > 2^40 or sum(lengths) * max(n, D) > 2^62, or
   a scratch size; after MF_ENOMEM or MF_EOVERFLOW some sequences' outputs may be written.
-mf_hmm_structured_infer_starts(the same arguments with `unsigned starts` after n_threads):
-  the structured solver from the starts in the mask starts, as ContextHMM(starts=...): a
-  nonzero combination of MF_HMM_START_LINK (1), MF_HMM_START_NAIVE_LINK (2),
-  MF_HMM_START_FIRST_ORDER (4) and MF_HMM_START_OWN_MEANS (8) (in C: MFENGINE_HMM_START_*;
-  mf_hmm_structured_infer is MF_HMM_ALL_STARTS, 15); several are screened as by
-  mf_hmm_structured_infer, one alone runs straight to tol.  MF_EBADARG also for a mask
-  of 0 or with any other bit set.
+mf_hmm_structured_infer_starts(mf_hmm_structured_infer's arguments with `unsigned starts`
+  after n_threads): the structured solver from the starts in the mask starts, as
+  ContextHMM(starts=...): a nonzero combination of MF_HMM_START_LINK (1),
+  MF_HMM_START_NAIVE_LINK (2), MF_HMM_START_FIRST_ORDER (4) and MF_HMM_START_OWN_MEANS (8)
+  (in C: MFENGINE_HMM_START_*; mf_hmm_structured_infer is MF_HMM_ALL_STARTS, 15).  Several
+  are screened as by mf_hmm_structured_infer, one alone runs straight to tol; when the
+  naive-link start alone has no finite naive solution (zeros in the transitions), the link
+  start stands in for it; a sequence with no context coupling (length <= lag) runs its one
+  ascent whatever the mask.  MF_EBADARG also for a mask of 0 or with any other bit set.
 
 4. Nonlinear Gaussian belief net, Frey & Hinton 1999 (module mfengine.nlgbn._estep).
 mf_nlgbn_infer(n_layers, sizes, types, weights, biases, variances, n_patterns, X, missing,

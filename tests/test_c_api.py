@@ -75,7 +75,7 @@ OUTSIDE_PYX = textwrap.dedent(
         MF_OK, MF_NOT_CONVERGED, MF_EBADARG, mf_sbn_gaussian_infer, mf_sbn_gaussian_gradient,
         mf_sjj_solve, mf_plefka_solve, mf_plefka_gradient, mf_hmm_fb_infer,
         mf_hmm_structured_infer, mf_hmm_structured_infer_starts, mf_hmm_naive_infer,
-        mf_nlgbn_infer, MF_HMM_START_FIRST_ORDER, MF_HMM_START_OWN_MEANS)
+        mf_nlgbn_infer, MF_HMM_START_NAIVE_LINK, MF_HMM_START_OWN_MEANS)
 
     def gaussian_infer(sizes, weights, biases, V, missing, double tol):
         cdef Py_ssize_t[::1] sz = np.ascontiguousarray(sizes, dtype=np.intp)
@@ -182,7 +182,7 @@ OUTSIDE_PYX = textwrap.dedent(
                 status = mf_hmm_structured_infer_starts(
                     n, D, lag, context, &sp[0], &A[0, 0], &U[0, 0], &V[0, 0], &W[0, 0], k,
                     &lengths[0], &X[0, 0], max_sweeps, tol, n_threads,
-                    MF_HMM_START_FIRST_ORDER | MF_HMM_START_OWN_MEANS, &gamma[0, 0],
+                    MF_HMM_START_NAIVE_LINK | MF_HMM_START_OWN_MEANS, &gamma[0, 0],
                     &logpot[0, 0], &bound[0], &ns[0], &conv[0])
             elif structured:
                 status = mf_hmm_structured_infer(n, D, lag, context, &sp[0], &A[0, 0], &U[0, 0],
@@ -526,11 +526,13 @@ def test_outside_extension_hmm_matches_the_python_api_bit_for_bit(outside):
         np.testing.assert_array_equal(out[method + "_ns"], r.n_iter)
         np.testing.assert_array_equal(out[method + "_conv"].astype(bool), r.converged)
     np.testing.assert_array_equal(out["structured_logpot"], h.infer(X, lengths).potentials)
-    r = h.set_params(starts=("first-order", "own-means")).infer(X, lengths)
+    r = h.set_params(starts=("naive-link", "own-means")).infer(X, lengths)
     assert int(out["two starts_status"]) == 0
     for k, v in (("bound", r.bound), ("gamma", r.posteriors), ("logpot", r.potentials),
                  ("ns", r.n_iter)):
         np.testing.assert_array_equal(out["two starts_" + k], v)
+    # the two starts give other potentials than all four here, so a mask not passed on fails
+    assert not np.array_equal(out["two starts_logpot"], out["structured_logpot"])
     gamma, xi, logz = _chain.forward_backward(a["sp"], a["A"], a["logpot"])
     assert int(out["fb_status"]) == 0
     np.testing.assert_array_equal(out["fb_gamma"], gamma)
@@ -902,6 +904,7 @@ def test_c_program_reaches_every_function_through_the_header(tmp_path):
     r = hm.set_params(starts="own-means").infer(X, lengths, method="structured")
     np.testing.assert_array_equal(out("om_bound"), r.bound)
     np.testing.assert_array_equal(out("om_logpot"), r.potentials.ravel())
+    assert not np.array_equal(out("om_logpot"), out("st_logpot"))
     r = hm.set_params(starts="all").infer(X, lengths, method="naive")
     np.testing.assert_array_equal(out("nv_bound"), r.bound)
     np.testing.assert_array_equal(out("nv_gamma"), r.posteriors.ravel())
@@ -1145,7 +1148,8 @@ def test_c_program_without_python_calls_every_family(tmp_path):
     """Every kernel runs its threads in plain C: a C program that never starts Python links
     the families' modules and gets the Python API's numbers bit for bit (sjj and Plefka on 2
     threads; structured on 1, 2 and 4 threads, 4 > the sequences: the starts run apart; two
-    of the starts, through their mask, on 1 and 4), and every bad argument refused (the Gaussian pair: test_c_program_calls_the_solver_...)."""
+    of the starts, through their mask, on 1 and 4), and every bad argument refused (the
+    Gaussian pair: test_c_program_calls_the_solver_...)."""
     from mfengine.nlgbn import _estep
     from mfengine.sbn import _plefka
 
@@ -1167,7 +1171,8 @@ def test_c_program_without_python_calls_every_family(tmp_path):
     status = {line.split()[0]: int(line.split()[1]) for line in lines if line.strip()}
     EB = mfengine.solver.MF_EBADARG
     assert status == dict(fb=0, fb_negative=EB, structured1=0, structured2=0, structured4=0,
-                          two_starts1=0, two_starts4=0, no_start=EB, unknown_start=EB, naive=0, naive_nan=EB, structured_zero_length=EB, nlgbn=0,
+                          two_starts1=0, two_starts4=0, no_start=EB, unknown_start=EB, naive=0,
+                          naive_nan=EB, structured_zero_length=EB, nlgbn=0,
                           nlgbn_negative_variance=EB, plefka=0, plefka_gradient=0,
                           plefka_null=EB, sjj=0)
 
@@ -1182,6 +1187,8 @@ def test_c_program_without_python_calls_every_family(tmp_path):
         np.testing.assert_array_equal(out(f"st{threads}_bound"), r.bound)
         np.testing.assert_array_equal(out(f"st{threads}_gamma"), r.posteriors.ravel())
     r = hm.set_params(starts=("naive-link", "own-means")).infer(X, lengths)
+    assert not np.array_equal(r.potentials, hm.set_params(starts="all").infer(X, lengths)
+                              .potentials)
     for threads in (1, 4):
         np.testing.assert_array_equal(out(f"ts{threads}_bound"), r.bound)
         np.testing.assert_array_equal(out(f"ts{threads}_logpot"), r.potentials.ravel())

@@ -41,7 +41,7 @@ CODES = {"right": 1, "left": 2, "both": 3}
 def test_c_api_gives_the_python_api_numbers(method, context):
     h, X, lengths, P, Xc = model_and_data(context)
     r = h.infer(X, lengths, method=method)
-    for threads in (1, 2):
+    for threads in (1, 2, 4):   # 4 > the 3 sequences: the starts (naive: the sequences) apart
         st, bound, gamma, logpot, ns, conv = _chain._capi_selftest(
             method, *P, 2, CODES[context], Xc, lengths, h.infer_max_iter, h.infer_tol, threads)
         assert st == MF_OK
@@ -65,7 +65,7 @@ def test_c_api_with_a_mask_of_starts_gives_the_python_api_numbers(starts):
     default = h.infer(X, lengths)
     r = h.set_params(starts=starts).infer(X, lengths)
     mask = _chain.start_mask(starts)
-    for threads in (1, 2):
+    for threads in (1, 2, 4):
         st, bound, gamma, logpot, ns, conv = _chain._capi_selftest(
             "structured", *P, 2, 3, Xc, lengths, h.infer_max_iter, h.infer_tol, threads, mask)
         assert st == MF_OK
@@ -88,7 +88,7 @@ def test_c_api_refuses_a_mask_of_no_start_or_an_unknown_one_writing_nothing(mask
     st, bound, gamma, logpot, ns, conv = _chain._capi_selftest(
         "structured", *P, 2, 3, Xc, lengths, h.infer_max_iter, h.infer_tol, 1, mask)
     assert st == MF_EBADARG
-    assert not bound.any() and not gamma.any() and not logpot.any() and not ns.any()
+    assert not (bound.any() or gamma.any() or logpot.any() or ns.any() or conv.any())
 
 
 def test_c_api_refuses_every_bad_argument():
@@ -199,7 +199,14 @@ OUTSIDE_PYX = textwrap.dedent(
                                         p, p, p, NULL, NULL) == MF_EBADARG,
                 mf_hmm_structured_infer_starts(1, 1, 1, 1, p, p, p, p, p, 0, NULL, NULL, 1, 0.0,
                                                1, 0, NULL, NULL, NULL, NULL, NULL)
-                == MF_EBADARG)
+                == MF_EBADARG,
+                # a valid model and no sequences, but a start that does not exist
+                mf_hmm_structured_infer_starts(1, 1, 1, 1, p, p, p, p, p, 0, NULL, NULL, 1, 0.0,
+                                               1, 16, NULL, NULL, NULL, NULL, NULL)
+                == MF_EBADARG,
+                mf_hmm_structured_infer_starts(1, 1, 1, 1, p, p, p, p, p, 0, NULL, NULL, 1, 0.0,
+                                               1, 8, NULL, NULL, NULL, NULL, NULL)
+                == MF_OK)
     """
 )
 

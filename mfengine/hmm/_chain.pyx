@@ -44,8 +44,8 @@ h_t of the chain Q (structured only), ``bound`` (n_seq,) the bound on ln P(x) in
 the sequence has probability zero; NaN: its arithmetic left the double range), ``n_sweeps``
 (n_seq,), ``converged`` (n_seq,) 1 / 0.  Sweeps stop when one raises the bound by at most
 ``tol`` * length.  ``n_threads`` is clamped to [1, 256]: OpenMP over sequences, or, with
-fewer sequences than threads, over a structured solve's starts (the numbers do not depend on
-it).  MF_EBADARG: n, D or lag < 1; context not in 1..3; a NULL
+fewer sequences than threads, over each structured solve's starts, one sequence after another
+(the numbers do not depend on it).  MF_EBADARG: n, D or lag < 1; context not in 1..3; a NULL
 model pointer (V, W as above); startprob / a transmat row not a probability vector; a mean
 NaN, infinite or above 1e100 in magnitude; n_seq < 0; max_sweeps < 0; tol NaN, negative or
 infinite; with n_seq > 0: lengths, X or an output NULL, a length < 1, an infinite entry of X.
@@ -57,8 +57,10 @@ valid call that writes nothing.
 ``ContextHMM(starts=...)``: a nonzero combination of ``MF_HMM_START_LINK`` (1),
 ``MF_HMM_START_NAIVE_LINK`` (2), ``MF_HMM_START_FIRST_ORDER`` (4) and ``MF_HMM_START_OWN_MEANS``
 (8), declared in the ``.pxd`` (in C: ``MFENGINE_HMM_START_*`` of ``mfengine_solver.h``);
-``MF_HMM_ALL_STARTS`` (15) is ``mf_hmm_structured_infer``.  MF_EBADARG also for a mask of 0
-or with another bit set.
+``MF_HMM_ALL_STARTS`` (15) is ``mf_hmm_structured_infer``.  When the naive-link start alone
+has no finite naive solution, the link start stands in for it; a sequence without context
+couplings (length <= lag) runs its one ascent whatever the mask.  MF_EBADARG also for a mask
+of 0 or with another bit set.
 
 What cannot be checked is that each buffer holds the entries
 stated.  The Python API also shifts X and U by the mean of U's rows before the call (every
@@ -528,11 +530,14 @@ def run(str method, const float64_t[::1] startprob, const float64_t[:, ::1] tran
     cdef float64_t[:, ::1] logpot = np.zeros((N if structured else 1, n))
     cdef float64_t[:, :, :, ::1] H = np.zeros((n_seq if stats else 1, D, K, K))
     cdef float64_t[:, :, ::1] g = np.zeros((n_seq if stats else 1, D, K))
-    # Threads go over sequences; with fewer sequences than threads, each sequence's structured
-    # solve runs its starts on the threads instead (the answers are the same either way; a
-    # one-thread team is not an active parallel region, so the inner one may use threads).
-    cdef int outer = 1 if n_seq < n_threads else n_threads
-    cdef int inner = n_threads if n_seq < n_threads else 1
+    # Threads go over sequences; with fewer sequences than threads, a structured solve that has
+    # several starts to run spreads them over the threads instead (the answers are the same
+    # either way; a one-thread team is not an active parallel region, so the inner one may use
+    # threads).
+    cdef bint by_starts = (structured and not has_init and n_seq < n_threads
+                           and bin(mask).count("1") > 1)
+    cdef int outer = 1 if by_starts else n_threads
+    cdef int inner = n_threads if by_starts else 1
     with nogil:
         for s in prange(n_seq, schedule="dynamic", num_threads=outer):
             T = offsets[s + 1] - offsets[s]

@@ -113,13 +113,16 @@ each unit's mu, nu, pa, pb, xi, Z and S-ratio in one 64-byte record (copied in a
 the solve), keeps the per-edge factors as pairs in parent order only (the mean pass takes a
 child edge's factors anew from the child's xi, read with its record, and the child-order w and
 e^w: the same expressions, so the same doubles), prefetches the next unit's parents' or
-children's records one unit ahead: one random line per edge in each pass, about 50 ns per
-edge at 1e7 edges.  The arithmetic is the plain layout's up to the order of some vectorised
+children's records one unit ahead: one random line per edge in each pass, 41-46 ns per
+edge at 1e7 edges (bench/sparse_scaling.py: 10 sweeps, best of 2 calls; 88 without the
+prefetch).  The arithmetic is the plain layout's up to the order of some vectorised
 sums (equal to rounding), and the same for any thread count.  (Transparent huge pages for the
 scratch were tried and left out: no gain with parents anywhere, 35 -> 58 ns per edge with
-local parents at 1e7 edges.  So was prefetching 2 to 6 units ahead instead of one: 60-67 ns
-per edge with parents anywhere at 1e7 edges, as with one (63-70 ns in the same run): the
-records outgrow the last-level cache there, 64 MB at 1e6 units.)
+local parents at 1e7 edges.  So was prefetching 2 to 4 units ahead instead of one: with
+parents anywhere at 1e7 edges 37.5-40.5 ns per edge against 40.7-42.2 with one, timed the same
+way in the same runs (a few per cent, about the spread between runs), and no change with
+local parents (28-29 ns); left at one.  The records, 64 MB at 1e6 units, outgrow the 32 MB
+last-level cache there.)
 """
 import numpy as np
 
