@@ -182,6 +182,18 @@ int mf_hmm_structured_starts(const mf_hmm_model *m, ptrdiff_t T, const double *X
                              ptrdiff_t *n_sweeps, double *bound, double *logpot, double *stat_H,
                              double *stat_g, int n_threads, unsigned starts);
 
+/* Whether a call over n_seq sequences on n_threads threads spreads each structured solve's
+ * starts over the threads (fewer sequences than threads, and several starts in the mask)
+ * instead of going over the sequences; `structured` false for the naive method or a warm
+ * start (one ascent).  The answers are the same either way. */
+static inline int mf_hmm_threads_by_starts(int structured, unsigned starts, ptrdiff_t n_seq,
+                                           int n_threads)
+{
+    int n_starts = 0;
+    for (; starts; starts >>= 1) n_starts += (int)(starts & 1u);
+    return structured && n_starts > 1 && n_seq < n_threads;
+}
+
 /* Fully factorised mean field Q(s) = prod_t q_t(s_t), started from the first-order posterior
  * (the chain with the context couplings left out), sweeps alternately forward and backward in
  * t, each q_t set to its exact coordinate-wise maximiser.  Outputs as for mf_hmm_structured.

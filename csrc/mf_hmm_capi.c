@@ -161,10 +161,7 @@ static int capi_many(int structured, unsigned starts, ptrdiff_t n, ptrdiff_t D, 
         /* threads over sequences, or (fewer sequences than threads) over each structured
          * solve's starts when it has several; the answers are the same either way */
         const int nt = mf_clamp_threads(n_threads, MF_MAX_THREADS);
-        int n_starts = 0, by_starts;
-        unsigned bits;
-        for (bits = starts; bits; bits >>= 1) n_starts += (int)(bits & 1u);
-        by_starts = structured && n_starts > 1 && n_seq < nt;
+        const int by_starts = mf_hmm_threads_by_starts(structured, starts, n_seq, nt);
         job.structured = structured;
         job.starts = starts;
         job.inner = by_starts ? nt : 1;

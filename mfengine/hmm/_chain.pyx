@@ -130,6 +130,8 @@ cdef extern from "mf_hmm.h" nogil:
     int mf_hmm_naive(const mf_hmm_model *m, Py_ssize_t T, const double *X, Py_ssize_t max_sweeps,
                      double tol, double *gamma, double *history, Py_ssize_t hist_len,
                      Py_ssize_t *n_sweeps, double *bound)
+    int mf_hmm_threads_by_starts(int structured, unsigned starts, Py_ssize_t n_seq,
+                                 int n_threads)
     Py_ssize_t mf_hmm_exact_states(const mf_hmm_model *m, Py_ssize_t T)
     int mf_hmm_exact(const mf_hmm_model *m, Py_ssize_t T, const double *X, double *loglik)
     double MF_HMM_PRE_TOL
@@ -534,8 +536,8 @@ def run(str method, const float64_t[::1] startprob, const float64_t[:, ::1] tran
     # several starts to run spreads them over the threads instead (the answers are the same
     # either way; a one-thread team is not an active parallel region, so the inner one may use
     # threads).
-    cdef bint by_starts = (structured and not has_init and n_seq < n_threads
-                           and bin(mask).count("1") > 1)
+    cdef bint by_starts = mf_hmm_threads_by_starts(structured and not has_init, mask, n_seq,
+                                                   n_threads)
     cdef int outer = 1 if by_starts else n_threads
     cdef int inner = n_threads if by_starts else 1
     with nogil:
