@@ -413,6 +413,8 @@ static void lr_layout(arena_t *a, xchain_t *x)
         if (x->rowR > full / rows || 3 * x->rowL > full) return;
     }
     x->mk = (double *)take(a, T, D, sizeof(double));
+    x->mkr = (double *)take(a, T, D, sizeof(double));
+    x->nmiss = (ptrdiff_t *)take(a, T + 1, 1, sizeof(ptrdiff_t));
     x->ck = (double *)take(a, x->nck, x->rowR, sizeof(double));
     x->bk = (double *)take(a, x->blk, x->rowR, sizeof(double));
     x->rr = (double *)take(a, 2, x->rowR, sizeof(double));
@@ -430,8 +432,14 @@ static void lr_setup(xchain_t *x)
     memset(x->bk, 0, (size_t)(x->blk * x->rowR) * sizeof(double));
     memset(x->rr, 0, (size_t)(2 * x->rowR) * sizeof(double));
     memset(x->ll, 0, (size_t)(3 * x->rowL) * sizeof(double));
-    for (t = 0; t < T; t++)
-        for (d = 0; d < D; d++) x->mk[t * D + d] = seen(x->X, D, t, d) ? 1.0 : 0.0;
+    x->nmiss[0] = 0;
+    for (t = 0; t < T; t++) {
+        for (d = 0; d < D; d++) {
+            x->mk[t * D + d] = seen(x->X, D, t, d) ? 1.0 : 0.0;
+            x->mkr[(T - 1 - t) * D + d] = x->mk[t * D + d];
+        }
+        x->nmiss[t + 1] = x->nmiss[t] + (x->rc[t] != ROW_FULL);
+    }
     /* the third left row: the tables themselves (a = 0), for the objective */
     if (x->aU >= 0) put_table(x->n, D, m->U, x->ll + 2 * x->rowL, x->wL, x->offLU);
     if (x->aW >= 0) put_table(x->n, D, m->W, x->ll + 2 * x->rowL, x->wL, x->offLW);
@@ -460,20 +468,37 @@ static void shift_mul(ptrdiff_t n, const double *restrict M, const double *restr
     mf_gemm_nn(n, L, n, M, n, src + off, w, row + off + D, w);
 }
 
+/* row[i, off .. off + len D) = sum_k M[i, k] src[k, off + D .. off + (len+1) D): the right
+ * rows' recursion, whose segments hold the distances in decreasing order (see lr_rstep). */
+static void shift_mul_down(ptrdiff_t n, const double *restrict M, const double *restrict src,
+                           double *restrict row, ptrdiff_t w, ptrdiff_t off, ptrdiff_t D,
+                           ptrdiff_t len)
+{
+    const ptrdiff_t L = len * D;
+    ptrdiff_t i, j;
+    if (len < 1) return;
+    for (i = 0; i < n; i++)
+        for (j = 0; j < L; j++) row[i * w + off + j] = 0.0;
+    mf_gemm_nn(n, L, n, M, n, src + off + D, w, row + off, w);
+}
+
 /* The right row of t from the row of t + 1 (next; unused at t = T - 1); leaves R_t in x->tmp
- * when t < T - 1.  One product over the whole width of a state's segments (each distance b
- * from b - 1, the slot after a segment's last distance landing on the next segment's distance
- * 0, which put_table then writes); entries beyond the room left are never read. */
+ * when t < T - 1.  A right row's segments hold the distances in decreasing order (distance b of
+ * the V segment at offRV + (bV - b) D, of the U segment at offRU + (bU - b) D), so that the
+ * couplings across t read left and right rows in the same direction (lr_cross).  One product
+ * over the whole width of a state's segments (each distance b from b - 1, the slot before a
+ * segment's distance 0 landing on the next segment's largest distance... and each segment's
+ * distance 0 written by put_table); entries beyond the room left are never read. */
 static void lr_rstep(xchain_t *x, ptrdiff_t t, const double *next, double *row)
 {
     const mf_hmm_model *m = x->m;
     const ptrdiff_t n = x->n, D = m->D, room = x->T - 1 - t;
     if (room >= 1) {
         rmat(x, t, x->tmp);
-        shift_mul(n, x->tmp, next, row, x->wR, 0, D, x->wR / D - 1);
+        shift_mul_down(n, x->tmp, next, row, x->wR, 0, D, x->wR / D - 1);
     }
-    if (x->bV >= 0) put_table(n, D, m->V, row, x->wR, x->offRV);
-    if (x->bU >= 0) put_table(n, D, m->U, row, x->wR, x->offRU);
+    if (x->bV >= 0) put_table(n, D, m->V, row, x->wR, x->offRV + x->bV * D);
+    if (x->bU >= 0) put_table(n, D, m->U, row, x->wR, x->offRU + x->bU * D);
 }
 
 /* The left row of t from the row of t - 1 (prev; unused at t = 0), likewise. */
@@ -487,53 +512,132 @@ static void lr_lstep(xchain_t *x, ptrdiff_t t, const double *prev, double *row)
     if (x->aW >= 0) put_table(n, D, m->W, row, x->wL, x->offLW);
 }
 
-/* out[i] += sum_d la[i wL + d] rb[i wR + d] w[d], i < n (D = 2 written out: the common case) */
-static void add_dots(ptrdiff_t n, const double *la, ptrdiff_t wL, const double *rb, ptrdiff_t wR,
-                     const double *w, ptrdiff_t D, double *out)
-{
-    ptrdiff_t i, d;
-    if (D == 2) {
-        const double w0 = w[0], w1 = w[1];
-        for (i = 0; i < n; i++)
-            out[i] += la[i * wL] * rb[i * wR] * w0 + la[i * wL + 1] * rb[i * wR + 1] * w1;
-        return;
-    }
-    for (i = 0; i < n; i++) {
-        double s = 0.0;
-        for (d = 0; d < D; d++) s += la[i * wL + d] * rb[i * wR + d] * w[d];
-        out[i] += s;
-    }
-}
-
-/* out[i] += sum of E[K(s_l, s_m) | s_t = i] over the couplings at distance lag with
- * l = t - a, a in [a1lo, a1hi], and at distance 2 lag with a in [a2lo, a2hi]; L and R the left
- * and right rows of t. */
+/* out[i] += E[K(s_l, s_m) | s_t = i] for the couplings with l = t - a1 at distance lag and
+ * l = t - a2 at distance 2 lag (a1 = a2 = 0: those that start at t; a1 = lag, a2 = 2 lag: those
+ * that end at t); L and R the left and right rows of t.  Per state, each coupling's terms
+ * sum_d la[d] rb[d] w[d] (D = 2 written out), the couplings added in turn: U-V (output l),
+ * W-U (output l + lag), W-V (output l + lag). */
 static void lr_couplings(const xchain_t *x, ptrdiff_t t, const double *L, const double *R,
-                         ptrdiff_t a1lo, ptrdiff_t a1hi, ptrdiff_t a2lo, ptrdiff_t a2hi,
-                         double *out)
+                         ptrdiff_t a1, ptrdiff_t a2, double *out)
 {
     const mf_hmm_model *m = x->m;
     const ptrdiff_t n = x->n, D = m->D, lag = x->lag, wL = x->wL, wR = x->wR;
-    ptrdiff_t a;
-    for (a = a1lo; a <= a1hi; a++) {
-        const ptrdiff_t l = t - a, b = lag - a;
-        if (!c1_at(x, l)) continue;
+    const double *la[3], *rb[3], *w[3];
+    ptrdiff_t nc = 0, i, c, d;
+    if (c1_at(x, t - a1)) {
+        const ptrdiff_t l = t - a1, b = lag - a1;
         if (m->right) {      /* output l: U at l, V at l + lag */
-            const double *la = L + x->offLU + a * D, *rb = R + x->offRV + b * D;
-            add_dots(n, la, wL, rb, wR, x->mk + l * D, D, out);
+            la[nc] = L + x->offLU + a1 * D;
+            rb[nc] = R + x->offRV + (x->bV - b) * D;
+            w[nc++] = x->mk + l * D;
         }
         if (m->left) {       /* output l + lag: W at l, U at l + lag */
-            const double *la = L + x->offLW + a * D, *rb = R + x->offRU + b * D;
-            add_dots(n, la, wL, rb, wR, x->mk + (l + lag) * D, D, out);
+            la[nc] = L + x->offLW + a1 * D;
+            rb[nc] = R + x->offRU + (x->bU - b) * D;
+            w[nc++] = x->mk + (l + lag) * D;
         }
     }
-    for (a = a2lo; a <= a2hi; a++) {   /* output l + lag: W at l, V at l + 2 lag */
-        const ptrdiff_t l = t - a, b = 2 * lag - a;
-        const double *la, *rb;
-        if (!c2_at(x, l)) continue;
-        la = L + x->offLW + a * D;
-        rb = R + x->offRV + b * D;
-        add_dots(n, la, wL, rb, wR, x->mk + (l + lag) * D, D, out);
+    if (c2_at(x, t - a2)) {  /* output l + lag: W at l, V at l + 2 lag */
+        la[nc] = L + x->offLW + a2 * D;
+        rb[nc] = R + x->offRV + (x->bV - (2 * lag - a2)) * D;
+        w[nc++] = x->mk + (t - a2 + lag) * D;
+    }
+    for (c = 0; c < nc; c++) {
+        const double *p = la[c], *q = rb[c], *v = w[c];
+        if (D == 2) {
+            const double w0 = v[0], w1 = v[1];
+            for (i = 0; i < n; i++)
+                out[i] += p[i * wL] * q[i * wR] * w0 + p[i * wL + 1] * q[i * wR + 1] * w1;
+        } else
+            for (i = 0; i < n; i++) {
+                double s = 0.0;
+                for (d = 0; d < D; d++) s += p[i * wL + d] * q[i * wR + d] * v[d];
+                out[i] += s;
+            }
+    }
+}
+
+/* out[i] += E[couplings with earlier end l < t < later end | s_t = i]: for a = t - l in
+ * [1, lag - 1] the couplings at distance lag (U at l and V at l + lag, output l; W at l and U at
+ * l + lag, output l + lag), for a in [1, 2 lag - 1] those at distance 2 lag (W at l and V at
+ * l + 2 lag, output l + lag).  The a for which a coupling exists form one range per distance,
+ * and along it the left row's entries (distance a), the right row's (distance lag - a or
+ * 2 lag - a, stored in decreasing order) and the time-reversed mask of the outputs all run
+ * forward in memory: per state, contiguous products of length (range) D, summed in one
+ * fixed order, the mask left out where every output of a range is fully observed.
+ * L and R the left and right rows of t. */
+static void lr_cross(const xchain_t *x, ptrdiff_t t, const double *L, const double *R,
+                     double *out)
+{
+    const mf_hmm_model *m = x->m;
+    const ptrdiff_t n = x->n, D = m->D, lag = x->lag, T = x->T, wL = x->wL, wR = x->wR;
+    const double *la[3], *rb[3], *mr[3];
+    ptrdiff_t len[3], nr = 0, lo, hi, o1, o2, i, r;
+    /* distance lag: l = t - a >= 0 and l + lag <= T - 1 */
+    lo = t + lag - T + 1 > 1 ? t + lag - T + 1 : 1;
+    hi = lag - 1 < t ? lag - 1 : t;
+    if (x->has1 && lo <= hi) {
+        if (m->right) {   /* outputs t - hi .. t - lo */
+            o1 = t - hi;
+            o2 = t - lo;
+            la[nr] = L + x->offLU + lo * D;
+            rb[nr] = R + x->offRV + (x->bV - lag + lo) * D;
+            mr[nr] = x->nmiss[o2 + 1] > x->nmiss[o1] ? x->mkr + (T - 1 - o2) * D : NULL;
+            len[nr++] = (hi - lo + 1) * D;
+        }
+        if (m->left) {    /* outputs t - hi + lag .. t - lo + lag */
+            o1 = t - hi + lag;
+            o2 = t - lo + lag;
+            la[nr] = L + x->offLW + lo * D;
+            rb[nr] = R + x->offRU + (x->bU - lag + lo) * D;
+            mr[nr] = x->nmiss[o2 + 1] > x->nmiss[o1] ? x->mkr + (T - 1 - o2) * D : NULL;
+            len[nr++] = (hi - lo + 1) * D;
+        }
+    }
+    /* distance 2 lag: l = t - a >= 0 and l + 2 lag <= T - 1; outputs l + lag */
+    lo = t + 2 * lag - T + 1 > 1 ? t + 2 * lag - T + 1 : 1;
+    hi = 2 * lag - 1 < t ? 2 * lag - 1 : t;
+    if (x->has2 && lo <= hi) {
+        o1 = t - hi + lag;
+        o2 = t - lo + lag;
+        la[nr] = L + x->offLW + lo * D;
+        rb[nr] = R + x->offRV + (x->bV - 2 * lag + lo) * D;
+        mr[nr] = x->nmiss[o2 + 1] > x->nmiss[o1] ? x->mkr + (T - 1 - o2) * D : NULL;
+        len[nr++] = (hi - lo + 1) * D;
+    }
+    /* per state, sum_j a[j] b[j] (c[j]) over the ranges in one fixed order: four partial sums
+     * (j mod 4 within each range), then (0 + 1) + (2 + 3), the same bits in the SSE2 and AVX2
+     * bodies; without the mask the same bits, as x * 1.0 is x */
+    for (i = 0; i < n; i++) {
+        double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+        for (r = 0; r < nr; r++) {
+            const double *restrict a = la[r] + i * wL, *restrict b = rb[r] + i * wR;
+            const double *restrict c = mr[r];
+            const ptrdiff_t nl = len[r];
+            ptrdiff_t j = 0;
+            if (c) {
+                for (; j + 4 <= nl; j += 4) {
+                    s0 += a[j] * b[j] * c[j];
+                    s1 += a[j + 1] * b[j + 1] * c[j + 1];
+                    s2 += a[j + 2] * b[j + 2] * c[j + 2];
+                    s3 += a[j + 3] * b[j + 3] * c[j + 3];
+                }
+                if (j < nl) s0 += a[j] * b[j] * c[j];
+                if (j + 1 < nl) s1 += a[j + 1] * b[j + 1] * c[j + 1];
+                if (j + 2 < nl) s2 += a[j + 2] * b[j + 2] * c[j + 2];
+            } else {
+                for (; j + 4 <= nl; j += 4) {
+                    s0 += a[j] * b[j];
+                    s1 += a[j + 1] * b[j + 1];
+                    s2 += a[j + 2] * b[j + 2];
+                    s3 += a[j + 3] * b[j + 3];
+                }
+                if (j < nl) s0 += a[j] * b[j];
+                if (j + 1 < nl) s1 += a[j + 1] * b[j + 1];
+                if (j + 2 < nl) s2 += a[j + 2] * b[j + 2];
+            }
+        }
+        out[i] += (s0 + s1) + (s2 + s3);
     }
 }
 
@@ -565,7 +669,7 @@ static int lr_objective(xchain_t *x, const double *h, const double *fwd_logz, do
             s += g[i];
             tl[i] = 0.0;
         }
-        lr_couplings(x, t, L0, row, 0, 0, 0, 0, tl);
+        lr_couplings(x, t, L0, row, 0, 0, tl);
         for (i = 0; i < n; i++) {
             g[i] /= s;
             if (g[i] > 0.0) Fs += g[i] * (x->e[t * n + i] - h[t * n + i] - tl[i]);
@@ -873,8 +977,8 @@ static int lr_sweep(xchain_t *x, double *h, double *lz)
             sd[i] = 0.0;
         }
         /* couplings whose later end is t, and those with earlier end t - a < t < later end */
-        lr_couplings(x, t, L, R, lag, lag, 2 * lag, 2 * lag, khi);
-        lr_couplings(x, t, L, R, 1, lag - 1, 1, 2 * lag - 1, sd);
+        lr_couplings(x, t, L, R, lag, 2 * lag, khi);
+        lr_cross(x, t, L, R, sd);
         for (i = 0; i < n; i++)
             term[i] = x->e[t * n + i] + cl[i] + x->cr[t * n + i] - x->tl[t * n + i] - khi[i]
                       - sd[i];
