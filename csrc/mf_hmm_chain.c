@@ -486,9 +486,10 @@ static void shift_mul_down(ptrdiff_t n, const double *restrict M, const double *
  * when t < T - 1.  A right row's segments hold the distances in decreasing order (distance b of
  * the V segment at offRV + (bV - b) D, of the U segment at offRU + (bU - b) D), so that the
  * couplings across t read left and right rows in the same direction (lr_cross).  One product
- * over the whole width of a state's segments (each distance b from b - 1, the slot before a
- * segment's distance 0 landing on the next segment's largest distance... and each segment's
- * distance 0 written by put_table); entries beyond the room left are never read. */
+ * over the whole width of a state's segments (each distance b from b - 1 one slot to the
+ * right; the slot of a segment's distance 0 receives the next segment's largest distance,
+ * which put_table then overwrites with the table); entries beyond the room left are never
+ * read. */
 static void lr_rstep(xchain_t *x, ptrdiff_t t, const double *next, double *row)
 {
     const mf_hmm_model *m = x->m;
@@ -514,9 +515,9 @@ static void lr_lstep(xchain_t *x, ptrdiff_t t, const double *prev, double *row)
 
 /* out[i] += E[K(s_l, s_m) | s_t = i] for the couplings with l = t - a1 at distance lag and
  * l = t - a2 at distance 2 lag (a1 = a2 = 0: those that start at t; a1 = lag, a2 = 2 lag: those
- * that end at t); L and R the left and right rows of t.  Per state, each coupling's terms
- * sum_d la[d] rb[d] w[d] (D = 2 written out), the couplings added in turn: U-V (output l),
- * W-U (output l + lag), W-V (output l + lag). */
+ * that end at t); L and R the left and right rows of t.  The couplings are added to out in
+ * turn, U-V (output l), W-U (output l + lag), W-V (output l + lag), each as
+ * sum_d la[i, d] rb[i, d] w[d] per state (D = 2 written out). */
 static void lr_couplings(const xchain_t *x, ptrdiff_t t, const double *L, const double *R,
                          ptrdiff_t a1, ptrdiff_t a2, double *out)
 {
