@@ -683,12 +683,15 @@ def test_low_rank_and_full_matrix_paths_agree(context):
     try:
         for lag in (1, 2, 3, 6):
             for n, D in ((3, 1), (4, 2), (2, 3)):
-                for T in (1, 2, 5, 13, 40):
+                for T in (1, 2, 5, 13, 40, 61):
                     h = random_hmm(n=n, D=D, lag=lag, context=context, seed=lag, cscale=1.0)
                     X, _ = h.sample(T, random_state=1)
                     if T > 7:
                         X[4] = np.nan
                         X[7, 0] = np.nan
+                    if T > 60:   # missing outputs at both ends and isolated in the middle
+                        X[[0, 30, 59]] = np.nan
+                        X[[2, 45, 60], -1] = np.nan
                     lp = np.random.default_rng(0).normal(size=(T, n))
                     out = []
                     for mode in (2, 1, 3):   # full-matrix, low-rank, low-rank in blocks
