@@ -228,6 +228,7 @@ MF_HMM_INTERNAL int mf_hmm__fb(ptrdiff_t T, ptrdiff_t n, const double *startprob
 
 typedef struct {
     double *e, *h, *work, *lam2, *abar, *bbar;
+    double *mom;   /* (T, 3, D, 2) mean and variance of each table's column under gamma_t */
     pair_t *pairs;
     int *cc;
 } link_bufs;

@@ -13,6 +13,7 @@ void mf_hmm__link_layout(arena_t *a, const mf_hmm_model *m, ptrdiff_t T, link_bu
     b->lam2 = (double *)take(a, np, D, sizeof(double));
     b->abar = (double *)take(a, np, D, sizeof(double));
     b->bbar = (double *)take(a, np, D, sizeof(double));
+    b->mom = (double *)take(a, 6 * T, D, sizeof(double));
 }
 
 /* The link iteration on a prepared model (internal statuses). */
@@ -26,6 +27,7 @@ int mf_hmm__link(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t 
     int status, converged = 1;
     int *cc;
     ptrdiff_t it, np, p, t, i, d;
+    int k;
     double cst, logz = 0.0, B = -INFINITY, prev = -INFINITY;
     double *e, *h;
 
@@ -51,24 +53,36 @@ int mf_hmm__link(const mf_hmm_model *m, ptrdiff_t T, const double *X, ptrdiff_t 
         double eh = 0.0;
         for (t = 0; t < T * n; t++) eh += gamma[t] * (e[t] - h[t]);
         B = logz + eh + cst;
+        /* each table's column means and variances under every gamma_t, once (a site is an end
+         * of several couplings) */
+        for (t = 0; t < T; t++)
+            for (k = 0; k < 3; k++) {
+                const double *tab = table(m, k);
+                double *mo = b.mom + (t * 3 + k) * 2 * D;
+                if ((k == 1 && !m->right) || (k == 2 && !m->left)) continue;
+                for (d = 0; d < D; d++) {
+                    mo[2 * d] = dot_gamma(gamma + t * n, tab, n, D, d);
+                    mo[2 * d + 1] = var_gamma(gamma + t * n, tab, n, D, d, mo[2 * d]);
+                }
+            }
         for (p = 0; p < np; p++) {
             const pair_t *pp = b.pairs + p;
-            const double *A = table(m, pp->ta), *Bt = table(m, pp->tb);
-            const double *ga = gamma + pp->sa * n, *gb = gamma + pp->sb * n;
+            const double *ma = b.mom + (pp->sa * 3 + pp->ta) * 2 * D;
+            const double *mb = b.mom + (pp->sb * 3 + pp->tb) * 2 * D;
             for (d = 0; d < D; d++) {
                 double av, bv, l2 = -1.0; /* < 0: exact factorised term (one end is not random) */
                 if (!seen(X, D, pp->out, d)) {   /* a missing coordinate couples nothing */
                     b.lam2[p * D + d] = 0.0;
                     continue;
                 }
-                av = dot_gamma(ga, A, n, D, d);
-                bv = dot_gamma(gb, Bt, n, D, d);
+                av = ma[2 * d];
+                bv = mb[2 * d];
                 b.abar[p * D + d] = av;
                 b.bbar[p * D + d] = bv;
                 B -= av * bv;
                 if (!cc[pp->ta * D + d] && !cc[pp->tb * D + d]) {
-                    const double va = var_gamma(ga, A, n, D, d, av);
-                    const double vb = var_gamma(gb, Bt, n, D, d, bv);
+                    const double va = ma[2 * d + 1];
+                    const double vb = mb[2 * d + 1];
                     if (va > 0.0 && vb > 0.0) l2 = sqrt(vb / va);
                     else if (va > 0.0) l2 = MF_HMM_LAM2_MIN;
                     else if (vb > 0.0) l2 = MF_HMM_LAM2_MAX;
