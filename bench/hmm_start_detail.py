@@ -7,6 +7,7 @@ docs/context_hmm.md that examples/context_hmm.py does not print.
     python bench/hmm_start_detail.py --decode 400  # part 4 only, on 400 instances
     python bench/hmm_start_detail.py --random 3000 # part 5 only, on 3000 random models
     python bench/hmm_start_detail.py --threads 5   # part 6 only, 5 rounds
+    python bench/hmm_start_detail.py --halving     # part 7 only (about 15 s)
 
 1. The starts.  The solver (mf_hmm_structured, csrc/mf_hmm.h) runs four starts -- 0: the link
    solution from the first-order posterior, 1: the link solution from the naive marginals (the
@@ -37,6 +38,12 @@ docs/context_hmm.md that examples/context_hmm.py does not print.
    run apart), best of 3 each, in R rounds; each round first and last measures how many cores
    two busy threads of this process get (2.0: both cores free), since on a shared machine a
    round where another process holds a core says nothing about threads.
+7. (--halving) Successive halving of the starts, simulated from every start's full ascent on
+   the 162 instances of bench/hmm_starts.py, the 160 of part 3 and the issue-11 sequence: after
+   k sweeps only the `keep` starts with the highest F go on to the screen (the rest stopped),
+   the screen then keeping the best of them as the solver does.  Printed per (keep, k): the
+   share of the sweeps (screens and the kept continuation) it would save, and how many bounds
+   it would lower against the solver's.
 """
 import argparse
 import os
@@ -442,6 +449,47 @@ def part6(rounds):
               f"{t[2] * 1e3:.1f} ms ({t[1] / t[2]:.2f}x)", flush=True)
 
 
+def part7():
+    sys.path.insert(0, HERE)
+    from hmm_speed import make_model as issue_model
+    from hmm_starts import instance_grid, make_model
+    cases = []
+    for seed, (n, lag, context, T, cs) in enumerate(instance_grid()):
+        h = make_model(n, lag, context, cs, seed)
+        X, _ = h.sample(T, random_state=seed + 100)
+        cases.append((f"n={n} lag={lag} {context} T={T} scale {cs}", starts_of(h, X)))
+    for lag in (2, 1):
+        for cs in (0.1, 0.3, 1.0, 3.0):
+            for seed in range(20):
+                cases.append((f"n=3 lag={lag} both T=40 scale {cs} seed {seed}",
+                              starts_of(*part3_model(lag, cs, seed))))
+    h = issue_model()
+    X, _ = h.sample(1000, random_state=1)
+    cases.append(("issue-11 sequence", starts_of(h, X)))
+
+    def at(hist, k):
+        return hist[min(k, len(hist) - 1)]
+
+    print(f"\n[7] successive halving of the starts, simulated ({len(cases)} instances): after k "
+          "sweeps the `keep` highest starts go on to the screen, the others stop")
+    print(f"    {'keep':>4s} {'k':>2s} {'sweeps saved':>13s} {'lower > 1e-6':>13s} "
+          f"{'lower > 0.1':>12s} {'mean loss':>10s}  largest losses")
+    for keep in (2, 3):
+        for k in (1, 2, 3, 4, 6):
+            losses, saved, total = [], 0, 0
+            for desc, (screen, full, ns, hists, _, _) in cases:
+                v, kd = pick(screen, full, range(4))
+                go = sorted(range(4), key=lambda j: (-at(hists[j], k), j))[:keep]
+                losses.append((v - pick(screen, full, go)[0], desc))
+                saved += sum(max(0, ns[j] - k) for j in range(4) if j not in go)
+                total += sum(ns) + len(hists[kd]) - 1 - ns[kd]
+            lv = np.array([x[0] for x in losses])
+            worst = sorted(losses, key=lambda x: -x[0])[:2]
+            print(f"    {keep:4d} {k:2d} {saved / total:12.0%} {(lv > EPS).sum():13d} "
+                  f"{(lv > 0.1).sum():12d} {lv.mean():10.3f}  "
+                  + "; ".join(f"{d:.3f} ({w})" for d, w in worst if d > EPS))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--grid", action="store_true",
@@ -452,6 +500,7 @@ def main():
                     help="only part 5, on N random models")
     ap.add_argument("--threads", type=int, default=0, metavar="R",
                     help="only part 6, R rounds")
+    ap.add_argument("--halving", action="store_true", help="only part 7")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     print(f"load average {os.getloadavg()[0]:.2f} (2 cores shared)")
@@ -463,6 +512,9 @@ def main():
         return
     if a.threads:
         part6(a.threads)
+        return
+    if a.halving:
+        part7()
         return
     scales, lags = (0.1, 0.3, 1.0, 3.0), (2, 1)
     part1(scales, lags)
