@@ -412,7 +412,6 @@ static void lr_layout(arena_t *a, xchain_t *x)
         const ptrdiff_t rows = x->blk + x->nck + 2, full = 2 * x->nk * n * n + ((ptrdiff_t)1 << 23);
         if (x->rowR > full / rows || 3 * x->rowL > full) return;
     }
-    x->mk = (double *)take(a, T, D, sizeof(double));
     x->mkr = (double *)take(a, T, D, sizeof(double));
     x->nmiss = (ptrdiff_t *)take(a, T + 1, 1, sizeof(ptrdiff_t));
     x->ck = (double *)take(a, x->nck, x->rowR, sizeof(double));
@@ -435,8 +434,7 @@ static void lr_setup(xchain_t *x)
     x->nmiss[0] = 0;
     for (t = 0; t < T; t++) {
         for (d = 0; d < D; d++) {
-            x->mk[t * D + d] = seen(x->X, D, t, d) ? 1.0 : 0.0;
-            x->mkr[(T - 1 - t) * D + d] = x->mk[t * D + d];
+            x->mkr[(T - 1 - t) * D + d] = seen(x->X, D, t, d) ? 1.0 : 0.0;
         }
         x->nmiss[t + 1] = x->nmiss[t] + (x->rc[t] != ROW_FULL);
     }
@@ -530,18 +528,18 @@ static void lr_couplings(const xchain_t *x, ptrdiff_t t, const double *L, const 
         if (m->right) {      /* output l: U at l, V at l + lag */
             la[nc] = L + x->offLU + a1 * D;
             rb[nc] = R + x->offRV + (x->bV - b) * D;
-            w[nc++] = x->mk + l * D;
+            w[nc++] = x->mkr + (x->T - 1 - l) * D;
         }
         if (m->left) {       /* output l + lag: W at l, U at l + lag */
             la[nc] = L + x->offLW + a1 * D;
             rb[nc] = R + x->offRU + (x->bU - b) * D;
-            w[nc++] = x->mk + (l + lag) * D;
+            w[nc++] = x->mkr + (x->T - 1 - l - lag) * D;
         }
     }
     if (c2_at(x, t - a2)) {  /* output l + lag: W at l, V at l + 2 lag */
         la[nc] = L + x->offLW + a2 * D;
         rb[nc] = R + x->offRV + (x->bV - (2 * lag - a2)) * D;
-        w[nc++] = x->mk + (t - a2 + lag) * D;
+        w[nc++] = x->mkr + (x->T - 1 - t + a2 - lag) * D;
     }
     for (c = 0; c < nc; c++) {
         const double *p = la[c], *q = rb[c], *v = w[c];

@@ -281,8 +281,8 @@ typedef struct {
     ptrdiff_t bV, bU, aU, aW;   /* largest distances of the right (V, U) and left (U, W) rows */
     ptrdiff_t offRV, offRU, wR, rowR, offLU, offLW, wL, rowL;   /* row layouts (n, w), doubles */
     ptrdiff_t blk, nck;         /* block length of the right rows, checkpoints */
-    double *mk;                 /* (T, D) 1 where observed, 0 where missing */
-    double *mkr;                /* (T, D) mk with time reversed: mkr[T - 1 - t] = mk[t] */
+    double *mkr;                /* (T, D) at row T - 1 - t: 1 where x_t is observed, 0 where
+                                 * missing (time reversed: see lr_cross) */
     ptrdiff_t *nmiss;           /* (T + 1) rows before t not fully observed */
     double *ck, *bk, *rr, *ll;  /* checkpoints (nck rows), block (blk rows), 2 right rows, 3 left */
     /* the careful evaluation of the reported bound (mf_hmm__xchain_careful) */
