@@ -452,32 +452,18 @@ static void put_table(ptrdiff_t n, ptrdiff_t D, const double *tab, double *row, 
     for (i = 0; i < n; i++) memcpy(row + i * w + off, tab + i * D, (size_t)D * sizeof(double));
 }
 
-/* row[i, off + D .. off + (len+1) D) = sum_k M[i, k] src[k, off .. off + len D): the products
- * at distances 1 .. len from those at 0 .. len - 1, for one segment (table); an n x n by
- * n x len D product, summed in increasing k for every entry (mf_gemm.h). */
-static void shift_mul(ptrdiff_t n, const double *restrict M, const double *restrict src,
-                      double *restrict row, ptrdiff_t w, ptrdiff_t off, ptrdiff_t D, ptrdiff_t len)
+/* row[i, doff .. doff + L) = sum_k M[i, k] src[k, soff .. soff + L), i < n, rows of width w:
+ * one step of a row recursion, each product at a distance from the neighbouring step's at one
+ * distance less, one slot further on (doff = D, left and careful rows) or back (soff = D, right
+ * rows); an n x n by n x L product, summed in increasing k for every entry (mf_gemm.h). */
+static void row_step(ptrdiff_t n, const double *restrict M, const double *restrict src,
+                     ptrdiff_t soff, double *restrict row, ptrdiff_t doff, ptrdiff_t w, ptrdiff_t L)
 {
-    const ptrdiff_t L = len * D;
     ptrdiff_t i, j;
-    if (len < 1) return;
+    if (L < 1) return;
     for (i = 0; i < n; i++)
-        for (j = 0; j < L; j++) row[i * w + off + D + j] = 0.0;
-    mf_gemm_nn(n, L, n, M, n, src + off, w, row + off + D, w);
-}
-
-/* row[i, off .. off + len D) = sum_k M[i, k] src[k, off + D .. off + (len+1) D): the right
- * rows' recursion, whose segments hold the distances in decreasing order (see lr_rstep). */
-static void shift_mul_down(ptrdiff_t n, const double *restrict M, const double *restrict src,
-                           double *restrict row, ptrdiff_t w, ptrdiff_t off, ptrdiff_t D,
-                           ptrdiff_t len)
-{
-    const ptrdiff_t L = len * D;
-    ptrdiff_t i, j;
-    if (len < 1) return;
-    for (i = 0; i < n; i++)
-        for (j = 0; j < L; j++) row[i * w + off + j] = 0.0;
-    mf_gemm_nn(n, L, n, M, n, src + off + D, w, row + off, w);
+        for (j = 0; j < L; j++) row[i * w + doff + j] = 0.0;
+    mf_gemm_nn(n, L, n, M, n, src + soff, w, row + doff, w);
 }
 
 /* The right row of t from the row of t + 1 (next; unused at t = T - 1); leaves R_t in x->tmp
@@ -494,7 +480,7 @@ static void lr_rstep(xchain_t *x, ptrdiff_t t, const double *next, double *row)
     const ptrdiff_t n = x->n, D = m->D, room = x->T - 1 - t;
     if (room >= 1) {
         rmat(x, t, x->tmp);
-        shift_mul_down(n, x->tmp, next, row, x->wR, 0, D, x->wR / D - 1);
+        row_step(n, x->tmp, next, D, row, 0, x->wR, x->wR - D);
     }
     if (x->bV >= 0) put_table(n, D, m->V, row, x->wR, x->offRV + x->bV * D);
     if (x->bU >= 0) put_table(n, D, m->U, row, x->wR, x->offRU + x->bU * D);
@@ -506,7 +492,7 @@ static void lr_lstep(xchain_t *x, ptrdiff_t t, const double *prev, double *row)
     const mf_hmm_model *m = x->m;
     const ptrdiff_t n = x->n, D = m->D;
     if (t >= 1)   /* L_t, which the sweep's step at t - 1 left in x->Lnx */
-        shift_mul(n, x->Lnx, prev, row, x->wL, 0, D, x->wL / D - 1);
+        row_step(n, x->Lnx, prev, 0, row, D, x->wL, x->wL - D);
     if (x->aU >= 0) put_table(n, D, m->U, row, x->wL, x->offLU);
     if (x->aW >= 0) put_table(n, D, m->W, row, x->wL, x->offLW);
 }
@@ -782,7 +768,7 @@ static void careful_row(xchain_t *x, ptrdiff_t l, const double *next, double *ro
     ptrdiff_t i, d;
     if (l < T - 1) {
         rmat(x, l, x->tmp);
-        shift_mul(n, x->tmp, next, row, w, 0, D, w / D - 1);
+        row_step(n, x->tmp, next, 0, row, D, w, w - D);
     }
     for (i = 0; i < n; i++)
         for (d = 0; d < D; d++) {
