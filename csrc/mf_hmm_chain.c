@@ -542,6 +542,24 @@ static void lr_couplings(const xchain_t *x, ptrdiff_t t, const double *L, const 
     }
 }
 
+typedef struct {
+    const double *la, *rb, *mr;   /* left and right rows' entries at the range's first a; mask */
+    ptrdiff_t len;                /* (distances in the range) D */
+} cross_range;
+
+/* A range of lr_cross with cnt distances whose outputs are o1 .. o2: the mask (time reversed,
+ * as the distances run) is left out (NULL) when every one of those outputs is fully observed. */
+static cross_range cross_at(const xchain_t *x, const double *la, const double *rb, ptrdiff_t o1,
+                            ptrdiff_t o2, ptrdiff_t cnt)
+{
+    cross_range c;
+    c.la = la;
+    c.rb = rb;
+    c.mr = x->nmiss[o2 + 1] > x->nmiss[o1] ? x->mkr + (x->T - 1 - o2) * x->m->D : NULL;
+    c.len = cnt * x->m->D;
+    return c;
+}
+
 /* out[i] += E[couplings with earlier end l < t < later end | s_t = i]: for a = t - l in
  * [1, lag - 1] the couplings at distance lag (U at l and V at l + lag, output l; W at l and U at
  * l + lag, output l + lag), for a in [1, 2 lag - 1] those at distance 2 lag (W at l and V at
@@ -556,49 +574,35 @@ static void lr_cross(const xchain_t *x, ptrdiff_t t, const double *L, const doub
 {
     const mf_hmm_model *m = x->m;
     const ptrdiff_t n = x->n, D = m->D, lag = x->lag, T = x->T, wL = x->wL, wR = x->wR;
-    const double *la[3], *rb[3], *mr[3];
-    ptrdiff_t len[3], nr = 0, lo, hi, o1, o2, i, r;
+    cross_range rg[3];
+    ptrdiff_t nr = 0, lo, hi, i, r;
     /* distance lag: l = t - a >= 0 and l + lag <= T - 1 */
     lo = t + lag - T + 1 > 1 ? t + lag - T + 1 : 1;
     hi = lag - 1 < t ? lag - 1 : t;
     if (x->has1 && lo <= hi) {
-        if (m->right) {   /* outputs t - hi .. t - lo */
-            o1 = t - hi;
-            o2 = t - lo;
-            la[nr] = L + x->offLU + lo * D;
-            rb[nr] = R + x->offRV + (x->bV - lag + lo) * D;
-            mr[nr] = x->nmiss[o2 + 1] > x->nmiss[o1] ? x->mkr + (T - 1 - o2) * D : NULL;
-            len[nr++] = (hi - lo + 1) * D;
-        }
-        if (m->left) {    /* outputs t - hi + lag .. t - lo + lag */
-            o1 = t - hi + lag;
-            o2 = t - lo + lag;
-            la[nr] = L + x->offLW + lo * D;
-            rb[nr] = R + x->offRU + (x->bU - lag + lo) * D;
-            mr[nr] = x->nmiss[o2 + 1] > x->nmiss[o1] ? x->mkr + (T - 1 - o2) * D : NULL;
-            len[nr++] = (hi - lo + 1) * D;
-        }
+        if (m->right)   /* U at l, V at l + lag: outputs l = t - hi .. t - lo */
+            rg[nr++] = cross_at(x, L + x->offLU + lo * D, R + x->offRV + (x->bV - lag + lo) * D,
+                                t - hi, t - lo, hi - lo + 1);
+        if (m->left)    /* W at l, U at l + lag: outputs l + lag */
+            rg[nr++] = cross_at(x, L + x->offLW + lo * D, R + x->offRU + (x->bU - lag + lo) * D,
+                                t - hi + lag, t - lo + lag, hi - lo + 1);
     }
-    /* distance 2 lag: l = t - a >= 0 and l + 2 lag <= T - 1; outputs l + lag */
+    /* distance 2 lag: l = t - a >= 0 and l + 2 lag <= T - 1; W at l, V at l + 2 lag: outputs
+     * l + lag */
     lo = t + 2 * lag - T + 1 > 1 ? t + 2 * lag - T + 1 : 1;
     hi = 2 * lag - 1 < t ? 2 * lag - 1 : t;
-    if (x->has2 && lo <= hi) {
-        o1 = t - hi + lag;
-        o2 = t - lo + lag;
-        la[nr] = L + x->offLW + lo * D;
-        rb[nr] = R + x->offRV + (x->bV - 2 * lag + lo) * D;
-        mr[nr] = x->nmiss[o2 + 1] > x->nmiss[o1] ? x->mkr + (T - 1 - o2) * D : NULL;
-        len[nr++] = (hi - lo + 1) * D;
-    }
+    if (x->has2 && lo <= hi)
+        rg[nr++] = cross_at(x, L + x->offLW + lo * D, R + x->offRV + (x->bV - 2 * lag + lo) * D,
+                            t - hi + lag, t - lo + lag, hi - lo + 1);
     /* per state, sum_j a[j] b[j] (c[j]) over the ranges in one fixed order: four partial sums
      * (j mod 4 within each range), then (0 + 1) + (2 + 3), the same bits in the SSE2 and AVX2
      * bodies; without the mask the same bits, as x * 1.0 is x */
     for (i = 0; i < n; i++) {
         double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
         for (r = 0; r < nr; r++) {
-            const double *restrict a = la[r] + i * wL, *restrict b = rb[r] + i * wR;
-            const double *restrict c = mr[r];
-            const ptrdiff_t nl = len[r];
+            const double *restrict a = rg[r].la + i * wL, *restrict b = rg[r].rb + i * wR;
+            const double *restrict c = rg[r].mr;
+            const ptrdiff_t nl = rg[r].len;
             ptrdiff_t j = 0;
             if (c) {
                 for (; j + 4 <= nl; j += 4) {
