@@ -6,8 +6,8 @@ first-order GaussianHMM (spherical, unit variance, the same start, transitions a
 means) scores the same sequence.  Printed: both times (best of --repeat), their ratio, the
 bound, the same score on the full-matrix path of the chain kernel (the O(lag n^3) arithmetic
 of the kernel before the low-rank path; same bound up to rounding), the scaling in T and in
-lag (score, and 10 fixed sweeps of the coordinate ascent, which isolates the cost per sweep
-from the number of sweeps each instance needs), and two threads against one over sequences
+lag (score, best of --repeat, and 10 fixed sweeps of the coordinate ascent, best of 5, which
+isolates the cost per sweep from the number of sweeps each instance needs), and two threads against one over sequences
 and over the four starts of the one T = 1000 sequence.
 
     python bench/hmm_speed.py            # about a minute on one idle core
@@ -53,7 +53,7 @@ def best_time(f, repeat, clock=time.process_time):
     return best, out
 
 
-def sweep_time(h, X, sweeps=10, repeat=2):
+def sweep_time(h, X, sweeps=10, repeat=5):
     """Seconds per sweep (objective included) of the coordinate ascent, fixed sweep count,
     best of ``repeat``."""
     P, Xs = h._shifted(X)
@@ -113,7 +113,7 @@ def main():
     ts, ss = [], []
     for T in Ts:
         XT, _ = h.sample(T, random_state=T)
-        t, _ = best_time(lambda: h.score(XT), 1)
+        t, _ = best_time(lambda: h.score(XT), a.repeat)
         s = sweep_time(h, XT)
         ts.append(t)
         ss.append(s)
@@ -126,7 +126,7 @@ def main():
     for lag in lags:
         hl = make_model(lag=lag)
         XL, _ = hl.sample(1000, random_state=lag)
-        t, _ = best_time(lambda: hl.score(XL), 1)
+        t, _ = best_time(lambda: hl.score(XL), a.repeat)
         s = sweep_time(hl, XL)
         ts.append(t)
         ss.append(s)
