@@ -7,8 +7,8 @@ means) scores the same sequence.  Printed: both times (best of --repeat), their 
 bound, the same score on the full-matrix path of the chain kernel (the O(lag n^3) arithmetic
 of the kernel before the low-rank path; same bound up to rounding), the scaling in T and in
 lag (score, best of --repeat, and 10 fixed sweeps of the coordinate ascent, best of 5, which
-isolates the cost per sweep from the number of sweeps each instance needs), and two threads against one over sequences
-and over the four starts of the one T = 1000 sequence.
+isolates the cost per sweep from the number of sweeps each instance needs), and two threads
+against one over sequences and over the four starts of the one T = 1000 sequence.
 
     python bench/hmm_speed.py            # about a minute on one idle core
     python bench/hmm_speed.py --quick    # smaller scaling runs

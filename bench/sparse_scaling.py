@@ -202,7 +202,6 @@ def main(argv=None):
             if sel.sum() >= 2:
                 s = np.polyfit(x[sel], y[sel], 1)[0]
                 line += f"; from {args.fit_above:.0e} edges {s:.3f} ({within(s)})"
-
             print(line)
     print(f"load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
