@@ -1108,7 +1108,6 @@ cdef void cd_set(const Net *net, const double *w, Work *W, Py_ssize_t j, double 
 
 
 DEF CD_EXTRA_MAX = 100.0    # the squared extrapolation's step, at most this many plain steps
-DEF CD_EXTRA_TRIES = 4      # and halved towards a plain step at most this many times
 
 
 cdef inline void cd_point(const Net *net, Work *W, const double *t) noexcept nogil:
@@ -1127,14 +1126,17 @@ cdef inline void cd_point(const Net *net, Work *W, const double *t) noexcept nog
 
 
 cdef int cd_extrapolate(const Net *net, const double *w, const double *h, Work *W,
-                        const double *t0, const double *t1, double *t2, double G2) noexcept nogil:
+                        const double *t0, const double *t1, double *t2, double G2,
+                        double *G_out) noexcept nogil:
     """The squared extrapolation (SQUAREM, Varadhan & Roland 2008) of two sweeps t0 -> t1 -> t2
-    (t2 = W.t, where G = G2): tp = t0 - 2 a r + a^2 d with r = t1 - t0, d = t2 - 2 t1 + t0,
-    a = -|r| / |d| in [-CD_EXTRA_MAX, -1], halved towards -1 (a plain step) while G(tp) is not
-    below G2.  Returns 1 with W at tp when some tp lowers G, else 0 with W back at t2 (kept in
-    ``t2``).  Coordinate descent converges linearly on the valleys of diagnosis-style nets (the
-    residual halving every four to five sweeps), which the extrapolation shortens."""
-    cdef Py_ssize_t i, n = net.g.n, k
+    (t2 = W.t, where G = G2): tp = t0 - 2 a r + a^2 d with r = t1 - t0, d = t2 - 2 t1 + t0 and
+    a = -|r| / |d| clipped to [-CD_EXTRA_MAX, -1] (a = -1 would give t2), each logit clipped to
+    the bound.  Returns 1 with W at tp, G(tp) in G_out and dG/du in W.ga when G(tp) < G2, else
+    0 with W back at t2 (kept in ``t2``).  The coordinate descent converges linearly along the
+    valleys of diagnosis-style nets (the residual halving every four to five sweeps), which the
+    extrapolation shortens; the evaluation at tp is the convergence test's of the next point,
+    so an extrapolation costs one evaluation of G and its gradient per two sweeps."""
+    cdef Py_ssize_t i, n = net.g.n
     cdef double rr = 0.0, dd = 0.0, r, d, a, x, tmax = net.t_max, Gp
     cdef int status = MF_OK
     for i in range(n):
@@ -1153,23 +1155,18 @@ cdef int cd_extrapolate(const Net *net, const double *w, const double *h, Work *
         a = -CD_EXTRA_MAX
     for i in range(n):
         t2[i] = W.t[i]
-    for k in range(CD_EXTRA_TRIES):
-        for i in range(n):
-            if W.fixed[i]:
-                continue
-            x = t0[i] - 2.0 * a * (t1[i] - t0[i]) + a * a * (t2[i] - 2.0 * t1[i] + t0[i])
-            if not (x > -tmax):         # (NaN too)
-                x = -tmax if x == x else t2[i]
-            elif x > tmax:
-                x = tmax
-            W.t[i] = x
-        Gp = eval_t(net, w, h, W, W.t, 0, W.ga, &status)
-        if status == MF_OK and Gp < G2:
-            return 1
-        status = MF_OK
-        a = 0.5 * (a - 1.0)
-        if a > -1.5:
-            break
+        if W.fixed[i]:
+            continue
+        x = t0[i] - 2.0 * a * (t1[i] - t0[i]) + a * a * (t2[i] - 2.0 * t1[i] + t0[i])
+        if not (x > -tmax):         # (NaN too)
+            x = -tmax if x == x else t2[i]
+        elif x > tmax:
+            x = tmax
+        W.t[i] = x
+    Gp = eval_t(net, w, h, W, W.t, 1, W.ga, &status)
+    if status == MF_OK and Gp < G2:
+        G_out[0] = Gp
+        return 1
     cd_point(net, W, t2)
     return 0
 
@@ -1181,7 +1178,7 @@ cdef int cd_item(const Net *net, const double *w, const double *h, const double 
     cdef Py_ssize_t n = net.g.n, i, e, k, j, sweep = 0, r, n_barren
     cdef double x, tmax = net.t_max, own, g0, phi0, a, b, ga, gb, xm, gx, step, phin, gn
     cdef double res, sweep_res, noise, G, phia, phib
-    cdef int side, status = MF_OK, clipped, bound, phase = 0
+    cdef int side, status = MF_OK, clipped, bound, phase = 0, fresh = 0
     conv[0] = 0
     n_iter[0] = 0
     n_barren = fix_units(net, w, h, clamp, W)
@@ -1201,8 +1198,12 @@ cdef int cd_item(const Net *net, const double *w, const double *h, const double 
         W.v[i] = W.u[i] * mf_sigmoid(-x)
         W.c[i] = mf_sigmoid(-x) - W.u[i]
     while True:
-        # the full objective and gradient: the convergence test of solve_item
-        G = eval_t(net, w, h, W, W.t, 1, W.ga, &status)
+        # the full objective and gradient: the convergence test of solve_item (an accepted
+        # extrapolation has evaluated them already)
+        if fresh:
+            fresh = 0
+        else:
+            G = eval_t(net, w, h, W, W.t, 1, W.ga, &status)
         if status != MF_OK:
             break
         res = 0.0
@@ -1231,7 +1232,8 @@ cdef int cd_item(const Net *net, const double *w, const double *h, const double 
         # when it lowers G (then tested like any point), else the sweeps go on from t2
         if phase == 2:
             phase = 0
-            if cd_extrapolate(net, w, h, W, W.Sm, W.Sm + n, W.Sm + 2 * n, G):
+            fresh = cd_extrapolate(net, w, h, W, W.Sm, W.Sm + n, W.Sm + 2 * n, G, &G)
+            if fresh:
                 continue
         for i in range(n):
             W.Sm[phase * n + i] = W.t[i]
