@@ -45,16 +45,18 @@ For G11 and G12 a unit on the bound whose image lies beyond it counts as converg
 coordinate minimum is a mean a double cannot tell from 0 or 1), and items the iteration leaves
 unconverged within the budget are solved again by coordinate descent on G (``cd_item``: one
 unit at a time, the root of dG/du_j bracketed and found by regula falsi, each move kept only
-if it lowers G; O(its children) per evaluation), kept when it converges or ends lower.  Its
-sweeps share max_iter with the iteration's steps (a sweep costs some hundred times a step on a
-dense net): an item whose iteration spent the budget gets none.  The coordinate descent has
-three quarters of what is left; where it ends unconverged (creeping along a valley of G, the
-units that could explain one observation trading places), the fixed-point iteration goes on
-from its point with the rest, without giving up early (``cd_body``).  With that fallback to come,
-the iteration gives up as soon as it stops making progress (a window of PROG_WINDOW = 20
-iterations lowers G by at most tol, or by more than half what the window before did: a crawl,
-not a convergence) instead of spending its whole budget; the coordinate descent then starts
-from the iteration's answer when it ran at least one window, else from the starting point.
+if it lowers G; O(its children) per evaluation; every third point the squared extrapolation
+of the two sweeps before it, kept when it lowers G: ``cd_extrapolate``), kept when it
+converges or ends lower.  Its sweeps share max_iter with the iteration's steps (a sweep costs
+some hundred times a step on a dense net): an item whose iteration spent the budget gets none.
+The coordinate descent has three quarters of what is left; where it ends unconverged (creeping
+along a valley of G, the units that could explain one observation trading places), the
+fixed-point iteration goes on from its point with the rest, without giving up early
+(``cd_body``).  With that fallback to come, the iteration gives up as soon as it stops making
+progress (a window of PROG_WINDOW = 20 iterations lowers G by at most tol, or by more than half
+what the window before did: a crawl, not a convergence), and at the first window past half the
+budget, instead of spending its whole budget; the coordinate descent then starts from the
+iteration's answer when it ran at least one window, else from the starting point.
 
 Layered sigmoid nets (every unit's parents one contiguous range shared by consecutive units)
 are solved, for orders 11 and 12, in blocks of up to 64 patterns of one net (``solve_block``):

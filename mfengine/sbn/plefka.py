@@ -142,7 +142,9 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
     coordinate_descent : bool, default True
         Orders 11 and 12: solve the items the fixed-point iteration leaves unconverged again,
         from the same start, by coordinate descent on G (one unit at a time, each move
-        lowering G; up to three quarters of what the iteration left of ``max_iter``; where it
+        lowering G, every third point extrapolated from the two sweeps before it when that
+        lowers G; the iteration leaves it at least half of ``max_iter`` once it has run 20
+        iterations, and it takes up to three quarters of what the iteration left; where it
         ends unconverged, creeping along a valley of G, the fixed-point iteration, with its
         line search and quasi-Newton corrections, goes on from its point with the rest),
         keeping that answer when it converges or ends lower.  This is what makes stiff sparse
