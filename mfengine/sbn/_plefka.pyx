@@ -1196,9 +1196,7 @@ cdef int cd_item(const Net *net, const double *w, const double *h, const double 
             x = log(x) - log1p(-x)
             x = -tmax if x < -tmax else (tmax if x > tmax else x)
         W.t[i] = x
-        W.u[i] = mf_sigmoid(x)
-        W.v[i] = W.u[i] * mf_sigmoid(-x)
-        W.c[i] = mf_sigmoid(-x) - W.u[i]
+    cd_point(net, W, W.t)
     while True:
         # the full objective and gradient: the convergence test of solve_item (an accepted
         # extrapolation has evaluated them already)
