@@ -629,6 +629,14 @@ cdef int core(const Net *net, const double *w, const double *h, Work *W, int wan
             vv = vv + we * (we * v[k])      # w^2 v, not overflowing where v is tiny
         W.M[i] = m
         W.V[i] = vv
+        if act == NOISY_OR and u[i] == 0.0 and m > 0.0 and W.fixed[i]:
+            # clamped off (most findings of a diagnosis case): ln(1 - f(M)) = -M, linear, no
+            # exp or log; its d_n would enter only its own dG/du, which no caller reads
+            W.g0[i] = -m
+            W.g1[i] = -1.0
+            W.g2[i] = W.g3[i] = 0.0
+            W.d0[i] = W.d1[i] = W.d2[i] = W.d3[i] = 0.0
+            continue
         inf |= coeffs(m, u[i], act, W, i)
     if inf:
         F[0] = INFINITY
@@ -1063,6 +1071,10 @@ cdef inline double cd_phi(const Net *net, const double *w, Work *W, Py_ssize_t j
         Mi = W.M[i] + we * du
         if Mi < 0.0 and net.act == NOISY_OR:
             Mi = 0.0        # round-off below a zero input
+        if net.act == NOISY_OR and W.u[i] == 0.0 and Mi > 0.0 and W.fixed[i]:
+            phi += Mi       # clamped off: its term -ln(1 - f(Mi)) = Mi, linear (g1 = -1, g2 = 0)
+            g += we
+            continue
         if coeffs(Mi, W.u[i], net.act, W, i):
             g_out[0] = -INFINITY
             return INFINITY
