@@ -191,10 +191,10 @@ def test_link_iteration_matches_slow_reference(context):
 
 
 def shifted_run(h, X, **kw):
-    """The kernel's inputs exactly as the model passes them (data and means shifted by the
-    centre of the means) and its structured result."""
+    """The kernel's inputs exactly as the model passes them (data and means in the centred
+    coordinates of ``ContextHMM._shifted``) and its structured result."""
     Xc, off = h._check_X(X, None)
-    P, Xs = h._shifted(Xc)
+    P, Xs = h._shifted(Xc, off)
     r = h._solve(Xs, off, "structured", P, **kw)
     return P + (h.lag, h._right, h._left), Xs, r
 
@@ -220,8 +220,10 @@ def test_structured_is_the_best_ascent_from_its_starts(context):
                                atol=1e-12)
     # the starts: the link solutions from both inits (to the looser PRE_TOL), the first-order
     # posterior, and the first-order posterior without the context means
-    e = R._site_terms(dict(p, U=args[2]), Xs)   # the first-order posterior's potentials
-    own = R._site_terms(dict(p, U=args[2], right=False, left=False), Xs)
+    # the first-order posterior's potentials, in the centred coordinates the kernel is given
+    pc = dict(p, U=args[2], V=args[3], W=args[4])
+    e = R._site_terms(pc, Xs)
+    own = R._site_terms(dict(pc, right=False, left=False), Xs)
     mi, tol = h.infer_max_iter, h.infer_tol
     ptol, stol = max(tol, _chain.PRE_TOL), max(tol, _chain.SCREEN_TOL)
     qn = h.infer(X, method="naive", tol=ptol).posteriors
@@ -248,10 +250,11 @@ def start_potentials(h, args, Xs, X):
     mi, tol = h.infer_max_iter, h.infer_tol
     ptol = max(tol, _chain.PRE_TOL)
     qn = h.infer(X, method="naive", tol=ptol).posteriors
+    pc = dict(p, U=args[2], V=args[3], W=args[4])   # the centred coordinates of the kernel
     return {"link": _chain.link(*args, Xs, mi, ptol)[2],
             "naive-link": _chain.link(*args, Xs, mi, ptol, qn)[2],
-            "first-order": R._site_terms(dict(p, U=args[2]), Xs),
-            "own-means": R._site_terms(dict(p, U=args[2], right=False, left=False), Xs)}
+            "first-order": R._site_terms(pc, Xs),
+            "own-means": R._site_terms(dict(pc, right=False, left=False), Xs)}
 
 
 @pytest.mark.parametrize("context", CONTEXTS)
@@ -471,7 +474,7 @@ def test_one_sequence_runs_its_starts_on_threads_with_the_same_answer():
     X, _ = h.sample(120, random_state=2)
     X[7, 1] = np.nan
     Xc, off = h._check_X(X, None)
-    P, Xs = h._shifted(Xc)
+    P, Xs = h._shifted(Xc, off)
     args = P + (h.lag, h._right, h._left, Xs, off, 60, 1e-10)
     for stats in (False, True):
         runs = [_chain.run("structured", *args, stats, t) for t in (1, 2, 3, 4)]

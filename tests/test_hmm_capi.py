@@ -29,7 +29,8 @@ def model_and_data(context="both"):
     Xs[0][3] = np.nan
     Xs[2][5, 1] = np.nan
     X, lengths = np.concatenate(Xs), np.array([30, 7, 12], dtype=np.intp)
-    P, Xc = h._shifted(X)   # the data and means exactly as the Python API hands them over
+    # the data and means exactly as the Python API hands them over
+    P, Xc = h._shifted(X, np.concatenate([[0], np.cumsum(lengths)]))
     return h, X, lengths, P, Xc
 
 

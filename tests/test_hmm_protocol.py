@@ -334,3 +334,37 @@ def test_answers_do_not_depend_on_the_data_origin():
             assert g.score(X + c, method=method) == pytest.approx(h.score(X, method=method),
                                                                    rel=1e-9), (c, method)
         np.testing.assert_allclose(g.predict_proba(X + c), h.predict_proba(X), atol=1e-6)
+
+
+@pytest.mark.parametrize("table", ["right_means_", "left_means_"])
+def test_answers_do_not_depend_on_how_a_constant_is_split_between_tables(table):
+    # adding c to a context table and to every output whose mean has that table's term (right:
+    # t + lag inside the sequence, left: t - lag inside it) leaves every residual x_t - m_t, and
+    # so the model, unchanged; each table is centred on its own, so the answers are the same up
+    # to rounding, over several sequences (each with its own ends) and with a missing value
+    rng = np.random.default_rng(7)
+    h = mf.ContextHMM(3, 2, lag=2, context="both", progress=False)
+    h.means_ = 2.0 * rng.normal(size=(3, 2))
+    A = rng.random((3, 3)) + 2 * np.eye(3)
+    h.transmat_ = A / A.sum(1, keepdims=True)
+    h.right_means_, h.left_means_ = 1.5 * rng.normal(size=(3, 2)), 1.5 * rng.normal(size=(3, 2))
+    parts = [h.sample(T, random_state=T)[0] for T in (40, 2, 9)]
+    parts[0][5, 1] = np.nan
+    X, lengths = np.concatenate(parts), [40, 2, 9]
+    c = np.array([30.0, -50.0])
+    g = clone(h)
+    for name in ("means_", "transmat_", "right_means_", "left_means_"):
+        setattr(g, name, getattr(h, name))
+    setattr(g, table, getattr(h, table) + c)
+    Y = []
+    for x in parts:
+        y, T = x.copy(), len(x)
+        has = np.arange(T) + 2 < T if table == "right_means_" else np.arange(T) >= 2
+        y[has] += c
+        Y.append(y)
+    Y = np.concatenate(Y)
+    for method in ("structured", "naive", "exact"):
+        assert g.score(Y, lengths, method=method) == pytest.approx(
+            h.score(X, lengths, method=method), rel=1e-10), method
+    np.testing.assert_allclose(g.predict_proba(Y, lengths), h.predict_proba(X, lengths),
+                               atol=1e-8)

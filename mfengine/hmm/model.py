@@ -496,20 +496,38 @@ class ContextHMM(PersistMixin, BaseEstimator):
         return _chain.run(method, sp, A, U, V, W, lag, right, left, Xs, offsets, max_iter, tol,
                           want_stats, n_threads, init, starts)
 
-    def _shifted(self, Xc):
-        """Validated parameters and data, both shifted by the centre of the state means."""
+    def _shifted(self, Xc, offsets=None):
+        """Validated parameters and data in centred coordinates.
+
+        Each mean table loses the mean of its rows, and each output x_t the sum of those row
+        means over the tables whose term its mean has (``means_`` always, ``right_means_`` when
+        s_{t+lag} lies in its sequence, ``left_means_`` when s_{t-lag} does), so every residual
+        x_t - m_t is unchanged.  ``offsets`` (n_seq + 1,): the sequences' boundaries in ``Xc``
+        (None: one sequence).  See "The origin" in docs/context_hmm.md."""
         sp, A, U, V, W = self._params()
-        shift = U.mean(axis=0)
-        dev = np.abs(Xc - shift)
+        u, v, w = U.mean(axis=0), V.mean(axis=0), W.mean(axis=0)
+        centre = np.broadcast_to(u, Xc.shape)
+        if (self._right or self._left) and Xc.shape[0] > 0:
+            N = Xc.shape[0]
+            offsets = np.array([0, N] if offsets is None else offsets, dtype=np.intp)
+            lengths = np.diff(offsets)
+            pos = np.arange(N) - np.repeat(offsets[:-1], lengths)
+            lag = min(int(self.lag), N)   # (a lag >= N has no context term; no overflow)
+            centre = centre.copy()
+            if self._right:
+                centre[pos + lag < np.repeat(lengths, lengths)] += v
+            if self._left:
+                centre[pos >= lag] += w
+        dev = np.abs(Xc - centre)
         if dev.size and np.nanmax(dev, initial=0.0) > _MAX_MAGNITUDE:
             raise ValueError(
                 f"X has values {np.nanmax(dev):.3g} away from the centre of means_: beyond "
                 f"{_MAX_MAGNITUDE:g} their squares, summed over a sequence, leave the range of "
                 "float64")
-        return (sp, A, U - shift, V, W), np.ascontiguousarray(Xc - shift)
+        return (sp, A, U - u, V - v, W - w), np.ascontiguousarray(Xc - centre)
 
     def _run(self, Xc, offsets, method, want_stats=False, init=None, max_iter=None, tol=None):
-        P, Xs = self._shifted(Xc)
+        P, Xs = self._shifted(Xc, offsets)
         return self._solve(Xs, offsets, method, P, want_stats=want_stats, init=init,
                            max_iter=max_iter, tol=tol)
 
