@@ -127,8 +127,12 @@ mf_hmm_naive_infer(the same without logpot): structured / fully factorised mean 
   (n, n) probability vectors as above; U, V, W (n, D) the own-state, right- and left-context
   means (V read only with right context, W only with left; otherwise either may be NULL);
   lengths (n_seq,); X (sum(lengths), D) the sequences concatenated, NaN a missing value
-  (marginalised).  The Python API first subtracts the mean of U's rows from U and X (nothing
-  depends on a common shift): do the same to get its numbers for data far from the origin.
+  (marginalised).  The Python API first centres the model: it subtracts from U, V and W the
+  mean of each one's rows, and from each row x_t of X the sum of those means over the tables
+  whose term x_t's mean has (U always; V when t + lag, W when t - lag lies in the sequence).
+  Every residual x_t - m_t is unchanged, so the bound is one in any coordinates, but the
+  structured solver's starts depend on them: do the same to get its numbers, and to keep
+  data far from the origin accurate.
   A sequence stops when a sweep raises its bound by at most tol * its length.  Out: gamma
   (sum(lengths), n) the marginals of Q; logpot (sum(lengths), n) the chain's potentials
   (structured only); bound (n_seq,) the bound on ln P(x) in nats (-inf: probability zero;

@@ -63,8 +63,12 @@ couplings (length <= lag) runs its one ascent whatever the mask.  MF_EBADARG als
 of 0 or with another bit set.
 
 What cannot be checked is that each buffer holds the entries
-stated.  The Python API also shifts X and U by the mean of U's rows before the call (every
-quantity is invariant under a common shift): do the same for data far from the origin.
+stated.  The Python API first centres the model (``ContextHMM._shifted``): it subtracts from U, V
+and W the mean of each one's rows, and from each row x_t of X the sum of those means over the
+tables whose term x_t's mean has (U always; V when t + lag, W when t - lag lies in the
+sequence).  Every residual x_t - m_t is unchanged, so the bound is one in any coordinates, but
+the structured solver's starts depend on them: do the same to get its numbers, and to keep data
+far from the origin accurate.
 """
 import numpy as np
 

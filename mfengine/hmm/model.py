@@ -243,9 +243,11 @@ class ContextHMM(PersistMixin, BaseEstimator):
     -----
     Saul, L. K. and Jordan, M. I. (1996), "Exploiting tractable substructures in intractable
     networks", NIPS 8.  The structured bound is never above ln P(x); with all context means
-    zero it equals the first-order HMM's log-likelihood.  Numbers are computed with the data
-    and the means shifted by a common offset (the mean of ``means_``, or of X during fit),
-    which leaves every quantity unchanged and keeps data far from zero (1e17) accurate.
+    zero it equals the first-order HMM's log-likelihood.  Inference runs in centred
+    coordinates: each mean table less the mean of its rows, each output less the sum of those
+    means over the tables its mean has (during ``fit``: data and means less the data's mean).
+    That leaves the model unchanged, keeps data far from zero (1e17) accurate and places the
+    structured solver's first-order starts (see "The origin" in docs/context_hmm.md).
 
     Examples
     --------
@@ -463,7 +465,8 @@ class ContextHMM(PersistMixin, BaseEstimator):
     # --------------------------------------------------------------------------- kernels
     def _solve(self, Xs, offsets, method, P, want_stats=False, first_order=False, init=None,
                max_iter=None, tol=None):
-        """Run the kernel on data and means already shifted by a common offset.
+        """Run the kernel on data and means already in centred coordinates (``_shifted``, or
+        fit's shift).
 
         ``P`` = (startprob, transmat, U, V, W) as validated float64 arrays."""
         self._check_hyper()
