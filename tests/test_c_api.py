@@ -362,10 +362,16 @@ def _hmm_case():
     X = np.concatenate([h.sample(T, random_state=T)[0] for T in (30, 7, 12)])
     X[3, 0] = np.nan                                      # a missing value
     lengths = np.array([30, 7, 12], dtype=np.intp)
-    shift = h.means_.mean(axis=0)                         # the shift the Python API applies
-    args = dict(sp=h.startprob_, A=h.transmat_, U=h.means_ - shift, V=h.right_means_,
-                W=h.left_means_, X=np.ascontiguousarray(X - shift), lengths=lengths,
-                logpot=rng.normal(size=(30, 3)))
+    # the centring the Python API applies (the C API contract): each table less the mean of its
+    # rows, each output less the sum of those means over the tables its mean has
+    u, v, w = (M.mean(axis=0) for M in (h.means_, h.right_means_, h.left_means_))
+    centre = []
+    for T in lengths:
+        t = np.arange(T)[:, None]
+        centre.append(u + v * (t + 2 < T) + w * (t >= 2))
+    args = dict(sp=h.startprob_, A=h.transmat_, U=h.means_ - u, V=h.right_means_ - v,
+                W=h.left_means_ - w, X=np.ascontiguousarray(X - np.concatenate(centre)),
+                lengths=lengths, logpot=rng.normal(size=(30, 3)))
     return h, X, lengths, args
 
 
