@@ -748,8 +748,9 @@ def test_bounds_stay_below_exact_when_the_means_lie_far_apart(context, spread):
     m.left_means_ = 0.3 * rng.normal(size=(2, 2)) if context != "right" else np.zeros((2, 2))
     X = np.sin(np.arange(9.0))[:, None] * np.ones(2) + 0.5
     exact = m.score(X, method="exact")
-    # the kernels see x - c and U - c, c the centre of means_ (dragged spread / 2 away by the
-    # far state), so each residual x - U - V - W is known to about eps * spread
+    # the kernels see x_t - c_t and U - u (u the centre of means_, dragged spread / 2 away by
+    # the far state; c_t = u plus the context tables' centres), so each residual x - U - V - W
+    # is known to about eps * spread
     eps = np.finfo(float).eps
     assert exact == pytest.approx(brute_force_loglik(params_of(m), X), rel=1e-12 + eps * spread)
     for method in ("structured", "naive"):

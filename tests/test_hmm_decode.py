@@ -172,7 +172,7 @@ def test_errors_name_the_argument_at_fault():
     with pytest.raises(ValueError, match="right_means_ has entries"):
         h.score(X)
     h.right_means_ = h.right_means_ * 1e-200
-    with pytest.raises(ValueError, match="X has values .* away from the centre of means_"):
+    with pytest.raises(ValueError, match="X has values .* away from the centre of their mean"):
         h.score(X * 1e120)
     h.method = "exact"
     for verb in ("decode", "predict", "predict_proba", "score_samples"):

@@ -316,8 +316,8 @@ def test_fit_on_data_far_from_zero_never_decreases(offset, scale):
 def test_answers_do_not_depend_on_the_data_origin():
     # translating the data and means_ together leaves the model unchanged; the starting points
     # of structured and naive mean field (the first-order posterior drops the couplings, whose
-    # split between tables depends on the origin) are taken with means_ centred, so the answers
-    # are the same up to rounding.  The kernel fed raw coordinates differs on this instance
+    # split between tables depends on the origin) are taken with every table centred, so the
+    # answers are the same up to rounding.  The kernel fed raw coordinates differs on this instance
     # (by 18 nats for the link start alone: -0.14 at the origin, -18.7 shifted).
     rng = np.random.default_rng(1001)
     h = mf.ContextHMM(3, 2, lag=2, context="both", progress=False)

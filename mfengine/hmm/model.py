@@ -46,8 +46,9 @@ _METHODS = ("structured", "naive", "exact")
 _ALGORITHMS = ("viterbi", "map")
 _PARAM_CODES = "stmrl"
 _HALF_LOG_2PI = 0.5 * np.log(2.0 * np.pi)
-#: Largest distance of a mean (from the centre of means_) or a data value (from that centre)
-#: accepted: squares of 1e100 summed over any sequence stay far inside the float64 range.
+#: Largest distance of a mean (from the centre of means_) or a data value (from the centre of
+#: its mean, see ContextHMM._shifted) accepted: squares of 1e100 summed over any sequence stay
+#: far inside the float64 range.
 _MAX_MAGNITUDE = 1e100
 _UNCONVERGED_HINT = "raise infer_max_iter or loosen infer_tol"
 
@@ -524,9 +525,10 @@ class ContextHMM(PersistMixin, BaseEstimator):
         dev = np.abs(Xc - centre)
         if dev.size and np.nanmax(dev, initial=0.0) > _MAX_MAGNITUDE:
             raise ValueError(
-                f"X has values {np.nanmax(dev):.3g} away from the centre of means_: beyond "
-                f"{_MAX_MAGNITUDE:g} their squares, summed over a sequence, leave the range of "
-                "float64")
+                f"X has values {np.nanmax(dev):.3g} away from the centre of their mean (the "
+                "mean of the rows of means_, plus those of right_means_ and left_means_ where "
+                f"the context state lies in the sequence): beyond {_MAX_MAGNITUDE:g} their "
+                "squares, summed over a sequence, leave the range of float64")
         return (sp, A, U - u, V - v, W - w), np.ascontiguousarray(Xc - centre)
 
     def _run(self, Xc, offsets, method, want_stats=False, init=None, max_iter=None, tol=None):
