@@ -335,23 +335,17 @@ def test_answers_do_not_depend_on_the_data_origin():
                                                                    rel=1e-9), (c, method)
         np.testing.assert_allclose(g.predict_proba(X + c), h.predict_proba(X), atol=1e-6)
 
-
-@pytest.mark.parametrize("table", ["right_means_", "left_means_"])
-def test_answers_do_not_depend_on_how_a_constant_is_split_between_tables(table):
-    # adding c to a context table and to every output whose mean has that table's term (right:
-    # t + lag inside the sequence, left: t - lag inside it) leaves every residual x_t - m_t, and
-    # so the model, unchanged; each table is centred on its own, so the answers are the same up
-    # to rounding, over several sequences (each with its own ends) and with a missing value
-    rng = np.random.default_rng(7)
+def _split_pair(table, c, seed=7, lengths=(40, 2, 9)):
+    """A model, its twin with c added to ``table`` (right_means_ or left_means_), data from the
+    model and the same data with c added to every output whose mean has that table's term."""
+    rng = np.random.default_rng(seed)
     h = mf.ContextHMM(3, 2, lag=2, context="both", progress=False)
     h.means_ = 2.0 * rng.normal(size=(3, 2))
     A = rng.random((3, 3)) + 2 * np.eye(3)
     h.transmat_ = A / A.sum(1, keepdims=True)
     h.right_means_, h.left_means_ = 1.5 * rng.normal(size=(3, 2)), 1.5 * rng.normal(size=(3, 2))
-    parts = [h.sample(T, random_state=T)[0] for T in (40, 2, 9)]
+    parts = [h.sample(T, random_state=T)[0] for T in lengths]
     parts[0][5, 1] = np.nan
-    X, lengths = np.concatenate(parts), [40, 2, 9]
-    c = np.array([30.0, -50.0])
     g = clone(h)
     for name in ("means_", "transmat_", "right_means_", "left_means_"):
         setattr(g, name, getattr(h, name))
@@ -359,12 +353,61 @@ def test_answers_do_not_depend_on_how_a_constant_is_split_between_tables(table):
     Y = []
     for x in parts:
         y, T = x.copy(), len(x)
-        has = np.arange(T) + 2 < T if table == "right_means_" else np.arange(T) >= 2
-        y[has] += c
+        y[np.arange(T) + 2 < T if table == "right_means_" else np.arange(T) >= 2] += c
         Y.append(y)
-    Y = np.concatenate(Y)
+    return h, g, np.concatenate(parts), np.concatenate(Y), list(lengths)
+
+
+@pytest.mark.parametrize("table", ["right_means_", "left_means_"])
+def test_answers_do_not_depend_on_how_a_constant_is_split_between_tables(table):
+    # adding c to a context table and to every output whose mean has that table's term (right:
+    # t + lag inside the sequence, left: t - lag inside it) leaves every residual x_t - m_t, and
+    # so the model, unchanged; each table is centred on its own, so the answers are the same up
+    # to rounding, over several sequences (each with its own ends) and with a missing value
+    c = np.array([30.0, -50.0])
+    h, g, X, Y, lengths = _split_pair(table, c)
     for method in ("structured", "naive", "exact"):
         assert g.score(Y, lengths, method=method) == pytest.approx(
             h.score(X, lengths, method=method), rel=1e-10), method
     np.testing.assert_allclose(g.predict_proba(Y, lengths), h.predict_proba(X, lengths),
                                atol=1e-8)
+
+
+@pytest.mark.parametrize("table", ["right_means_", "left_means_"])
+def test_fit_does_not_depend_on_how_a_constant_is_split_between_tables(table):
+    # fit's first mean-field E-step runs the structured solver's starts: in the coordinates of
+    # every table centred, as inference, so the fit of the twin model is the same fit with c on
+    # the table (warm_start: both begin at their own parameters)
+    # (on this instance the fit's bound depended on the split by 16 nats before the centring)
+    c = np.array([30.0, -50.0])
+    h, g, X, Y, lengths = _split_pair(table, c, seed=4, lengths=(200, 2, 9))
+    for m in (h, g):
+        m.set_params(warm_start=True, max_iter=3, tol=None, infer_tol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        h.fit(X, lengths)
+        g.fit(Y, lengths)
+    np.testing.assert_allclose(g.history_, h.history_, rtol=1e-9)
+    np.testing.assert_allclose(g.transmat_, h.transmat_, atol=1e-8)
+    np.testing.assert_allclose(getattr(g, table) - c, getattr(h, table), atol=1e-7)
+    np.testing.assert_allclose(g.means_, h.means_, atol=1e-7)
+
+
+def test_fit_statistics_of_the_centred_solve_are_those_of_fit_coordinates():
+    # the E-step that runs the starts is solved with every table centred and its M-step
+    # statistics mapped back (g = g_c + H c): they equal the statistics computed directly in
+    # fit's coordinates at the same chain Q (a warm start from its potentials, no sweep)
+    h, _, X, _, lengths = _split_pair("right_means_", np.zeros(2))
+    Xc, offsets = h._check_X(X, lengths)
+    P = h._params()
+    Xs = np.ascontiguousarray(Xc - np.nanmean(Xc, axis=0))
+    r = h._solve_from_starts(Xs, offsets, P)
+    d = h._solve(Xs, offsets, "structured", P, want_stats=True, init=r["logpot"], max_iter=0)
+    np.testing.assert_allclose(d["bound"], r["bound"], rtol=1e-11)
+    np.testing.assert_allclose(d["H"], r["H"], rtol=1e-11, atol=1e-9)
+    np.testing.assert_allclose(d["g"], r["g"], rtol=1e-9, atol=1e-8)
+    # the centring moved something: the statistics in the centred coordinates differ
+    Pc, centre = h._centres(P, Xs.shape, offsets)
+    rc = h._solve(np.ascontiguousarray(Xs - centre), offsets, "structured", Pc, want_stats=True,
+                  init=r["logpot"], max_iter=0)
+    assert np.max(np.abs(rc["g"] - r["g"])) > 1.0

@@ -500,19 +500,32 @@ class ContextHMM(PersistMixin, BaseEstimator):
         return _chain.run(method, sp, A, U, V, W, lag, right, left, Xs, offsets, max_iter, tol,
                           want_stats, n_threads, init, starts)
 
-    def _shifted(self, Xc, offsets=None):
-        """Validated parameters and data in centred coordinates.
+    def _solve_from_starts(self, Xs, offsets, P):
+        """fit's mean-field E-step without a warm start, the one that runs the structured
+        solver's starts: solved in the coordinates of :meth:`_centres` (so that the starts do
+        not depend on how fit's origin splits between the tables), with the M-step statistics
+        mapped back to ``P``'s.  In those coordinates the bound is F_c(theta - c) = F(theta),
+        c the tables' row means, so H is the same and g = g_c + H c."""
+        Pc, centre = self._centres(P, Xs.shape, offsets)
+        r = self._solve(np.ascontiguousarray(Xs - centre), offsets, "structured", Pc,
+                        want_stats=True)
+        c = np.concatenate([np.broadcast_to(M.mean(axis=0), M.shape) for M in P[2:]])  # (3n, D)
+        r["g"] = r["g"] + np.einsum("sdij,jd->sdi", r["H"], c)
+        return r
 
-        Each mean table loses the mean of its rows, and each output x_t the sum of those row
-        means over the tables whose term its mean has (``means_`` always, ``right_means_`` when
-        s_{t+lag} lies in its sequence, ``left_means_`` when s_{t-lag} does), so every residual
-        x_t - m_t is unchanged.  ``offsets`` (n_seq + 1,): the sequences' boundaries in ``Xc``
-        (None: one sequence).  See "The origin" in docs/context_hmm.md."""
-        sp, A, U, V, W = self._params()
+    def _centres(self, P, shape, offsets=None):
+        """The coordinates in which every table is centred (see "The origin" in
+        docs/context_hmm.md): ``(P_c, centre)``, the parameters ``P`` with each mean table less
+        the mean of its rows, and the (N, D) array to subtract from the data: at each output
+        x_t the sum of those row means over the tables whose term its mean has (``means_``
+        always, ``right_means_`` when s_{t+lag} lies in its sequence, ``left_means_`` when
+        s_{t-lag} does), so that every residual x_t - m_t is unchanged.  ``shape``: the data's
+        (N, D); ``offsets`` (n_seq + 1,): the sequences' boundaries (None: one sequence)."""
+        sp, A, U, V, W = P
         u, v, w = U.mean(axis=0), V.mean(axis=0), W.mean(axis=0)
-        centre = np.broadcast_to(u, Xc.shape)
-        if (self._right or self._left) and Xc.shape[0] > 0:
-            N = Xc.shape[0]
+        centre = np.broadcast_to(u, shape)
+        N = shape[0]
+        if (self._right or self._left) and N > 0:
             offsets = np.array([0, N] if offsets is None else offsets, dtype=np.intp)
             lengths = np.diff(offsets)
             pos = np.arange(N) - np.repeat(offsets[:-1], lengths)
@@ -522,6 +535,11 @@ class ContextHMM(PersistMixin, BaseEstimator):
                 centre[pos + lag < np.repeat(lengths, lengths)] += v
             if self._left:
                 centre[pos >= lag] += w
+        return (sp, A, U - u, V - v, W - w), centre
+
+    def _shifted(self, Xc, offsets=None):
+        """Validated parameters and data in the centred coordinates of :meth:`_centres`."""
+        Pc, centre = self._centres(self._params(), Xc.shape, offsets)
         dev = np.abs(Xc - centre)
         if dev.size and np.nanmax(dev, initial=0.0) > _MAX_MAGNITUDE:
             raise ValueError(
@@ -529,7 +547,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
                 "mean of the rows of means_, plus those of right_means_ and left_means_ where "
                 f"the context state lies in the sequence): beyond {_MAX_MAGNITUDE:g} their "
                 "squares, summed over a sequence, leave the range of float64")
-        return (sp, A, U - u, V - v, W - w), np.ascontiguousarray(Xc - centre)
+        return Pc, np.ascontiguousarray(Xc - centre)
 
     def _run(self, Xc, offsets, method, want_stats=False, init=None, max_iter=None, tol=None):
         P, Xs = self._shifted(Xc, offsets)
@@ -999,8 +1017,11 @@ class ContextHMM(PersistMixin, BaseEstimator):
         Xs = np.ascontiguousarray(Xc - shift)
 
         def estep(P, first_order=False, init=None):
-            r = self._solve(Xs, offsets, "structured", P, want_stats=True,
-                            first_order=first_order, init=init)
+            if first_order or init is not None:
+                r = self._solve(Xs, offsets, "structured", P, want_stats=True,
+                                first_order=first_order, init=init)
+            else:
+                r = self._solve_from_starts(Xs, offsets, P)
             return r, offsets
 
         return self._em(estep, P, shift, float(np.nanstd(Xc)), N, rng, warm, init_right,
@@ -1183,8 +1204,11 @@ class ContextHMM(PersistMixin, BaseEstimator):
         model, P, shift, first_order, use_init = shared
         Xc, offsets = model._check_X(np.asarray(block), lengths, n_features=shift.shape[0])
         Xs = np.ascontiguousarray(Xc - shift)
-        r = model._solve(Xs, offsets, "structured", P, want_stats=True, first_order=first_order,
-                         init=state if use_init else None)
+        if first_order or use_init:
+            r = model._solve(Xs, offsets, "structured", P, want_stats=True,
+                             first_order=first_order, init=state if use_init else None)
+        else:
+            r = model._solve_from_starts(Xs, offsets, P)
         small = {"bound": float(r["bound"].sum()), "converged": r["converged"],
                  "gamma": r["gamma"][offsets[:-1]].sum(0)}
         for key in ("xi", "H", "g"):
