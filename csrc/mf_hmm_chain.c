@@ -448,8 +448,9 @@ static void lr_setup(xchain_t *x)
 static void put_table(ptrdiff_t n, ptrdiff_t D, const double *tab, double *row, ptrdiff_t w,
                       ptrdiff_t off)
 {
-    ptrdiff_t i;
-    for (i = 0; i < n; i++) memcpy(row + i * w + off, tab + i * D, (size_t)D * sizeof(double));
+    ptrdiff_t i, d;
+    for (i = 0; i < n; i++)   /* (D is small: a loop, not a call to memcpy per state) */
+        for (d = 0; d < D; d++) row[i * w + off + d] = tab[i * D + d];
 }
 
 /* row[i, doff .. doff + L) = sum_k M[i, k] src[k, soff .. soff + L), i < n, rows of width w:
@@ -459,11 +460,8 @@ static void put_table(ptrdiff_t n, ptrdiff_t D, const double *tab, double *row, 
 static void row_step(ptrdiff_t n, const double *restrict M, const double *restrict src,
                      ptrdiff_t soff, double *restrict row, ptrdiff_t doff, ptrdiff_t w, ptrdiff_t L)
 {
-    ptrdiff_t i, j;
     if (L < 1) return;
-    for (i = 0; i < n; i++)
-        for (j = 0; j < L; j++) row[i * w + doff + j] = 0.0;
-    mf_gemm_nn(n, L, n, M, n, src + soff, w, row + doff, w);
+    mf_gemm_nn_set(n, L, n, M, n, src + soff, w, row + doff, w);
 }
 
 /* The right row of t from the row of t + 1 (next; unused at t = T - 1); leaves R_t in x->tmp
