@@ -9,8 +9,8 @@
  * overlap A or B.
  *
  * Every element of C is summed in one fixed order, C + A_0 B_0 + A_1 B_1 + ... in increasing
- * p (mf_gemm_nn_set: 0 + A_0 B_0 + ..., the bits of zeroing C first), by every code path (full tiles and edges alike; the build contracts no products into
- * FMAs, -std=c99), so a result depends neither on the shapes around it (which lanes share a
+ * p (mf_gemm_nn_set: 0 + A_0 B_0 + ..., the bits of zeroing C first), by every code path
+ * (full tiles and edges alike; the build contracts no products into FMAs, -std=c99), so a result depends neither on the shapes around it (which lanes share a
  * block, where the tiles fall) nor on threads: these are plain sequential loops that start
  * no threads of their own, unlike an external BLAS inside the kernels' OpenMP regions.
  *

@@ -500,6 +500,15 @@ class ContextHMM(PersistMixin, BaseEstimator):
         return _chain.run(method, sp, A, U, V, W, lag, right, left, Xs, offsets, max_iter, tol,
                           want_stats, n_threads, init, starts)
 
+    def _estep(self, Xs, offsets, P, first_order=False, init=None):
+        """fit's mean-field E-step in fit's coordinates, with the M-step statistics: from the
+        first-order chain or warm-started from ``init`` as given, else by the structured
+        solver's starts (:meth:`_solve_from_starts`)."""
+        if first_order or init is not None:
+            return self._solve(Xs, offsets, "structured", P, want_stats=True,
+                               first_order=first_order, init=init)
+        return self._solve_from_starts(Xs, offsets, P)
+
     def _solve_from_starts(self, Xs, offsets, P):
         """fit's mean-field E-step without a warm start, the one that runs the structured
         solver's starts: solved in the coordinates of :meth:`_centres` (so that the starts do
@@ -1017,12 +1026,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
         Xs = np.ascontiguousarray(Xc - shift)
 
         def estep(P, first_order=False, init=None):
-            if first_order or init is not None:
-                r = self._solve(Xs, offsets, "structured", P, want_stats=True,
-                                first_order=first_order, init=init)
-            else:
-                r = self._solve_from_starts(Xs, offsets, P)
-            return r, offsets
+            return self._estep(Xs, offsets, P, first_order, init), offsets
 
         return self._em(estep, P, shift, float(np.nanstd(Xc)), N, rng, warm, init_right,
                         init_left, "ContextHMM.fit")
@@ -1204,11 +1208,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
         model, P, shift, first_order, use_init = shared
         Xc, offsets = model._check_X(np.asarray(block), lengths, n_features=shift.shape[0])
         Xs = np.ascontiguousarray(Xc - shift)
-        if first_order or use_init:
-            r = model._solve(Xs, offsets, "structured", P, want_stats=True,
-                             first_order=first_order, init=state if use_init else None)
-        else:
-            r = model._solve_from_starts(Xs, offsets, P)
+        r = model._estep(Xs, offsets, P, first_order, state if use_init else None)
         small = {"bound": float(r["bound"].sum()), "converged": r["converged"],
                  "gamma": r["gamma"][offsets[:-1]].sum(0)}
         for key in ("xi", "H", "g"):
