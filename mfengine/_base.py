@@ -8,8 +8,8 @@ parameters end in ``_``.  This module adds the pieces scikit-learn has no name f
 * :class:`InferenceResult`, the base of every family's answer to ``infer``;
 * :class:`ConvergenceWarning` and :func:`warn_unconverged`, so that no solve that stopped
   early returns silently;
-* :class:`PersistMixin` (``model.save(path)``) and :func:`load`, a portable, versioned
-  ``.npz`` format;
+* :class:`PersistMixin` (``model.save(path)``; :func:`load` and the format live in
+  :mod:`mfengine._persist`);
 * data beyond one in-memory array: every estimator's ``infer``, ``score_samples``, ``score``,
   ``predict``, ``predict_proba``, ``predict_log_proba`` and ``fit`` (wrapped once, in
   ``PersistMixin.__init_subclass__``) hand a dask collection to :mod:`mfengine._dask`
@@ -21,8 +21,6 @@ parameters end in ``_``.  This module adds the pieces scikit-learn has no name f
 """
 import copy
 import functools
-import importlib
-import json
 import mmap
 import numbers
 import os
@@ -31,6 +29,10 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from mfengine import _persist
+from mfengine._persist import FORMAT_VERSION, load  # noqa: F401  (their home before)
+from mfengine._validation import validate_params
 
 try:  # a subclass of scikit-learn's, so that filters on either one catch both
     from sklearn.exceptions import ConvergenceWarning as _SkConvergenceWarning
@@ -51,9 +53,6 @@ __all__ = [
 
 # Warnings point at the first frame outside this directory (see user_stacklevel).
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-#: Version of the file format written by ``save``; ``load`` refuses a newer one.
-FORMAT_VERSION = 1
 
 
 class ConvergenceWarning(_SkConvergenceWarning):
@@ -169,70 +168,6 @@ class InferenceResult:
             f"{type(self).__name__}(method={self.method!r}, n={n}, mean_bound={mean:.6g}, "
             f"converged={int(np.count_nonzero(self.converged))}/{np.size(self.converged)})"
         )
-
-
-# ---------------------------------------------------------------------------- persistence
-def _encode(prefix, value, arrays):
-    """A JSON-able description of ``value``; arrays go to ``arrays`` under keys from ``prefix``."""
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return {"__float__": repr(float(value))}
-    if isinstance(value, np.ndarray):
-        if value.dtype == object:
-            raise TypeError(f"cannot save {prefix}: an object array")
-        arrays[prefix] = value
-        return {"__array__": prefix}
-    if type(value).__module__.startswith("scipy.sparse"):   # a sparse matrix, as CSR arrays
-        csr = value.tocsr()
-        return {"__csr__": [_encode(f"{prefix}.{k}", getattr(csr, k), arrays)
-                            for k in ("data", "indices", "indptr")], "shape": list(csr.shape)}
-    if isinstance(value, np.random.Generator):
-        return {"__rng__": value.bit_generator.state}
-    if isinstance(value, (list, tuple)):
-        items = [_encode(f"{prefix}.{k}", v, arrays) for k, v in enumerate(value)]
-        return {"__tuple__": items} if isinstance(value, tuple) else items
-    if isinstance(value, dict):
-        return {"__dict__": {str(k): _encode(f"{prefix}.{k}", v, arrays) for k, v in value.items()}}
-    raise TypeError(f"cannot save {prefix} of type {type(value).__name__}")
-
-
-def _decode(desc, arrays):
-    if isinstance(desc, list):
-        return [_decode(d, arrays) for d in desc]
-    if isinstance(desc, dict):
-        if "__array__" in desc:
-            return arrays[desc["__array__"]]
-        if "__float__" in desc:
-            return float(desc["__float__"])
-        if "__tuple__" in desc:
-            return tuple(_decode(d, arrays) for d in desc["__tuple__"])
-        if "__dict__" in desc:
-            return {k: _decode(v, arrays) for k, v in desc["__dict__"].items()}
-        if "__csr__" in desc:
-            import scipy.sparse
-
-            data, indices, indptr = (_decode(d, arrays) for d in desc["__csr__"])
-            return scipy.sparse.csr_matrix((data, indices, indptr), shape=tuple(desc["shape"]))
-        if "__rng__" in desc:
-            rng = np.random.default_rng()
-            rng.bit_generator.state = desc["__rng__"]
-            return rng
-    return desc
-
-
-def _fitted_state(model):
-    """The model's fitted attributes (public names ending in one underscore), less those the
-    model asks to leave out, and what it asks to keep beside them (``_saved_private``: private
-    names that ``load`` sets back)."""
-    extra, leave_out = model._saved_private() if hasattr(model, "_saved_private") else ({}, ())
-    state = {k: v for k, v in vars(model).items()
-             if k.endswith("_") and not k.startswith("_") and not k.endswith("__")
-             and k not in leave_out}
-    state.update(extra)
-    return state
 
 
 @dataclass(repr=False)
@@ -783,7 +718,16 @@ class PersistMixin:
 
     The file holds the constructor parameters and the fitted attributes (names ending in
     ``_``) as plain arrays and JSON, a format version and the package version; nothing is
-    pickled, so a file is safe to load from an untrusted source.
+    pickled.  ``mf.load`` checks a file in full before it builds a model from it
+    (:mod:`mfengine._persist`); a subclass declares what it saves:
+
+    ``_saved_state``
+        ``{fitted attribute: kind}``, every attribute ``load`` may set (kinds:
+        ``mfengine._persist._KINDS``);
+    ``_saved_together``
+        groups of those attributes that are present together or not at all;
+    ``_check_loaded()``
+        the model's own checks of its parameters and fitted attributes, run by ``load``.
 
     Every subclass's verbs in ``ROUTED_METHODS`` are wrapped once, when the class is made:
     a dask collection goes to :mod:`mfengine._dask` (lazy answers, data-parallel ``fit``), an
@@ -803,103 +747,26 @@ class PersistMixin:
 
         Parameters
         ----------
-        path : str or path-like
+        path : str or os.PathLike
             Where to write.
 
         Returns
         -------
         path : str
             The file written.
+
+        Raises
+        ------
+        TypeError
+            If ``path`` is neither a str nor a path-like object.
         """
-        from mfengine import __version__
+        return _persist.save(self, path)
 
-        arrays = {}
-        header = {
-            "format_version": FORMAT_VERSION,
-            "mfengine_version": __version__,
-            "class": f"{type(self).__module__}:{type(self).__qualname__}",
-            "params": _encode("params", self.get_params(deep=False), arrays),
-            "state": _encode("state", _fitted_state(self), arrays),
-        }
-        arrays = {f"a{k}": v for k, v in enumerate(arrays.values())} | {"_keys": np.array(list(arrays))}
-        path = str(path)
-        if not path.endswith(".npz"):
-            path += ".npz"
-        np.savez(path, _header=np.array(json.dumps(header)), **arrays)
-        return path
+    def _check_loaded(self):
+        """``mf.load``'s last check: the hyperparameters against the class's declared
+        ``_parameter_constraints``, then the model's own checks of its fitted attributes."""
+        validate_params(self)
+        self._check_fitted()
 
-
-def load(path):
-    """Read a model written by ``model.save(path)``.
-
-    Parameters
-    ----------
-    path : str or path-like
-        A ``.npz`` file written by ``save``.
-
-    Returns
-    -------
-    model : estimator
-        A model of the saved class, with the saved parameters and fitted attributes; it gives
-        bit-identical scores.
-
-    Raises
-    ------
-    ValueError
-        If the file is not an mfengine model file, or was written in a newer format.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> import mfengine as mf
-    >>> net = mf.SigmoidBeliefNet([2, 4, 8], random_state=0)
-    >>> X = net.sample(5, random_state=1)
-    >>> path = net.save(os.path.join(tempfile.mkdtemp(), "net"))
-    >>> bool((mf.load(path).score_samples(X) == net.score_samples(X)).all())
-    True
-    """
-    with np.load(str(path), allow_pickle=False) as data:
-        if "_header" not in data.files:
-            raise ValueError(f"{path!s} is not an mfengine model file (no header)")
-        try:
-            header = json.loads(str(data["_header"]))
-            keys = [str(k) for k in data["_keys"]] if "_keys" in data.files else []
-            arrays = {k: np.array(data[f"a{i}"]) for i, k in enumerate(keys)}
-        except (ValueError, KeyError) as exc:
-            raise ValueError(f"{path!s} is not a readable mfengine model file: {exc}") from exc
-    if not isinstance(header, dict):
-        raise ValueError(f"{path!s} is not an mfengine model file (its header is not a record)")
-    for key, arr in arrays.items():     # NaN is never a valid parameter: the file is damaged
-        if arr.dtype.kind == "f" and np.isnan(arr).any():
-            raise ValueError(f"the file {path!s} is damaged: its entry {key} holds NaN")
-    version = header.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ValueError(
-            f"{path!s} was written in mfengine file format {version!r} (by mfengine "
-            f"{header.get('mfengine_version')}); this mfengine reads formats up to "
-            f"{FORMAT_VERSION}: upgrade mfengine to load it"
-        )
-    module, _, qualname = str(header.get("class", "")).partition(":")
-    if not module.startswith("mfengine."):
-        raise ValueError(f"{path!s} names class {header.get('class')!r}, not an mfengine model")
-    try:
-        cls = getattr(importlib.import_module(module), qualname)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"{path!s} names class {header.get('class')!r}, which this mfengine "
-                         "does not have") from exc
-    if not (isinstance(cls, type) and issubclass(cls, PersistMixin)):
-        raise ValueError(f"{path!s} names {header.get('class')!r}, not an mfengine model class")
-    try:
-        params = _decode(header["params"], arrays)
-        state = _decode(header["state"], arrays)
-        model = cls(**params)
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"{path!s} is not a readable mfengine model file (its parameters or "
-                         f"fitted state are incomplete or not {qualname}'s: {exc})") from exc
-    if not isinstance(state, dict):
-        raise ValueError(f"{path!s} is not a readable mfengine model file (no fitted state)")
-    for k, v in state.items():
-        setattr(model, k, v)
-    if hasattr(model, "_after_load"):     # e.g. which fitted attributes are parameter copies
-        model._after_load()
-    return model
+    def _check_fitted(self):
+        """The family's checks of its fitted attributes as ``load`` set them (a hook)."""

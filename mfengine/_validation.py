@@ -184,3 +184,226 @@ def sizes_from_biases(biases):
             raise ValueError(f"biases[{l}] must be 1-D with at least one unit, got shape {b.shape}")
         sizes.append(b.shape[0])
     return check_sizes(sizes)
+
+
+# ------------------------------------------------------------------ declared constraints
+class InvalidParameterError(ValueError, TypeError):
+    """A hyperparameter or argument outside its declared constraints.
+
+    Both a ``ValueError`` and a ``TypeError`` (as scikit-learn's error of the same name), so
+    that the same mistake raises the same exception in every family, whether the value has
+    the wrong type or the right type and a wrong value.
+    """
+
+
+class Interval:
+    """Numbers of ``kind`` (``numbers.Integral`` or ``numbers.Real``) in [left, right], with
+    ``closed`` saying which ends belong ("both", "left", "right", "neither"); None is an
+    open end.  Booleans are never numbers here, and a real must be finite."""
+
+    def __init__(self, kind, left, right, closed="both"):
+        self.kind, self.left, self.right, self.closed = kind, left, right, closed
+
+    def __call__(self, v):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, self.kind):
+            return False
+        if self.kind is numbers.Real and not np.isfinite(float(v)):
+            return False
+        lo_ok = self.left is None or (v >= self.left if self.closed in ("both", "left")
+                                      else v > self.left)
+        hi_ok = self.right is None or (v <= self.right if self.closed in ("both", "right")
+                                       else v < self.right)
+        return bool(lo_ok and hi_ok)
+
+    def __str__(self):
+        what = "an int" if self.kind is numbers.Integral else "a finite float"
+        if self.left is None and self.right is None:
+            return what
+        lo = "-inf" if self.left is None else repr(self.left)
+        hi = "inf" if self.right is None else repr(self.right)
+        lb = "[" if self.closed in ("both", "left") and self.left is not None else "("
+        rb = "]" if self.closed in ("both", "right") and self.right is not None else ")"
+        return f"{what} in the range {lb}{lo}, {hi}{rb}"
+
+
+class Options:
+    """One of a fixed set of strings."""
+
+    def __init__(self, *options):
+        self.options = tuple(options)
+
+    def __call__(self, v):
+        return isinstance(v, str) and v in self.options
+
+    def __str__(self):
+        return "a str among " + ", ".join(repr(o) for o in self.options)
+
+
+class Satisfies:
+    """A value that ``test`` accepts; ``description`` says what that is."""
+
+    def __init__(self, test, description):
+        self.test, self.description = test, description
+
+    def __call__(self, v):
+        try:
+            return bool(self.test(v))
+        except (TypeError, ValueError, OverflowError):
+            return False
+
+    def __str__(self):
+        return self.description
+
+
+def _is_flag(v):
+    return isinstance(v, (bool, np.bool_))
+
+
+def _is_seed(v):
+    if isinstance(v, (np.random.Generator, np.random.RandomState)) or v is None:
+        return True
+    return isinstance(v, numbers.Integral) and not _is_flag(v) and 0 <= v < 2**128
+
+
+#: Constraints that recur in every family.
+BOOLEAN = Satisfies(_is_flag, "True or False")
+RANDOM_STATE = Satisfies(_is_seed, "None, a non-negative int or a numpy Generator")
+CALLABLE = Satisfies(callable, "a callable")
+N_THREADS = Satisfies(lambda v: v is None or (isinstance(v, numbers.Integral) and not _is_flag(v)
+                                               and v != 0 and abs(v) <= 2**31 - 1),
+                      "None or a non-zero int (negative: all cores but |n| - 1)")
+POSITIVE_TOL = Interval(numbers.Real, 0, None, closed="neither")
+#: Most sweeps or epochs of any loop: far beyond any useful budget, far inside int32.
+MAX_ITER_LIMIT = 10**9
+
+
+def describe(constraints):
+    """The constraints of one parameter in words, joined by "or"."""
+    parts = ["None" if c is None else str(c) for c in constraints]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " or " + parts[-1]
+
+
+def check_value(value, name, constraints, owner=None):
+    """``value`` if it meets one of ``constraints`` (None in the list admits None), else an
+    :class:`InvalidParameterError` naming ``name`` (and ``owner``, the class or function)."""
+    for c in constraints:
+        if (value is None) if c is None else c(value):
+            return value
+    where = f" of {owner}" if owner else ""
+    raise InvalidParameterError(f"The {name!r} parameter{where} must be {describe(constraints)}. "
+                                f"Got {value!r} instead.")
+
+
+def validate_params(estimator):
+    """Check every hyperparameter of ``estimator`` against its class's declared
+    ``_parameter_constraints`` (``{name: [constraint, ...]}``); raises
+    :class:`InvalidParameterError` for the first that meets none."""
+    owner = type(estimator).__name__
+    for name, constraints in type(estimator)._parameter_constraints.items():
+        check_value(getattr(estimator, name), name, constraints, owner)
+
+
+def _is_rate_schedule(v):
+    if v is None:
+        return True
+    rates = [v] if isinstance(v, numbers.Real) else list(v)
+    return all(isinstance(r, numbers.Real) and not _is_flag(r) and 0 <= r < np.inf for r in rates)
+
+
+#: ``learning_rate`` of the belief nets: a rate, or one per epoch (its length is checked
+#: against ``max_iter`` when ``fit`` runs).
+LEARNING_RATE = Satisfies(lambda v: not isinstance(v, (str, bytes)) and _is_rate_schedule(v),
+                          "None, a finite non-negative float or a sequence of them (one per epoch)")
+#: Layer sizes, top first; the last may be None (the number of columns of the data).
+LAYER_SIZES = Satisfies(lambda v: check_sizes(v, 1) is not None,
+                        "a sequence of at least two layer sizes (ints >= 1; the last may be None)")
+#: An argument NumPy can take as an array (deeper checks are the family's).
+ARRAY_LIKE = Satisfies(lambda v: v is not None and not isinstance(v, (str, bytes, dict)),
+                       "an array-like (or a scipy.sparse matrix)")
+
+
+# ------------------------------------------------------------------ sparse matrices
+def _index_array(a, what, name):
+    if not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype.kind not in "iu":
+        raise ValueError(f"{name} is a malformed sparse matrix: its {what} must be a 1-D array "
+                         f"of integers")
+    if a.dtype.kind == "u" and a.size and a.max() > np.iinfo(np.int64).max:
+        raise ValueError(f"{name} is a malformed sparse matrix: its {what} exceed int64")
+    return a.astype(np.int64)
+
+
+def _check_compressed(data, indices, indptr, shape, name):
+    """The checks of :func:`csr_from_arrays`; returns (rows, cols, indices, indptr) as int64."""
+    if (not isinstance(shape, (tuple, list)) or len(shape) != 2 or not all(
+            isinstance(k, numbers.Integral) and not isinstance(k, (bool, np.bool_))
+            and 0 <= k <= MAX_UNITS for k in shape)):
+        raise ValueError(f"{name} is a malformed sparse matrix: its shape must be two sizes "
+                         f"in [0, {MAX_UNITS}], got {shape!r}")
+    rows, cols = int(shape[0]), int(shape[1])
+    if not isinstance(data, np.ndarray) or data.ndim != 1:
+        raise ValueError(f"{name} is a malformed sparse matrix: its data must be a 1-D array")
+    indices = _index_array(indices, "indices", name)
+    ptr = _index_array(indptr, "indptr", name)
+    if ptr.size != rows + 1:
+        raise ValueError(f"{name} is a malformed sparse matrix: its indptr must have "
+                         f"{rows + 1} entries (rows + 1), got {ptr.size}")
+    if data.size != indices.size:
+        raise ValueError(f"{name} is a malformed sparse matrix: data and indices must have "
+                         f"the same length, got {data.size} and {indices.size}")
+    if ptr[0] != 0 or ptr[-1] != indices.size or np.any(np.diff(ptr) < 0):
+        raise ValueError(f"{name} is a malformed sparse matrix: its indptr must rise from 0 to "
+                         f"the number of stored entries ({indices.size}) without falling")
+    if indices.size and (indices.min() < 0 or indices.max() >= cols):
+        raise ValueError(f"{name} is a malformed sparse matrix: its column indices must lie "
+                         f"in [0, {cols})")
+    return rows, cols, indices, ptr
+
+
+def csr_from_arrays(data, indices, indptr, shape, name):
+    """A scipy CSR matrix from its three arrays, checked in full with NumPy first, so that
+    scipy never reads out of range: a 2-D shape within ``MAX_UNITS``, a 1-D ``data`` as long
+    as ``indices``, an ``indptr`` of rows + 1 entries rising from 0 to ``nnz`` without
+    falling, column indices in range.  Duplicate entries are allowed (they add up).  Raises
+    ValueError naming ``name``."""
+    import scipy.sparse
+
+    rows, cols, indices, ptr = _check_compressed(data, indices, indptr, shape, name)
+    idx = np.int32 if max(rows, cols, indices.size) < 2**31 - 1 else np.int64
+    return scipy.sparse.csr_matrix((np.array(data), indices.astype(idx), ptr.astype(idx)),
+                                   shape=(rows, cols))
+
+
+def check_sparse(A, name):
+    """A scipy.sparse matrix (or array) of any format, as CSR, after its structure has been
+    checked in full with NumPy (see :func:`csr_from_arrays`), so that no scipy routine (a
+    conversion, ``sum_duplicates``) ever reads out of range.
+
+    CSR and CSC input is checked on its own arrays (CSR input comes back as the same object),
+    COO input on its coordinates; the other formats are first turned into COO by scipy,
+    whose conversions of them index nothing by the stored indices, and then checked the same
+    way.  Raises ValueError naming ``name``."""
+    shape = getattr(A, "shape", None)
+    fmt = getattr(A, "format", None)
+    if fmt in ("csr", "csc"):
+        major = shape if fmt == "csr" or not isinstance(shape, tuple) else shape[::-1]
+        _check_compressed(A.data, A.indices, A.indptr, major, name)
+        return A if fmt == "csr" else A.tocsr()
+    try:
+        coo = A if fmt == "coo" else A.tocoo()
+    except (ValueError, IndexError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{name} is a malformed sparse matrix ({exc})") from None
+    row = _index_array(getattr(coo, "row", None), "row indices", name)
+    col = _index_array(getattr(coo, "col", None), "column indices", name)
+    data = coo.data
+    if (not isinstance(shape, tuple) or len(shape) != 2 or not all(
+            isinstance(k, numbers.Integral) and 0 <= k <= MAX_UNITS for k in shape)):
+        raise ValueError(f"{name} is a malformed sparse matrix: its shape is {shape!r}")
+    if not isinstance(data, np.ndarray) or data.ndim != 1 or not (
+            data.size == row.size == col.size):
+        raise ValueError(f"{name} is a malformed sparse matrix: data, row and column indices "
+                         "must be 1-D arrays of one length")
+    if row.size and (row.min() < 0 or row.max() >= shape[0] or col.min() < 0
+                     or col.max() >= shape[1]):
+        raise ValueError(f"{name} is a malformed sparse matrix: an index lies outside its "
+                         f"shape {shape}")
+    return coo.tocsr()

@@ -19,7 +19,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_scalar, validate_data
 
 from mfengine._base import PersistMixin, warn_unconverged
-from mfengine._validation import check_binary, check_missing, check_random_state
+from mfengine._validation import RANDOM_STATE, Interval, check_binary, check_missing, check_random_state
 
 __all__ = ["BernoulliMixture", "MixtureClassifier"]
 
@@ -358,6 +358,18 @@ class BernoulliMixture(PersistMixin, DensityMixin, BaseEstimator):
     True
     """
 
+    _parameter_constraints = {
+        "n_components": [Interval(numbers.Integral, 1, _MAX_SIZE)],
+        "max_iter": [Interval(numbers.Integral, 0, _MAX_ITER_LIMIT)],
+        "alpha": [Interval(numbers.Real, 0, None)],
+        "tol": [None, Interval(numbers.Real, 0, None)],
+        "random_state": [RANDOM_STATE],
+    }
+    _saved_state = {"means_": "array", "weights_": "array", "n_features_in_": "count",
+                    "n_iter_": "count", "converged_": "flag", "log_likelihood_history_": "vector",
+                    "history_": "vector"}
+    _saved_together = (("means_", "weights_", "n_features_in_"),)
+
     def __init__(self, n_components=10, max_iter=100, alpha=1.0, tol=1e-4, random_state=None):
         self.n_components = n_components
         self.max_iter = max_iter
@@ -367,6 +379,11 @@ class BernoulliMixture(PersistMixin, DensityMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         return _binary_input_tags(super().__sklearn_tags__())
+
+    def _check_fitted(self):
+        """``mf.load``: the loaded means and weights as every call checks them."""
+        if "means_" in vars(self):
+            _check_mixture_params(self.means_, self.weights_, self.n_features_in_)
 
     def _check_hyper(self):
         return (_check_int(self.n_components, "n_components", 1),
@@ -619,6 +636,18 @@ class MixtureClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimator)
     [0, 0, 1, 1]
     """
 
+    _parameter_constraints = {
+        "n_components": [Interval(numbers.Integral, 1, _MAX_SIZE)],
+        "max_iter": [Interval(numbers.Integral, 0, _MAX_ITER_LIMIT)],
+        "alpha": [Interval(numbers.Real, 0, None)],
+        "tol": [None, Interval(numbers.Real, 0, None)],
+        "random_state": [RANDOM_STATE],
+    }
+    _saved_state = {"classes_": "labels", "means_": "array", "weights_": "array",
+                    "n_features_in_": "count", "n_iter_": "counts", "converged_": "flags",
+                    "history_": "vectors", "class_log_prior_": "vector"}
+    _saved_together = (("classes_", "means_", "weights_", "n_features_in_", "class_log_prior_"),)
+
     def __init__(self, n_components=10, max_iter=100, alpha=1.0, tol=1e-4, random_state=None):
         self.n_components = n_components
         self.max_iter = max_iter
@@ -628,6 +657,12 @@ class MixtureClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimator)
 
     def __sklearn_tags__(self):
         return _binary_input_tags(super().__sklearn_tags__())
+
+    def _check_fitted(self):
+        """``mf.load``: one mixture per class, each as every call checks it, and the priors."""
+        if "classes_" in vars(self):
+            self._class_mixtures()
+            _check_class_log_prior(self)
 
     def fit(self, X, y):
         """Fit one Bernoulli mixture per class.
@@ -715,6 +750,14 @@ class MixtureClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimator)
         """
         check_is_fitted(self)
         X, obs = _validate_binary(self, X, reset=False, missing=missing)
+        mixtures = self._class_mixtures()
+        out = np.empty((X.shape[0], len(mixtures)))
+        for c, (m, w) in enumerate(mixtures):
+            out[:, c] = _mixture_log_prob(X, obs, m, w)
+        return out
+
+    def _class_mixtures(self):
+        """``[(means, weights)]`` of every class, checked."""
         means = np.asarray(self.means_, dtype=np.float64)
         weights = np.asarray(self.weights_, dtype=np.float64)
         n_classes = self.classes_.shape[0]
@@ -728,12 +771,9 @@ class MixtureClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimator)
                 f"weights_ must have shape (n_classes={n_classes}, n_components), got "
                 f"{weights.shape}"
             )
-        out = np.empty((X.shape[0], n_classes))
-        for c in range(n_classes):
-            m, w = _check_mixture_params(means[c], weights[c], self.n_features_in_,
-                                         prefix=f"class {self.classes_[c]!r}: ")
-            out[:, c] = _mixture_log_prob(X, obs, m, w)
-        return out
+        return [_check_mixture_params(means[c], weights[c], self.n_features_in_,
+                                      prefix=f"class {self.classes_[c]!r}: ")
+                for c in range(n_classes)]
 
     def _joint(self, X, missing):
         ll = self.class_log_likelihoods(X, missing=missing)

@@ -13,7 +13,8 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from mfengine._base import ConvergenceWarning, PersistMixin, warn_unconverged
-from mfengine._validation import check_random_state, effective_n_threads
+from mfengine._validation import (BOOLEAN, LEARNING_RATE, N_THREADS, POSITIVE_TOL, RANDOM_STATE,
+                                  Interval, Satisfies, check_random_state, effective_n_threads)
 from mfengine.baselines import (
     _MAX_ITER_LIMIT,
     _GenerativeClassifierMixin,
@@ -133,6 +134,27 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
     (60, 2)
     """
 
+    _parameter_constraints = {
+        "hidden": [Satisfies(lambda v: GenerativeClassifier._hidden_sizes_of(v) is not None,
+                             "an int or a sequence of hidden layer sizes (ints in [1, 2**31))")],
+        "max_iter": [Interval(numbers.Integral, 1, _MAX_ITER_LIMIT)],
+        "learning_rate": [LEARNING_RATE],
+        "batch_size": [Interval(numbers.Integral, 1, 2**31 - 1)],
+        "weight_scale": [Interval(numbers.Real, 0, None)],
+        "tol": [None, POSITIVE_TOL],
+        "infer_tol": [POSITIVE_TOL],
+        "infer_max_iter": [Interval(numbers.Integral, 1, 2**31 - 1)],
+        "warm_start": [BOOLEAN],
+        "n_threads": [N_THREADS],
+        "random_state": [RANDOM_STATE],
+        "progress": [BOOLEAN],
+    }
+    _saved_state = {"n_features_in_": "count", "classes_": "labels",
+                    "net_weights_": "nested arrays", "net_biases_": "nested arrays",
+                    "class_log_prior_": "vector", "history_": "vectors", "n_iter_": "counts"}
+    _saved_together = (("classes_", "net_weights_", "net_biases_", "class_log_prior_",
+                        "n_features_in_"),)
+
     def __init__(self, hidden=(8, 24), max_iter=20, learning_rate=None, batch_size=1,
                  weight_scale=1.0, tol=None, infer_tol=1e-4, infer_max_iter=200,
                  warm_start=False, n_threads=None, random_state=None, progress=True):
@@ -153,22 +175,38 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
         return _binary_input_tags(super().__sklearn_tags__())
 
     # ------------------------------------------------------------------ helpers
+    def _check_fitted(self):
+        """``mf.load``: one net per class, each as every call checks it, and the priors."""
+        if "classes_" in vars(self):
+            n_classes = len(self.classes_)
+            for name in ("net_weights_", "net_biases_"):
+                if len(getattr(self, name)) != n_classes:
+                    raise ValueError(f"{name} must hold one entry per class of classes_ "
+                                     f"({n_classes}), got {len(getattr(self, name))}")
+            for c in range(n_classes):
+                self._net(c)
+            _check_class_log_prior(self)
+
     def _hidden_sizes(self):
-        hidden = self.hidden
+        return self._hidden_sizes_of(self.hidden)
+
+    @staticmethod
+    def _hidden_sizes_of(hidden):
+        """``hidden`` (an int or a sequence of sizes) as a tuple of ints, or an error."""
         if isinstance(hidden, numbers.Integral) and not isinstance(hidden, bool):
             hidden = (hidden,)
         if isinstance(hidden, (str, bytes)):
-            raise TypeError(f"hidden must be a sequence of layer sizes, got {self.hidden!r}")
+            raise TypeError(f"hidden must be a sequence of layer sizes, got {hidden!r}")
         try:
             hidden = tuple(hidden)
         except TypeError:
-            raise TypeError(f"hidden must be a sequence of layer sizes, got {self.hidden!r}") from None
+            raise TypeError(f"hidden must be a sequence of layer sizes, got {hidden!r}") from None
         if len(hidden) == 0:
             raise ValueError("hidden needs at least one hidden layer")
         for h in hidden:
             if not isinstance(h, numbers.Integral) or isinstance(h, bool) or not 1 <= h < 2**31:
                 raise ValueError(
-                    f"hidden layer sizes must be positive integers below 2**31, got {self.hidden!r}"
+                    f"hidden layer sizes must be positive integers below 2**31, got {hidden!r}"
                 )
         return tuple(int(h) for h in hidden)
 

@@ -13,6 +13,7 @@ mfengine's ``infer`` and ``sample_posterior`` beside it.  NaN entries of X are m
 marginalised everywhere.
 """
 import copy
+import numbers
 import warnings
 from dataclasses import dataclass, field
 
@@ -24,8 +25,9 @@ from sklearn.exceptions import NotFittedError
 from mfengine._base import InferenceResult, PersistMixin, user_stacklevel, warn_unconverged
 from mfengine._base import ConvergenceWarning
 from mfengine._progress import progress_bar
-from mfengine._validation import as_float_matrix, check_random_state
-from mfengine.hmm._checks import check_int, check_lengths, check_real, n_threads_for
+from mfengine._validation import (BOOLEAN, N_THREADS, RANDOM_STATE, Interval, Options, Satisfies,
+                                  as_float_matrix, check_random_state)
+from mfengine.hmm._checks import INT64_MAX, check_int, check_lengths, check_real, n_threads_for
 
 try:
     from mfengine.hmm import _chain
@@ -273,6 +275,37 @@ class ContextHMM(PersistMixin, BaseEstimator):
     (60,)
     """
 
+    _parameter_constraints = {
+        "n_states": [Interval(numbers.Integral, 1, INT64_MAX)],
+        "n_features": [None, Interval(numbers.Integral, 1, INT64_MAX)],
+        "lag": [Interval(numbers.Integral, 1, INT64_MAX)],
+        "context": [Options(*_CONTEXTS)],
+        "method": [Options(*_METHODS)],
+        "max_iter": [Interval(numbers.Integral, 0, INT64_MAX)],
+        "tol": [None, Interval(numbers.Real, 0, None)],
+        "bw_max_iter": [Interval(numbers.Integral, 0, INT64_MAX)],
+        "infer_max_iter": [Interval(numbers.Integral, 0, INT64_MAX)],
+        "infer_tol": [Interval(numbers.Real, 0, None)],
+        "starts": [Satisfies(lambda v: ContextHMM._start_names_of(v) or True,
+                             f"'all', one of {_chain.START_NAMES} or a sequence of them "
+                             "without repeats")],
+        "algorithm": [Options(*_ALGORITHMS)],
+        "params": [Satisfies(lambda v: isinstance(v, str) and not set(v) - set(_PARAM_CODES),
+                             f"a string of the letters {_PARAM_CODES!r}")],
+        "init_params": [Satisfies(lambda v: isinstance(v, str) and not set(v) - set(_PARAM_CODES),
+                                  f"a string of the letters {_PARAM_CODES!r}")],
+        "context_init_scale": [Interval(numbers.Real, 0, None)],
+        "max_augmented_states": [Interval(numbers.Integral, 1, INT64_MAX)],
+        "warm_start": [BOOLEAN],
+        "n_threads": [N_THREADS],
+        "random_state": [RANDOM_STATE],
+        "progress": [BOOLEAN],
+    }
+    _saved_state = {"startprob_": "array", "transmat_": "array", "means_": "array",
+                    "right_means_": "array", "left_means_": "array", "history_": "vector",
+                    "n_iter_": "count", "bw_n_iter_": "count", "converged_": "flag",
+                    "n_features_in_": "count"}
+
     def __init__(self, n_states=2, n_features=None, lag=1, context="right", method="structured",
                  max_iter=50, tol=1e-4, bw_max_iter=50, infer_max_iter=100, infer_tol=1e-10,
                  algorithm="viterbi", params="stmrl", init_params="stmrl",
@@ -345,7 +378,11 @@ class ContextHMM(PersistMixin, BaseEstimator):
 
     def _start_names(self):
         """``starts`` as a tuple of start names, or None for all of them."""
-        st = self.starts
+        return self._start_names_of(self.starts)
+
+    @staticmethod
+    def _start_names_of(st):
+        """``st`` (a value of ``starts``) as a tuple of start names, or None for all."""
         if isinstance(st, str) and st == "all":
             return None
         names = (st,) if isinstance(st, str) else st
@@ -445,6 +482,11 @@ class ContextHMM(PersistMixin, BaseEstimator):
         A = getattr(self, "transmat_", None)
         A = np.full((n, n), 1.0 / n) if A is None else self._prob(A, "transmat_", (n, n), True)
         return sp, A, out[0], out[1], out[2]
+
+    def _check_fitted(self):
+        """``mf.load``: the loaded parameters as every call checks them."""
+        if getattr(self, "means_", None) is not None:
+            self._params()
 
     def _check_X(self, X, lengths, n_features=None):
         """Concatenated (N, n_features) data and offsets (n_seq + 1,) of its sequences."""

@@ -31,6 +31,12 @@ from mfengine._base import (ConvergenceWarning, InferenceResult, PersistMixin,
                             user_stacklevel, warn_unconverged)
 from mfengine._progress import progress_bar
 from mfengine._validation import (
+    BOOLEAN,
+    N_THREADS,
+    POSITIVE_TOL,
+    RANDOM_STATE,
+    Interval,
+    Satisfies,
     check_random_state,
     check_sizes,
     effective_n_threads,
@@ -452,6 +458,29 @@ class NLGBN(PersistMixin, BaseEstimator):
     (3, 36)
     """
 
+    _parameter_constraints = {
+        "sizes": [Satisfies(lambda v: _check_layer_sizes(v, 1) is not None,
+                            "a sequence of at least two layer sizes (ints >= 1; the last may "
+                            "be None) whose arrays fit in memory")],
+        "units": [None, Satisfies(lambda v: isinstance(v, str) or (
+            hasattr(v, "__len__") and not isinstance(v, bytes)),
+            "a unit type name or one entry per layer")],
+        "weight_scale": [Interval(numbers.Real, 0, 1e100)],
+        "max_iter": [Interval(numbers.Integral, 0, _INTP_MAX)],
+        "tol": [None, Interval(numbers.Real, 0, None)],
+        "infer_tol": [POSITIVE_TOL],
+        "infer_max_iter": [Interval(numbers.Integral, 1, _INTP_MAX)],
+        "min_variance": [Interval(numbers.Real, _TINY, None)],
+        "warm_start": [BOOLEAN],
+        "n_threads": [N_THREADS],
+        "random_state": [RANDOM_STATE],
+        "progress": [BOOLEAN],
+    }
+    _saved_state = {"weights_": "arrays", "biases_": "arrays", "variances_": "arrays",
+                    "units_": "name table", "n_features_in_": "count", "history_": "vector",
+                    "n_iter_": "count", "stats_": "array", "n_batches_": "count"}
+    _saved_together = (("weights_", "biases_", "variances_", "units_"), ("stats_", "n_batches_"))
+
     def __init__(self, sizes, units=None, *, weight_scale=1.0, max_iter=100, tol=None,
                  infer_tol=1e-6, infer_max_iter=1000, min_variance=0.01, warm_start=False,
                  n_threads=None, random_state=None, progress=True):
@@ -529,6 +558,16 @@ class NLGBN(PersistMixin, BaseEstimator):
 
     def _has_params(self):
         return all(hasattr(self, k) for k in ("weights_", "biases_", "variances_", "units_"))
+
+    def _check_fitted(self):
+        """``mf.load``: the loaded parameters agree (and ``units`` with ``sizes`` when the
+        model has none yet)."""
+        if self._has_params():
+            self._network().flat()
+        else:
+            sizes = self.sizes
+            if sizes[-1] is not None:
+                _check_units(self.units, _check_layer_sizes(sizes))
 
     def _draw_params(self, n_features=None):
         """Draw initial parameters from the constructor's settings (``n_features``: the

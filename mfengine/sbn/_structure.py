@@ -95,8 +95,10 @@ class DagStructure:
         each child entry's edge (no sort, nothing of size n_units**2)."""
         import scipy.sparse
 
+        from mfengine._validation import check_sparse
+
         n = W.shape[0]
-        csr = W.tocsr()
+        csr = check_sparse(W, "W")
         if not csr.has_canonical_format:      # duplicate entries (COO input) are one edge
             csr = csr.copy()
             csr.sum_duplicates()

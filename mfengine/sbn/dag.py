@@ -9,12 +9,18 @@ This module holds the models (one net, or a batch of nets sharing a structure), 
 sampling and exact enumeration; ``mf.infer`` runs the mean-field methods on them.
 """
 
+import copy
+import numbers
+
 import numpy as np
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, DensityMixin
 
 from mfengine._base import PersistMixin
-from mfengine._validation import as_float_matrix, check_binary, check_missing, check_random_state
+from mfengine._validation import (ARRAY_LIKE, BOOLEAN, CALLABLE, LEARNING_RATE, MAX_ITER_LIMIT,
+                                  N_THREADS, POSITIVE_TOL, RANDOM_STATE, Interval, Options,
+                                  as_float_matrix, check_binary, check_missing,
+                                  check_random_state, check_sparse)
 from mfengine.sbn._hyper import check_flag, check_int
 from mfengine.sbn._solve import (
     DAG_METHODS,
@@ -174,7 +180,7 @@ def _check_sparse_weights(W, h, activation, names, copy):
         raise ValueError(f"{name_W} must be a square (n_units, n_units) matrix, got shape {W.shape}")
     if W.dtype.kind not in "biuf":
         raise TypeError(f"{name_W} must be numeric, got dtype {W.dtype}")
-    W = W.tocsr().astype(np.float64, copy=copy)
+    W = check_sparse(W, name_W).astype(np.float64, copy=copy)
     W.sum_duplicates()
     W.sort_indices()
     if not np.all(np.isfinite(W.data)):
@@ -277,10 +283,31 @@ def _draw_uniforms(rng, shape, n_samples):
 _COPIED = (("W_", "W"), ("h_", "h"), ("visible_", "visible"))
 
 
+_COMMON_CONSTRAINTS = {
+    "W": [ARRAY_LIKE],
+    "h": [ARRAY_LIKE],
+    "visible": [ARRAY_LIKE],
+    "activation": [Options(*ACTIVATIONS)],
+    "method": [Options(*DAG_METHODS)],
+    "infer_tol": [POSITIVE_TOL],
+    "infer_max_iter": [Interval(numbers.Integral, 1, 2**31 - 1)],
+    "n_threads": [N_THREADS],
+    "progress": [BOOLEAN],
+}
+
+
 class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
     """What BeliefNet and BeliefNetBatch share: parameters checked before every use."""
 
     _batch = False
+    _saved_state = {"W_": "weights", "h_": "array", "visible_": "array", "activation_": "name",
+                    "history_": "vector", "n_iter_": "count", "n_features_in_": "count",
+                    "_copies": "names", "_edges_saved": "sparse"}
+
+    def _check_fitted(self):
+        """``mf.load``: the parameters as the first call would check them, on a shallow copy
+        (a loaded net copies ``W``, ``h``, ``visible`` at its first call, as the saved one)."""
+        copy.copy(self)._params()
 
     def _params(self):
         """Check (and on first use copy) the parameters; returns self.
@@ -733,6 +760,17 @@ class BeliefNet(_DagModel):
     >>> bool(np.all(net.score_samples(X) <= net.exact_log_likelihood(X) + 1e-9))
     True
     """
+
+    _parameter_constraints = {
+        **_COMMON_CONSTRAINTS,
+        "learning_rate": [LEARNING_RATE],
+        "max_iter": [Interval(numbers.Integral, 1, MAX_ITER_LIMIT)],
+        "batch_size": [Interval(numbers.Integral, 1, 2**31 - 1)],
+        "tol": [None, POSITIVE_TOL],
+        "warm_start": [BOOLEAN],
+        "random_state": [RANDOM_STATE],
+        "callback": [None, CALLABLE],
+    }
 
     def __init__(self, W, h, visible, activation="sigmoid", *, method="sjj", learning_rate=None,
                  max_iter=10, batch_size=100, tol=None, warm_start=False, infer_tol=1e-6,
@@ -1194,6 +1232,7 @@ class BeliefNetBatch(_DagModel):
     """
 
     _batch = True
+    _parameter_constraints = _COMMON_CONSTRAINTS
 
     def __init__(self, W, h, visible, activation="sigmoid", *, method="sjj", infer_tol=1e-6,
                  infer_max_iter=200, n_threads=None, progress=True):

@@ -13,6 +13,16 @@ from sklearn.base import BaseEstimator, DensityMixin
 
 from mfengine._base import PersistMixin, warn_unconverged
 from mfengine._validation import (
+    BOOLEAN,
+    CALLABLE,
+    LAYER_SIZES,
+    LEARNING_RATE,
+    MAX_ITER_LIMIT,
+    N_THREADS,
+    POSITIVE_TOL,
+    RANDOM_STATE,
+    Interval,
+    Options,
     as_float_matrix,
     check_binary,
     check_missing,
@@ -137,6 +147,27 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
     True
     """
 
+    _parameter_constraints = {
+        "sizes": [LAYER_SIZES],
+        "weight_scale": [Interval(numbers.Real, 0, None)],
+        "method": [Options(*METHODS)],
+        "learning_rate": [LEARNING_RATE],
+        "max_iter": [Interval(numbers.Integral, 1, MAX_ITER_LIMIT)],
+        "batch_size": [Interval(numbers.Integral, 1, 2**31 - 1)],
+        "tol": [None, POSITIVE_TOL],
+        "init_visible_biases": [BOOLEAN],
+        "warm_start": [BOOLEAN],
+        "infer_tol": [POSITIVE_TOL],
+        "infer_max_iter": [Interval(numbers.Integral, 1, 2**31 - 1)],
+        "n_threads": [N_THREADS],
+        "random_state": [RANDOM_STATE],
+        "progress": [BOOLEAN],
+        "callback": [None, CALLABLE],
+    }
+    _saved_state = {"weights_": "arrays", "biases_": "arrays", "n_features_in_": "count",
+                    "history_": "vector", "n_iter_": "count"}
+    _saved_together = (("weights_", "biases_"),)
+
     def __init__(self, sizes, *, weight_scale=1.0, method="gaussian", learning_rate=None,
                  max_iter=8, batch_size=1, tol=None, init_visible_biases=True, warm_start=False,
                  infer_tol=1e-6, infer_max_iter=200, n_threads=None, random_state=None,
@@ -216,6 +247,11 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
 
     def __sklearn_is_fitted__(self):
         return "weights_" in vars(self)
+
+    def _check_fitted(self):
+        """``mf.load``: the loaded weights and biases agree with each other and with sizes."""
+        if "weights_" in vars(self):
+            self._check_params()
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
