@@ -11,7 +11,10 @@ enumeration, save/load, the kernels' own entry points), then the fuzz suite's ho
 (tests/fuzz/cases.py, drawn with a fixed seed: NaN/inf/huge values, wrong shapes and dtypes,
 parameters and hyperparameters assigned after construction), each run in-process and its
 exception caught.  Valgrind writes an XML report; this script keeps only the errors whose
-stack passes through one of mfengine's compiled modules (``mfengine/**/*.so``) -- invalid
+stack passes through one of mfengine's compiled modules (``mfengine/**/*.so``), or through
+scipy.sparse's compiled routines that are handed what mfengine checked (the sparse structures
+of model files -- the ``load`` family's damaged and crafted files of every model -- and of
+user weights) -- invalid
 reads and writes, invalid frees, uses of uninitialised values, and definite leaks whose
 allocation came from mfengine -- and counts the rest (CPython's, numpy's, OpenMP's, the
 dynamic loader's) as noise without judging it.
@@ -165,8 +168,11 @@ def _frames(err):
 
 
 def _is_mfengine(frame):
+    """A frame of mfengine's compiled code, or of scipy.sparse's (whose inputs mfengine checks
+    before it hands them over: a model file's sparse structure, a user's sparse weights)."""
     obj = frame["obj"]
-    return ("/mfengine/" in obj and obj.endswith(".so")) or "/csrc/" in frame["dir"] + "/"
+    return (("/mfengine/" in obj and obj.endswith(".so")) or "/csrc/" in frame["dir"] + "/"
+            or ("/scipy/sparse/" in obj and "sparsetools" in obj))
 
 
 def parse(xml_path):

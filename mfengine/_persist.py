@@ -133,10 +133,14 @@ def save(model, path):
     ------
     TypeError
         If ``path`` is neither a str nor a path-like object.
+    ValueError
+        If the model's parameters or fitted attributes are not valid (``load`` would refuse
+        the file): the message names the attribute.
     """
     from mfengine import __version__
 
     path = _check_path(path, "save")
+    model._check_loaded()       # a file load would refuse is never written
     name = type(model).__name__
     arrays = {}
     header = {
@@ -207,6 +211,19 @@ def _read_entry(archive, info, file_size):
     return arr.reshape(shape, order="F" if fortran else "C").copy()
 
 
+def _read_header(text):
+    """The JSON record of the ``_header`` entry."""
+    if text.dtype.kind != "U" or text.shape != ():
+        raise _Refused("entry _header is not a text record")
+    try:
+        header = json.loads(str(text))
+    except (ValueError, RecursionError) as exc:
+        raise _Refused(f"entry _header is not a JSON record ({exc})") from None
+    if not isinstance(header, dict):
+        raise _Refused("entry _header is not a record")
+    return header
+
+
 def _read_archive(path):
     """``(header, arrays)``: the decoded JSON header and the named arrays of a model file."""
     try:
@@ -231,29 +248,27 @@ def _read_archive(path):
             raise _Refused("the archive holds two entries of the same name")
         if "_header.npy" not in names:
             raise _Refused("not an mfengine model file (no _header entry)")
+        by_name = {i.filename[:-4]: i for i in infos}
         try:
-            raw = {i.filename[:-4]: _read_entry(archive, i, file_size) for i in infos}
+            header = _read_header(_read_entry(archive, by_name.pop("_header"), file_size))
+            keys = (_read_entry(archive, by_name.pop("_keys"), file_size) if "_keys" in by_name
+                    else np.array([], dtype="U1"))
+            n = len(by_name)
+            if keys.shape != (n,) or (n and keys.dtype.kind != "U"):   # (none: any dtype)
+                raise _Refused(f"entry _keys must list the names of the {n} arrays a0..a{n - 1}")
+            if set(by_name) != {f"a{k}" for k in range(n)}:
+                raise _Refused(f"the arrays must be a0..a{n - 1}")
+            keys = [str(k) for k in keys]
+            if len(set(keys)) != n or any(len(k) > _MAX_STRING for k in keys):
+                raise _Refused("entry _keys names an array twice")
+            arrays = {}
+            for k, key in enumerate(keys):
+                try:
+                    arrays[key] = _read_entry(archive, by_name[f"a{k}"], file_size)
+                except _Refused as exc:      # name the array by what it holds
+                    raise _Refused(str(exc).replace(f"entry a{k} ", f"entry {key} (a{k}) ", 1)) from None
         except (zipfile.BadZipFile, EOFError, OSError) as exc:
             raise _Refused(f"the archive is damaged ({exc})") from None
-    text = raw.pop("_header")
-    if text.dtype.kind != "U" or text.shape != ():
-        raise _Refused("entry _header is not a text record")
-    try:
-        header = json.loads(str(text))
-    except (ValueError, RecursionError) as exc:
-        raise _Refused(f"entry _header is not a JSON record ({exc})") from None
-    if not isinstance(header, dict):
-        raise _Refused("entry _header is not a record")
-    keys = raw.pop("_keys", np.array([], dtype="U1"))
-    n = len(raw)
-    if keys.shape != (n,) or (n and keys.dtype.kind != "U"):   # (an empty list: any dtype)
-        raise _Refused(f"entry _keys must list the names of the {n} arrays a0..a{n - 1}")
-    if set(raw) != {f"a{k}" for k in range(n)}:
-        raise _Refused(f"the arrays must be a0..a{n - 1}")
-    keys = [str(k) for k in keys]
-    if len(set(keys)) != n or any(len(k) > _MAX_STRING for k in keys):
-        raise _Refused("entry _keys names an array twice")
-    arrays = {k: raw[f"a{i}"] for i, k in enumerate(keys)}
     for key, arr in arrays.items():     # NaN is never a valid value of a model: the file is damaged
         if arr.dtype.kind == "f" and np.isnan(arr).any():
             raise _Refused(f"entry {key} holds NaN")
@@ -359,14 +374,23 @@ def _is_sparse(v):
     return type(v).__module__.startswith("scipy.sparse")
 
 
+def _is_numeric(v, depth=0):
+    """A numeric array, or (as a user may have assigned one) a nested list of numbers."""
+    if _is_array(v):
+        return True
+    if isinstance(v, (list, tuple)) and depth < 3:
+        return all(isinstance(x, (int, float)) or _is_numeric(x, depth + 1) for x in v)
+    return False
+
+
 _KINDS = {
-    "array": (lambda v: _is_array(v), "a numeric array"),
+    "array": (_is_numeric, "a numeric array"),
     "labels": (lambda v: _is_array(v, "biufU", 1), "a 1-D array of labels"),
     "vector": (lambda v: _is_array(v, "f", 1), "a 1-D float array"),
-    "arrays": (lambda v: isinstance(v, list) and all(_is_array(a) for a in v),
+    "arrays": (lambda v: isinstance(v, (list, tuple)) and all(_is_numeric(a) for a in v),
                "a list of numeric arrays"),
-    "nested arrays": (lambda v: isinstance(v, list) and all(
-        isinstance(a, list) and all(_is_array(b) for b in a) for a in v),
+    "nested arrays": (lambda v: isinstance(v, (list, tuple)) and all(
+        isinstance(a, (list, tuple)) and all(_is_numeric(b) for b in a) for a in v),
         "a list of lists of numeric arrays"),
     "vectors": (lambda v: isinstance(v, list) and all(_is_array(a, "f", 1) for a in v),
                 "a list of 1-D float arrays"),

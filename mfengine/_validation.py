@@ -179,7 +179,7 @@ def sizes_from_biases(biases):
     """The checked layer sizes of a net given as one 1-D bias vector per layer."""
     sizes = []
     for l, b in enumerate(biases):
-        b = np.asarray(b)
+        b = as_array(b, f"biases[{l}]")
         if b.ndim != 1 or b.shape[0] < 1:
             raise ValueError(f"biases[{l}] must be 1-D with at least one unit, got shape {b.shape}")
         sizes.append(b.shape[0])
@@ -407,3 +407,75 @@ def check_sparse(A, name):
         raise ValueError(f"{name} is a malformed sparse matrix: an index lies outside its "
                          f"shape {shape}")
     return coo.tocsr()
+
+
+class Range:
+    """A pair (low, high) of finite numbers with ``lo < low <= high < hi``."""
+
+    def __init__(self, lo, hi):
+        self.lo, self.hi = lo, hi
+
+    def __call__(self, v):
+        if isinstance(v, (str, bytes, dict)) or not hasattr(v, "__len__") or len(v) != 2:
+            return False
+        a, b = v
+        if not all(isinstance(x, numbers.Real) and not _is_flag(x) for x in (a, b)):
+            return False
+        return bool(np.isfinite(a) and np.isfinite(b) and self.lo < a <= b < self.hi)
+
+    def __str__(self):
+        return f"a pair (low, high) with {self.lo!r} < low <= high < {self.hi!r}"
+
+
+def validate_args(**constraints):
+    """Decorator: check the named arguments of every call of a function against their
+    constraints (the functions' counterpart of ``_parameter_constraints``), before it runs."""
+    import functools
+    import inspect
+
+    def decorate(func):
+        signature = inspect.signature(func)
+
+        @functools.wraps(func)
+        def checked(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            for name, allowed in constraints.items():
+                check_value(bound.arguments[name], name, allowed, func.__name__)
+            return func(*args, **kwargs)
+
+        return checked
+
+    return decorate
+
+
+class allocating:
+    """``with allocating("n_samples=10**12"):`` -- an allocation that fails inside (a
+    MemoryError, or NumPy's "array is too big" / "Maximum allowed dimension" ValueError)
+    becomes a MemoryError that names the argument that asked for it."""
+
+    def __init__(self, what):
+        self.what = what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if kind is None:
+            return False
+        if issubclass(kind, MemoryError) or (issubclass(kind, ValueError) and any(
+                s in str(exc) for s in ("too big", "Maximum allowed", "maximum possible"))):
+            raise MemoryError(f"{self.what}: the arrays asked for do not fit in memory "
+                              f"({exc})") from None
+        return False
+
+
+def as_array(value, name, dtype=None):
+    """``np.asarray(value, dtype)``, with an error that names ``name`` when NumPy cannot make
+    an array of it (a ragged nested list, an object that is no sequence of numbers)."""
+    try:
+        return np.asarray(value, dtype=dtype)
+    except (ValueError, TypeError, OverflowError) as exc:
+        what = ("a ragged nested sequence (its rows differ in length)"
+                if "inhomogeneous" in str(exc) else f"not convertible ({exc})")
+        raise type(exc)(f"{name} is not an array: {what}") from None

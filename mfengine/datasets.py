@@ -9,6 +9,9 @@ import numbers
 
 import numpy as np
 
+from mfengine._validation import (BOOLEAN, MAX_UNITS, RANDOM_STATE, Interval, Range, allocating,
+                                  check_random_state, validate_args)
+
 __all__ = [
     "load_binary_digits",
     "make_bars",
@@ -21,6 +24,9 @@ __all__ = [
 #: Height and width of one image from ``load_binary_digits``.
 DIGITS_SHAPE = (8, 8)
 
+#: How many images a generator may be asked for.
+_COUNT = Interval(numbers.Integral, 0, 2**40)
+
 
 def _require_sklearn():
     try:
@@ -32,6 +38,9 @@ def _require_sklearn():
         ) from exc
 
 
+@validate_args(threshold=[Interval(numbers.Real, 0, 16, closed="right")],
+               test_size=[Interval(numbers.Real, 0, 1, closed="neither")],
+               random_state=[None, Interval(numbers.Integral, 0, 2**32 - 1)])
 def load_binary_digits(threshold=8, test_size=0.3, random_state=0):
     """Load scikit-learn's 8x8 handwritten digits, thresholded to {0, 1}, with a fixed split.
 
@@ -77,10 +86,6 @@ def load_binary_digits(threshold=8, test_size=0.3, random_state=0):
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    if not (isinstance(threshold, numbers.Real) and 0 < threshold <= 16):
-        raise ValueError(f"threshold must be a number in (0, 16], got {threshold!r}")
-    if not (isinstance(test_size, numbers.Real) and 0.0 < test_size < 1.0):
-        raise ValueError(f"test_size must be a fraction in (0, 1), got {test_size!r}")
     digits = load_digits()
     X = (digits.data >= threshold).astype(np.float64)
     y = digits.target.astype(np.int64)
@@ -95,6 +100,8 @@ def load_binary_digits(threshold=8, test_size=0.3, random_state=0):
     )
 
 
+@validate_args(n=[_COUNT], size=[Interval(numbers.Integral, 1, 2**15)],
+               p_bar=[Interval(numbers.Real, 0, 1)], random_state=[RANDOM_STATE])
 def make_bars(n, size=4, p_bar=0.5, random_state=None):
     """Draw binary bars (Bhattacharyya & Keerthi, section 6).
 
@@ -132,28 +139,16 @@ def make_bars(n, size=4, p_bar=0.5, random_state=None):
     >>> make_bars(2, size=3, random_state=0).shape
     (2, 9)
     """
-    from mfengine._validation import check_random_state
-
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
-        raise ValueError(f"n must be a non-negative integer, got {n!r}")
-    if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
-        raise ValueError(f"size must be a positive integer, got {size!r}")
-    if not (isinstance(p_bar, numbers.Real) and 0.0 <= p_bar <= 1.0):
-        raise ValueError(f"p_bar must be a probability in [0, 1], got {p_bar!r}")
     rng = check_random_state(random_state)
-    on = rng.random((n, size)) < p_bar
-    vertical = rng.random(n) < 0.5
-    img = np.where(vertical[:, None, None], on[:, None, :], on[:, :, None])
-    img = np.broadcast_to(img, (n, size, size))
-    return np.ascontiguousarray(img.reshape(n, size * size), dtype=np.float64)
+    with allocating(f"n={n}, size={size}"):
+        on = rng.random((n, size)) < p_bar
+        vertical = rng.random(n) < 0.5
+        img = np.where(vertical[:, None, None], on[:, None, :], on[:, :, None])
+        img = np.broadcast_to(img, (n, size, size))
+        return np.ascontiguousarray(img.reshape(n, size * size), dtype=np.float64)
 
 
-def _check_n(n):
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
-        raise ValueError(f"n must be a non-negative integer, got {n!r}")
-    return int(n)
-
-
+@validate_args(n=[_COUNT], noisy=[BOOLEAN], random_state=[RANDOM_STATE])
 def make_continuous_bars(n, noisy=False, random_state=None):
     """Draw continuous bars (Frey & Hinton 1999, section 3.1; Hinton & Ghahramani 1997).
 
@@ -190,21 +185,24 @@ def make_continuous_bars(n, noisy=False, random_state=None):
     >>> make_continuous_bars(5, random_state=0).shape
     (5, 36)
     """
-    from mfengine._validation import check_random_state
-
-    n = _check_n(n)
     rng = check_random_state(random_state)
     size = 6
-    vertical = rng.random(n) < 0.5
-    on = rng.random((n, size)) < 0.3
-    level = np.where(on, rng.uniform(0.0, 5.0, (n, size)), 0.0)
-    img = np.where(vertical[:, None, None], level[:, None, :], level[:, :, None])
-    img = np.broadcast_to(img, (n, size, size)).reshape(n, size * size).astype(np.float64)
-    if noisy:
-        img = img + rng.standard_normal(img.shape)
-    return np.ascontiguousarray(img)
+    with allocating(f"n={n}"):
+        vertical = rng.random(n) < 0.5
+        on = rng.random((n, size)) < 0.3
+        level = np.where(on, rng.uniform(0.0, 5.0, (n, size)), 0.0)
+        img = np.where(vertical[:, None, None], level[:, None, :], level[:, :, None])
+        img = np.broadcast_to(img, (n, size, size)).reshape(n, size * size).astype(np.float64)
+        if noisy:
+            img = img + rng.standard_normal(img.shape)
+        return np.ascontiguousarray(img)
 
 
+@validate_args(n=[_COUNT], noisy=[BOOLEAN], random_state=[RANDOM_STATE],
+               n_dots=[Interval(numbers.Integral, 1, 2**20)],
+               n_pixels=[Interval(numbers.Integral, 1, 2**20)],
+               blur=[Interval(numbers.Real, 0, None, closed="neither")],
+               shift=[Interval(numbers.Real, 0, None, closed="neither")])
 def make_stereo(n, noisy=False, random_state=None, n_dots=4, n_pixels=12, blur=1.0, shift=1.0):
     """Draw continuous stereo pairs (Frey & Hinton 1999, sec. 3.2; after Becker & Hinton 1992).
 
@@ -256,19 +254,9 @@ def make_stereo(n, noisy=False, random_state=None, n_dots=4, n_pixels=12, blur=1
     """
     from scipy.special import ndtr
 
-    from mfengine._validation import check_random_state
-
-    n = _check_n(n)
-    for name, value in (("n_dots", n_dots), ("n_pixels", n_pixels)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    for name, value in (("blur", blur), ("shift", shift)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
-            np.isfinite(value) and value > 0
-        ):
-            raise ValueError(f"{name} must be a finite positive number, got {value!r}")
     rng = check_random_state(random_state)
-    centres = rng.uniform(0.0, n_pixels, (n, n_dots))
+    with allocating(f"n={n}, n_dots={n_dots}"):
+        centres = rng.uniform(0.0, n_pixels, (n, n_dots))
     bright = rng.uniform(0.0, 5.0, (n, n_dots))
     direction = np.where(rng.random(n) < 0.5, -1.0, 1.0)
     edges = np.arange(n_pixels + 1, dtype=np.float64)
@@ -278,12 +266,19 @@ def make_stereo(n, noisy=False, random_state=None, n_dots=4, n_pixels=12, blur=1
         cdf = ndtr((edges[None, None, :] - c[:, :, None]) / blur)      # (n, dots, pixels + 1)
         return np.einsum("nd,ndp->np", scale, np.diff(cdf, axis=2))
 
-    img = np.concatenate([render(centres), render(centres + shift * direction[:, None])], axis=1)
-    if noisy:
-        img = img + rng.standard_normal(img.shape)
-    return np.ascontiguousarray(img, dtype=np.float64)
+    with allocating(f"n={n}, n_dots={n_dots}, n_pixels={n_pixels}"):
+        img = np.concatenate([render(centres), render(centres + shift * direction[:, None])],
+                             axis=1)
+        if noisy:
+            img = img + rng.standard_normal(img.shape)
+        return np.ascontiguousarray(img, dtype=np.float64)
 
 
+@validate_args(n_diseases=[Interval(numbers.Integral, 1, MAX_UNITS)],
+               n_findings=[Interval(numbers.Integral, 1, MAX_UNITS)],
+               parents_per_finding=[Interval(numbers.Integral, 1, MAX_UNITS)],
+               prior=[Range(0, 1)], link=[Range(0, 1)], leak=[Range(0, np.inf)],
+               random_state=[RANDOM_STATE])
 def make_diagnosis_net(n_diseases=600, n_findings=4000, parents_per_finding=10, prior=(0.001, 0.02),
                        link=(0.05, 0.95), leak=(0.005, 0.01), random_state=None):
     """A diagnosis-style bipartite noisy-OR net, the shape of QMR-DT.
@@ -323,24 +318,16 @@ def make_diagnosis_net(n_diseases=600, n_findings=4000, parents_per_finding=10, 
     """
     import scipy.sparse
 
-    from mfengine._validation import check_random_state
     from mfengine.sbn import BeliefNet
 
-    for name, v, low in (("n_diseases", n_diseases, 1), ("n_findings", n_findings, 1),
-                         ("parents_per_finding", parents_per_finding, 1)):
-        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or not low <= v <= 2**31 - 1:
-            raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
     if parents_per_finding > n_diseases:
         raise ValueError(f"parents_per_finding={parents_per_finding} is more than the "
                          f"{n_diseases} diseases")
-    for name, (a, b), hi in (("prior", prior, 1.0), ("link", link, 1.0), ("leak", leak, np.inf)):
-        if not (0 < a <= b < hi):
-            raise ValueError(f"{name} must be a range (low, high) with 0 < low <= high < {hi}, "
-                             f"got {(a, b)!r}")
     rng = check_random_state(random_state)
     n = n_diseases + n_findings
     # each finding's parents: the first k of a random permutation, drawn in one sort
-    keys = rng.random((n_findings, n_diseases))
+    with allocating(f"n_findings={n_findings}, n_diseases={n_diseases}"):
+        keys = rng.random((n_findings, n_diseases))
     parents = np.argpartition(keys, parents_per_finding - 1, axis=1)[:, :parents_per_finding]
     rows = np.repeat(np.arange(n_diseases, n), parents_per_finding)
     w = -np.log1p(-rng.uniform(link[0], link[1], rows.size))

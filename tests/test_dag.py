@@ -516,7 +516,7 @@ def test_each_copy_is_tracked_alone_and_a_loaded_net_is_the_saved_one(tmp_path):
 
 def test_save_between_calls_and_refused_calls_keep_the_rule(tmp_path):
     """save right after set_params(W=...) (before any call), load -> save -> load, a refused
-    call (nothing changes), a save of an unusable W_ (refused by load), an in-place edit
+    call (nothing changes), a save of an unusable W_ (refused), an in-place edit
     blamed on W_, and a deleted visible_: the loaded net is the saved one and errors name what
     is at fault."""
     W = np.array([[0, 0, 0, 0], [.5, 0, 0, 0], [.5, .5, 0, 0], [0, .4, .3, 0]])
@@ -559,7 +559,7 @@ def test_save_between_calls_and_refused_calls_keep_the_rule(tmp_path):
     n = mf.BeliefNet(W, h, vis)
     n.score_samples(X)
     n.W_ = None
-    with pytest.raises(ValueError, match="W_"):     # saved as it is; refused by load, by name
+    with pytest.raises(ValueError, match="W_"):     # refused by save (load would), by name
         reloaded(n)
     n = mf.BeliefNet(W, h, vis)
     n.score_samples(X)

@@ -74,6 +74,8 @@ ENTRIES = {
     "kernels": {"sjj.solve", "sjj.evaluate", "plefka.solve", "plefka.objective",
                 "plefka.gradient"},
     "load": {"mf.load"},
+    "datasets": {"make_diagnosis_net", "make_bars", "make_continuous_bars", "make_stereo",
+                 "load_binary_digits"},
 }
 
 

@@ -25,7 +25,7 @@ from sklearn.exceptions import NotFittedError
 from mfengine._base import InferenceResult, PersistMixin, user_stacklevel, warn_unconverged
 from mfengine._base import ConvergenceWarning
 from mfengine._progress import progress_bar
-from mfengine._validation import (BOOLEAN, N_THREADS, RANDOM_STATE, Interval, Options, Satisfies,
+from mfengine._validation import (BOOLEAN, as_array, N_THREADS, RANDOM_STATE, Interval, Options, Satisfies,
                                   as_float_matrix, check_random_state)
 from mfengine.hmm._checks import INT64_MAX, check_int, check_lengths, check_real, n_threads_for
 
@@ -403,7 +403,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
         if self.n_features is not None:
             return int(self.n_features)
         means = getattr(self, "means_", None)
-        if means is not None and np.ndim(means) == 2:
+        if means is not None and as_array(means, "means_").ndim == 2:
             return int(np.shape(means)[1])
         if X is not None:
             return None     # the data say (and are checked for being 2-D)
@@ -413,7 +413,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
 
     @staticmethod
     def _prob(value, name, shape, rows):
-        A = np.asarray(value)
+        A = as_array(value, name)
         if A.dtype.kind not in "biuf":
             raise TypeError(f"{name} must be numeric, got dtype {A.dtype}")
         A = np.ascontiguousarray(A, dtype=np.float64)
@@ -447,6 +447,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
             raise NotFittedError(
                 f"This {type(self).__name__} has no means_: call fit() or assign means_ "
                 "(an array of shape (n_states, n_features))")
+        means = as_array(means, "means_")
         D = self._n_features()
         if self.n_features is not None and np.ndim(means) == 2 and np.shape(means)[1] != D:
             raise ValueError(
@@ -457,7 +458,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
         for name, present in (("means_", True), ("right_means_", self._right),
                               ("left_means_", self._left)):
             M = getattr(self, name, None)
-            M = np.zeros((n, D)) if M is None else np.asarray(M)
+            M = np.zeros((n, D)) if M is None else as_array(M, name)
             if M.dtype.kind not in "biuf":
                 raise TypeError(f"{name} must be numeric, got dtype {M.dtype}")
             M = np.ascontiguousarray(M, dtype=np.float64)

@@ -37,6 +37,7 @@ from mfengine._validation import (
     RANDOM_STATE,
     Interval,
     Satisfies,
+    as_array,
     check_random_state,
     check_sizes,
     effective_n_threads,
@@ -270,7 +271,7 @@ class _Network:
             raise ValueError(f"biases_ must hold one vector per layer (at least two), got {len(biases)}")
         B = []
         for l, b in enumerate(biases):
-            b = np.asarray(b) if not isinstance(b, np.ndarray) else b
+            b = as_array(b, f"biases_[{l}]") if not isinstance(b, np.ndarray) else b
             if getattr(b, "ndim", None) != 1:
                 raise ValueError(f"biases_[{l}] must be 1-D, got shape {np.shape(b)}")
             B.append(_param_array(b, f"biases_[{l}]", None))

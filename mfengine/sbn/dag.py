@@ -17,7 +17,7 @@ from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, DensityMixin
 
 from mfengine._base import PersistMixin
-from mfengine._validation import (ARRAY_LIKE, BOOLEAN, CALLABLE, LEARNING_RATE, MAX_ITER_LIMIT,
+from mfengine._validation import (ARRAY_LIKE, as_array, BOOLEAN, CALLABLE, LEARNING_RATE, MAX_ITER_LIMIT,
                                   N_THREADS, POSITIVE_TOL, RANDOM_STATE, Interval, Options,
                                   as_float_matrix, check_binary, check_missing,
                                   check_random_state, check_sparse)
@@ -92,12 +92,12 @@ def _is_sparse_batch(W):
     return isinstance(W, (list, tuple)) and len(W) > 0 and any(_is_sparse(w) for w in W)
 
 
-def _w_shape(W):
+def _w_shape(W, name="W_"):
     """The shape of W: (n_units, n_units), (n_nets, n_units, n_units), or that of a sparse
     batch (a list of CSR matrices)."""
     if _is_sparse_batch(W):
-        return (len(W),) + tuple(getattr(W[0], "shape", np.shape(W[0])))
-    return tuple(W.shape) if _is_sparse(W) else np.shape(W)
+        return (len(W),) + tuple(getattr(W[0], "shape", None) or as_array(W[0], name).shape)
+    return tuple(W.shape) if _is_sparse(W) else as_array(W, name).shape
 
 
 def _edges(W, batch):
@@ -135,8 +135,8 @@ def _check_weights(W, h, activation, batch, names=("W", "h"), copy=False):
         raise TypeError(f"{name_W}: a batch's weights are (n_nets, n_units, n_units); give sparse "
                         f"ones as a list of n_nets scipy.sparse matrices, got one {W.shape} matrix")
     if copy:
-        W, h = np.array(W), np.array(h)
-    W = np.asarray(W)
+        W, h = np.array(as_array(W, name_W)), np.array(as_array(h, name_h))
+    W = as_array(W, name_W)
     if W.dtype.kind not in "biuf":
         raise TypeError(f"{name_W} must be numeric, got dtype {W.dtype}")
     nd = 3 if batch else 2
@@ -155,7 +155,7 @@ def _check_weights(W, h, activation, batch, names=("W", "h"), copy=False):
             f"{name_W} must be strictly lower triangular (units in topological order): "
             f"{name_W}{list(idx)} = {W[idx]!r} is a weight from unit {idx[-1]} to unit {idx[-2]} "
             "with j >= i")
-    h = np.asarray(h)
+    h = as_array(h, name_h)
     if h.dtype.kind not in "biuf":
         raise TypeError(f"{name_h} must be numeric, got dtype {h.dtype}")
     want = W.shape[:-1]
@@ -195,7 +195,7 @@ def _check_sparse_weights(W, h, activation, names, copy):
             f"{name_W}[{i}, {j}] = {coo.data[k]!r} is a weight from unit {j} to unit {i} with "
             "j >= i")
     n = W.shape[0]
-    h = np.asarray(h)
+    h = as_array(h, name_h)
     if h.dtype.kind not in "biuf":
         raise TypeError(f"{name_h} must be numeric, got dtype {h.dtype}")
     if h.shape != (n,):
@@ -219,7 +219,7 @@ def _check_sparse_batch(W, h, activation, names, copy):
     import scipy.sparse
 
     name_W, name_h = names
-    h = np.asarray(h)
+    h = as_array(h, name_h)
     if h.dtype.kind not in "biuf":
         raise TypeError(f"{name_h} must be numeric, got dtype {h.dtype}")
     if h.ndim != 2 or h.shape[0] != len(W):
@@ -228,7 +228,7 @@ def _check_sparse_batch(W, h, activation, names, copy):
     out, hs = [], []
     for k, Wk in enumerate(W):
         if not _is_sparse(Wk):
-            A = np.asarray(Wk)
+            A = as_array(Wk, f"{name_W}[{k}]")
             if A.dtype.kind not in "biuf" or A.ndim != 2:
                 raise TypeError(f"{name_W}[{k}] must be a scipy.sparse matrix or a 2-D numeric "
                                 f"array, got {type(Wk).__name__}")
@@ -245,7 +245,7 @@ def _check_sparse_batch(W, h, activation, names, copy):
 
 def _check_visible(visible, n):
     """The boolean mask of the visible units, from a mask or increasing unit indices."""
-    vis = np.asarray(visible)
+    vis = as_array(visible, "visible")
     if vis.dtype == np.bool_:
         if vis.shape != (n,):
             raise ValueError(f"visible as a mask must have shape ({n},), got {vis.shape}")
@@ -354,7 +354,7 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
                 _check_weights(self.W, self.h, activation, self._batch)
             raise
         n = _w_shape(W)[-1]
-        vis = np.asarray(cur["visible_"])
+        vis = as_array(cur["visible_"], "visible_")
         if vis.dtype != np.bool_ or vis.shape != (n,) or not vis.any():
             raise ValueError(f"visible_ must be a boolean mask of shape ({n},) with a visible unit")
         if structure is None or structure.n_units != n:   # (a loaded net's: _after_load)
@@ -1309,7 +1309,7 @@ class BeliefNetBatch(_DagModel):
         """X as C-contiguous float64 of shape (n_nets, n_visible) or (n_nets, m, n_visible),
         binary outside the missing entries, and the missing mask as bool of X's shape (one of
         shape (n_visible,) applies to every pattern), or None."""
-        V = np.asarray(X)
+        V = as_array(X, "X")
         if V.dtype.kind not in "biuf":
             raise TypeError(f"X must be numeric, got dtype {V.dtype}")
         n_nets, n_visible = _w_shape(self.W_)[0], int(self.visible_.sum())
@@ -1351,7 +1351,7 @@ class BeliefNetBatch(_DagModel):
         """
         self._params()
         try:
-            S = np.asarray(S, dtype=np.float64)
+            S = as_array(S, "S", np.float64)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"S must be an array of 0/1 states: {exc}") from exc
         n_nets, n_units = _w_shape(self.W_)[0], _w_shape(self.W_)[-1]

@@ -13,6 +13,7 @@ from sklearn.base import BaseEstimator, DensityMixin
 
 from mfengine._base import PersistMixin, warn_unconverged
 from mfengine._validation import (
+    as_array,
     BOOLEAN,
     CALLABLE,
     LAYER_SIZES,
@@ -43,6 +44,7 @@ from mfengine.sbn._solve import (
     run_dag,
     run_gaussian,
 )
+from mfengine.sbn._result import BeliefNetResult
 from mfengine.sbn._structure import DagStructure, _is_sparse
 
 __all__ = ["SigmoidBeliefNet", "MAX_ENUMERATED_HIDDEN"]
@@ -219,10 +221,12 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         sizes = sizes_from_biases(biases)
         params.setdefault("warm_start", True)
         net = cls(list(sizes), **params)
-        net.weights_ = [np.array(w, dtype=np.float64, order="C") if np.asarray(w).dtype.kind in "biuf"
-                        else np.asarray(w) for w in weights]
-        net.biases_ = [np.array(b, dtype=np.float64) if np.asarray(b).dtype.kind in "biuf"
-                       else np.asarray(b) for b in biases]
+        weights = [as_array(w, f"weights[{l}]") for l, w in enumerate(weights)]
+        biases = [as_array(b, f"biases[{l}]") for l, b in enumerate(biases)]
+        net.weights_ = [np.array(w, dtype=np.float64, order="C") if w.dtype.kind in "biuf"
+                        else w for w in weights]
+        net.biases_ = [np.array(b, dtype=np.float64) if b.dtype.kind in "biuf"
+                       else b for b in biases]
         net._check_params()
         return net
 
@@ -414,7 +418,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             )
         for name, arrays, ndim in (("biases_", self.biases_, 1), ("weights_", self.weights_, 2)):
             for l, a in enumerate(arrays):
-                arr = np.asarray(a)
+                arr = as_array(a, f"{name}[{l}]")
                 if arr.dtype.kind not in "biuf":
                     raise TypeError(f"{name}[{l}] must be numeric, got dtype {arr.dtype}")
                 if arr.ndim != ndim:
@@ -998,6 +1002,12 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         if result is None:
             infer_kwargs.setdefault("method", "gaussian")
             result = self.infer(V, missing=missing, **infer_kwargs)
+        if not isinstance(result, BeliefNetResult):
+            raise TypeError(f"result must be the BeliefNetResult of infer(X, method='gaussian'), "
+                            f"got {type(result).__name__}")
+        if result.method != "gaussian" or result.xi is None:
+            raise ValueError(f"result must be the 'gaussian' solution of X (the gradient is that "
+                             f"of the Gaussian-approximated bound), got a {result.method!r} result")
         mu, xi = self._check_solution(result.mu, result.xi, V.shape[0], "result.")
         return self._gradient_from_solution(V, miss, mu, xi)
 

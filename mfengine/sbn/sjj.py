@@ -25,7 +25,7 @@ import numbers
 import numpy as np
 from scipy.special import expit
 
-from mfengine._validation import check_binary, effective_n_threads
+from mfengine._validation import as_array, check_binary, effective_n_threads
 from mfengine.sbn._structure import DagStructure
 
 __all__ = ["solve", "evaluate", "gradient"]
@@ -88,7 +88,7 @@ def as_matrix(X, name, n_cols=None, allow_nan=False):
     """
     if isinstance(X, np.ndarray) and X.dtype == object:
         raise TypeError(f"{name} has dtype object; pass a numeric array")
-    arr = np.asarray(X)
+    arr = as_array(X, name)
     if arr.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be numeric, got dtype {arr.dtype}")
     if arr.ndim != 2:
@@ -245,7 +245,7 @@ def check_nets(structure, w, h, net_of, clamp, activation):
     if h.shape[0] != w.shape[0]:
         raise ValueError(f"w and h must describe the same number of nets, got {w.shape[0]} and "
                          f"{h.shape[0]}")
-    net_of = np.asarray(net_of)
+    net_of = as_array(net_of, "net_of")
     if net_of.ndim != 1 or (net_of.size and net_of.dtype.kind not in "iu"):
         raise TypeError(f"net_of must be a 1-D integer array, got dtype {net_of.dtype} and "
                         f"shape {net_of.shape}")

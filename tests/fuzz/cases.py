@@ -78,7 +78,7 @@ def _shape(s):
 # ------------------------------------------------------------------------------ edits
 ARRAY_EDITS = ("fill", "elem", "scale", "wider", "narrower", "empty_rows", "transpose",
                "add_dim", "ravel", "scalar", "dtype", "fortran", "strided", "readonly",
-               "list", "none", "string", "negative")
+               "list", "none", "string", "negative", "ragged")
 #: Edits that leave an array's values as they were (only its layout or container changes).
 LAYOUT_EDITS = ("fortran", "strided", "readonly")
 
@@ -137,6 +137,10 @@ def array_edit(draw, target, shape, name, values=FLOAT_VALUE, edits=ARRAY_EDITS,
         src, label = f"{T} = None", f"{name} = None"
     elif kind == "string":
         src, label = f"{T} = 'abc'", f"{name} = 'abc'"
+    elif kind == "ragged":     # a nested list whose rows differ in length
+        src = (f"_a = np.asarray({T}).tolist()\n_a = _a if isinstance(_a, list) else [_a]\n"
+               f"_a[0] = _a[0] + [0.5] if isinstance(_a[0], list) else [_a[0], _a[0]]\n{T} = _a")
+        label = f"{name} a ragged nested list"
     else:  # negative
         src, label = f"{T} = -np.abs(np.asarray({T}, dtype=float)) - 1.0", f"{name} negative"
     return src, label, valid
@@ -293,6 +297,14 @@ def sbn_case(draw):
             v = draw(ANY_VALUE)
             call = f"out = m.exact_log_likelihood(X, max_hidden={v})"
             label, names = f"max_hidden={v}", ["max_hidden"]
+        elif entry == "gradient":     # a result that is not the "gaussian" solution of X
+            v = draw(st.sampled_from([
+                "m.infer(X, method='plefka12')", "m.infer(X, method='sjj')",
+                "m.infer(X, method='plefka22')", "m.infer(X[:1], method='gaussian')",
+                "m.infer(np.vstack([X, X]), method='gaussian')", "'abc'", "3",
+                "mf.SigmoidBeliefNet([1, 2, 3], random_state=0).infer(np.zeros((1, 3)))"]))
+            call = f"out = m.gradient(X, result={v})"
+            label, names = f"result={v}", ["result"]
     return _case("SigmoidBeliefNet", entry, base, edit, call, check, names, valid, label)
 
 
@@ -940,45 +952,42 @@ def kernel_case(draw):
 
 @st.composite
 def load_case(draw):
-    """``mf.load`` of a model file that was tampered with (a file may come from anywhere)."""
-    model = draw(st.sampled_from([
-        "mf.SigmoidBeliefNet([2, 3], random_state=0, progress=False)",
-        "mf.NLGBN([2, 3], random_state=0, progress=False)",
-        "mf.BeliefNet(np.tril(np.ones((4, 4)), -1), np.zeros(4), [2, 3], progress=False)"]))
-    base = ("import json, os, tempfile\n"
-            f"m = {model}\nX = m.sample(3, random_state=1)\n"
-            "p = m.save(os.path.join(tempfile.mkdtemp(), 'm'))\n"
-            "d = dict(np.load(p))\nheader = json.loads(str(d['_header']))")
-    edit = draw(st.sampled_from([
-        "header['format_version'] = 2**63",
-        "header['format_version'] = 'abc'",
-        "header['format_version'] = None",
-        "del header['params']",
-        "del header['state']",
-        "header['class'] = 'os:system'",
-        "header['class'] = 'mfengine._base:load'",
-        "header['class'] = 'mfengine.sbn.layered:Nothing'",
-        "header['class'] = 'mfengine.nonexistent:X'",
-        "header['params']['sizes'] = [2**62, 3]",
-        "header['params'] = {'bogus': 1}",
-        "header['state'] = {'weights_': {'__array__': 'nope'}}",
-        "d['a0'] = np.full(np.shape(d['a0']), np.nan)",
-        "d['a0'] = np.zeros((7, 7))",
-        "d['a0'] = np.array(['x'])",
-        "d['_keys'] = d['_keys'][:1]",
-        "d['_header'] = np.array('not json')",
-        "d.pop('_header')",
-        "header['state'] = {}",
-    ]))
-    rewrite = ("\nd['_header'] = np.array(json.dumps(header))" if "header[" in edit or
-               "del header" in edit else "")
-    setup = base + "\n" + edit + rewrite + "\nnp.savez(p, **d)"
-    call = "out = mf.load(p).score_samples(X)"
-    # (a net never fitted is saved with its parameters W, h alone: W_, h_ are their copies)
-    names = ["path", "file", "format", "header", "class", "weights_", "biases_", "variances_",
-             "W_", "h_", "W", "h", "sizes", "mfengine model", "format_version"]
-    valid = edit == "header['state'] = {}"      # an unfitted model: parameters drawn anew
-    return _case("load", "mf.load", setup, "", call, "finite", names, valid, edit)
+    """``mf.load`` of a model file of any family that was damaged, replaced or crafted (a file
+    may come from anywhere): one edit of ``model_files`` (truncation, a flipped bit, a
+    foreign file, one stored array replaced by a hostile value, a header key added, removed,
+    renamed or set to a hostile value, the array names dropped, repeated or reordered)."""
+    from fuzz import model_files as mfz
+
+    kind = draw(st.sampled_from(sorted(mfz.MODELS)))
+    what = draw(st.sampled_from(["truncate", "flip", "foreign", "array", "array", "array",
+                                 "header", "header", "keys"]))
+    if what == "truncate":
+        edit = f"mfz.truncate(p, {draw(st.sampled_from([0.0, 0.01, 0.1, 0.3, 0.5, 0.7, 0.9, 0.99]))})"
+    elif what == "flip":
+        edit = (f"mfz.flip_bit(p, {draw(st.floats(0, 1).map(lambda v: round(v, 4)))}, "
+                f"{draw(st.integers(0, 7))})")
+    elif what == "foreign":
+        edit = f"mfz.foreign(p, {draw(st.sampled_from(['npy', 'zip', 'npz', 'pickle', 'random', 'empty', 'compressed', 'extra entry']))!r})"
+    elif what == "array":
+        edit = (f"mfz.replace_array(p, {draw(st.integers(0, 30))}, "
+                f"{draw(st.sampled_from(sorted(mfz.HOSTILE_ARRAYS)))!r})")
+    elif what == "header":
+        op = draw(st.sampled_from(["add", "remove", "rename", "set"]))
+        section = draw(st.sampled_from(["top", "params", "state"]))
+        key = draw(st.one_of(st.integers(0, 30), st.sampled_from(
+            ["score_samples", "__dict__", "__class__", "weights_", "fit", "W_", "_src"])))
+        value = draw(st.sampled_from(sorted(mfz.HOSTILE_JSON)))
+        edit = f"mfz.edit_header(p, {op!r}, {section!r}, {key!r}, {value!r})"
+    else:
+        edit = f"mfz.edit_keys(p, {draw(st.sampled_from(['drop', 'repeat', 'reverse', 'remove', 'remove array']))!r})"
+    setup = f"from fuzz import model_files as mfz\np, X = mfz.fresh_copy({kind!r})"
+    call = f"m = mf.load(p)\nout = mfz.score({kind!r}, m, X)"
+    # a loaded model may still refuse a value at use (a weight too large for one method):
+    # the message then names the parameter
+    names = ["file", "model file", "weights", "weights_", "biases", "biases_", "W_", "h_",
+             "means_", "variances_", "transmat_", "startprob_", "X"]
+    return _case("load", "mf.load", setup, edit, call, "finite", names, False,
+                 f"{kind}: {edit}")
 
 
 def _kernel_finding(entry, call, check, value):
@@ -1023,6 +1032,35 @@ FINDINGS = [
 ]
 
 
+#: Every generator of mf.datasets: its call with valid arguments, and the arguments to edit.
+DATASETS = {
+    "make_diagnosis_net": ("make_diagnosis_net", dict(n_diseases=20, n_findings=30,
+                                                      parents_per_finding=3, random_state=0),
+                           ["prior", "link", "leak"]),
+    "make_bars": ("make_bars", dict(n=5, random_state=0), ["size", "p_bar"]),
+    "make_continuous_bars": ("make_continuous_bars", dict(n=5, random_state=0), ["noisy"]),
+    "make_stereo": ("make_stereo", dict(n=5, random_state=0),
+                    ["noisy", "n_dots", "n_pixels", "blur", "shift"]),
+    "load_binary_digits": ("load_binary_digits", {}, ["threshold", "test_size",
+                                                      "random_state"]),
+}
+
+
+@st.composite
+def datasets_case(draw):
+    """Hostile arguments to the generators and loaders of ``mf.datasets``."""
+    entry = draw(st.sampled_from(sorted(DATASETS)))
+    func, kwargs, extra = DATASETS[entry]
+    arg = draw(st.sampled_from(sorted(set(kwargs) | set(extra))))
+    v = draw(st.one_of(ANY_VALUE, st.sampled_from([
+        "(0.1,)", "(0.5, 0.1)", "('a', 'b')", "(np.nan, 0.5)", "(0.1, 0.2, 0.3)", "'ab'",
+        "(-1, 0.5)", "(0.1, np.inf)", "[0.1, 0.2]"])))
+    args = {k: repr(x) for k, x in kwargs.items()}
+    args[arg] = v
+    call = f"out = mf.datasets.{func}(" + ", ".join(f"{k}={x}" for k, x in args.items()) + ")"
+    return _case("datasets", entry, "", "", call, "any", [arg], False, f"{arg}={v}")
+
+
 FAMILIES = {
     "SigmoidBeliefNet": sbn_case,
     "BeliefNet": dag_case,
@@ -1033,6 +1071,7 @@ FAMILIES = {
     "mf.infer": dispatch_case,
     "kernels": kernel_case,
     "load": load_case,
+    "datasets": datasets_case,
 }
 
 
@@ -1081,6 +1120,8 @@ def _draw(family, n, seed):
 if __name__ == "__main__":
     import json
     import sys
+
+    sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
     n, seed = int(sys.argv[2]), int(sys.argv[3])
     print(json.dumps({fam: _draw(fam, n, seed) for fam in sys.argv[1].split(",")}))

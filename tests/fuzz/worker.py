@@ -31,6 +31,9 @@ import warnings
 
 PRELUDE = "import numpy as np\nimport mfengine as mf\n"
 
+# cases import the suite's own helpers as ``fuzz.<module>`` (tests/ on the path)
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 #: Largest |value| of a bound on ln P(v) of binary data that still counts as <= 0.
 BOUND_SLACK = 1e-9
 
