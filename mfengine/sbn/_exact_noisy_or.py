@@ -577,7 +577,8 @@ def exact_bipartite(h_disease, h_finding, W_fd, evidence, missing=None, *,
     info["n_positive"][:] = pos_all.sum(axis=1)
     info["n_negative"][:] = neg_all.sum(axis=1)
     with np.errstate(divide="ignore"):
-        lp1 = np.log(-np.expm1(-hd))                 # ln P(d_j = 1); -inf at a zero bias
+        p1 = -np.expm1(-hd)
+        lp1 = np.log(p1)                             # ln P(d_j = 1); -inf at a zero bias
     Wt = W.T.tocsr()
     for start in range(0, n_cases, _BLOCK):
         t0 = time.perf_counter()
@@ -586,7 +587,10 @@ def exact_bipartite(h_disease, h_finding, W_fd, evidence, missing=None, *,
         # negative findings: disease j's state-1 weight is multiplied by exp(-s_j)
         s = np.asarray(Wt @ neg.T).T
         l1 = lp1[None, :] - s
-        log_zj = np.logaddexp(-hd[None, :], l1)
+        # ln Z_j = ln(1 - p_j (1 - e^{-s_j})): by log1p where that loses nothing (exactly 0
+        # for a disease with no negative child), else as ln(e^{-h_j} + p_j e^{-s_j})
+        u = p1[None, :] * -np.expm1(-s)
+        log_zj = np.where(u <= 0.5, np.log1p(-np.minimum(u, 0.5)), np.logaddexp(-hd[None, :], l1))
         lq0 = -hd[None, :] - log_zj
         lq1 = l1 - log_zj
         log_p[rows] = -(neg @ hf) + log_zj.sum(axis=1)
