@@ -64,6 +64,10 @@ def _lse(a, axis):
     return np.squeeze(out, axis=axis)
 
 
+# int.bit_count arrived in Python 3.10; the package supports 3.9
+_popcount = getattr(int, "bit_count", None) or (lambda x: bin(x).count("1"))
+
+
 def _bits(mask):
     """The set bits of a Python int, lowest first."""
     out = []
@@ -265,7 +269,7 @@ def _min_fill_order(adj):
     def fill(v):
         nb = adj[v]
         # each missing edge among v's neighbours is counted from both of its ends
-        return (sum((nb & ~adj[u]).bit_count() - 1 for u in _bits(nb)), nb.bit_count(), v)
+        return (sum(_popcount(nb & ~adj[u]) - 1 for u in _bits(nb)), _popcount(nb), v)
 
     score = {v: fill(v) for v in range(m)}
     order, nbrs = [], []
