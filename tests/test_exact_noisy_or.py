@@ -6,7 +6,18 @@ import pytest
 import scipy.sparse
 
 import mfengine as mf
+from mfengine.sbn import _exact_noisy_or
 from mfengine.sbn._exact_noisy_or import bipartite_blocks, exact_bipartite
+
+
+@pytest.fixture(params=["merged", "cliques"])
+def tree(request, monkeypatch):
+    """Run a test with the engine's default tree (small components as one table, small
+    cliques merged) and with the elimination cliques kept apart (only a clique contained in
+    its neighbour merged), so that the message passing between tables is exercised."""
+    if request.param == "cliques":
+        monkeypatch.setattr(_exact_noisy_or, "_MERGE_WIDTH", 0)
+    return request.param
 
 
 # ----------------------------------------------------------------------------- the oracle
@@ -53,7 +64,7 @@ def check_against_enumeration(hd, hf, W, E, **kw):
 
 # ----------------------------------------------------------------------------- random nets
 @pytest.mark.parametrize("seed", range(12))
-def test_random_nets_match_enumeration(seed):
+def test_random_nets_match_enumeration(seed, tree):
     rng = np.random.default_rng(seed)
     nd = int(rng.integers(8, 15))
     nf = int(rng.integers(10, 31))
@@ -64,7 +75,7 @@ def test_random_nets_match_enumeration(seed):
     assert np.all(info["n_negative"] == (E == 0).sum(axis=1))
 
 
-def test_random_nets_cover_every_shape():
+def test_random_nets_cover_every_shape(tree):
     """Across many small random cases the engine meets singletons, private parents, shared
     parents and several components in one case; all agree with enumeration."""
     rng = np.random.default_rng(100)
@@ -180,7 +191,7 @@ def test_every_disease_private():
     np.testing.assert_array_equal(info["width"], 0)
 
 
-def test_one_giant_shared_component():
+def test_one_giant_shared_component(tree):
     """Every finding has every disease as a parent: one component, one table over all of them."""
     rng = np.random.default_rng(9)
     nd, nf = 13, 15
@@ -193,8 +204,9 @@ def test_one_giant_shared_component():
     np.testing.assert_array_equal(info["n_shared"], nd)
 
 
-def test_chain_of_findings_keeps_the_width_small():
-    """Findings f_k with parents {d_k, d_k+1}: a chain, whose tables stay over two diseases."""
+def test_chain_of_findings_keeps_the_width_small(tree):
+    """Findings f_k with parents {d_k, d_k+1}: a chain, whose elimination cliques are over two
+    diseases (by default merged into tables as large as the merging allows)."""
     rng = np.random.default_rng(12)
     nd = 14
     W = np.zeros((nd - 1, nd))
@@ -203,7 +215,11 @@ def test_chain_of_findings_keeps_the_width_small():
     hd = -np.log1p(-rng.uniform(0.05, 0.5, nd))
     hf = rng.uniform(0.005, 0.05, nd - 1)
     _, _, info = check_against_enumeration(hd, hf, W, np.ones((1, nd - 1)))
-    assert info["width"][0] == 2 and info["n_shared"][0] == nd - 2
+    assert info["width"][0] == (2 if tree == "cliques" else _exact_noisy_or._MERGE_WIDTH)
+    assert info["n_shared"][0] == nd - 2
+    # with max_width 2 the default tree must keep the cliques apart too
+    _, _, info = check_against_enumeration(hd, hf, W, np.ones((1, nd - 1)), max_width=2)
+    assert info["width"][0] == 2
 
 
 def test_positive_finding_with_no_parents():
@@ -219,7 +235,7 @@ def test_positive_finding_with_no_parents():
     np.testing.assert_allclose(log_p - log_p2, np.log(-np.expm1(-hf[5])), rtol=1e-13)
 
 
-def test_evidence_of_probability_zero():
+def test_evidence_of_probability_zero(tree):
     """A positive finding with no leak whose only parent can never be present."""
     hd = np.array([0.0, 0.3, 0.2])
     hf = np.array([0.0, 0.1, 0.1])
@@ -232,7 +248,7 @@ def test_evidence_of_probability_zero():
     assert marg[1, 0] == 0.0
 
 
-def test_many_positives_with_tiny_probabilities_do_not_underflow():
+def test_many_positives_with_tiny_probabilities_do_not_underflow(tree):
     """24 positives, leaks below 1e-35, priors below 1e-200 and strong links: P(e) far below the
     smallest double, posteriors tiny and large; still to full precision in log space."""
     rng = np.random.default_rng(13)
@@ -264,7 +280,7 @@ def test_components_are_independent():
 
 
 # ----------------------------------------------------------------------------- width limit
-def test_intractable_case_is_refused_with_the_size():
+def test_intractable_case_is_refused_with_the_size(tree):
     rng = np.random.default_rng(15)
     nd, nf = 12, 5
     hd, hf, W = random_net(rng, nd, nf, 1.0)

@@ -291,28 +291,36 @@ def _min_fill_order(adj):
     return order, nbrs
 
 
-def _embed_shape(scope, where, n):
-    """The shape that broadcasts a table over ``scope`` (sorted) into a clique of ``n`` axes
-    whose positions are ``where``."""
-    shape = [1] * n
-    for v in scope:
-        shape[where[v]] = 2
-    return shape
+#: Cliques are merged while the merged table has at most 2**_MERGE_WIDTH entries (and a
+#: component with at most that many shared diseases is one table, with no ordering): below
+#: that size a table costs less than the Python overhead of one more clique.
+_MERGE_WIDTH = 10
 
 
 class _Plan(NamedTuple):
-    cliques: list      # clique k: [k] + its sorted neighbours at elimination (variables renamed
-    #                    by elimination step, so every scope sorted is in clique axis order)
-    parent: list       # clique k's parent (its smallest neighbour), -1 at a root
-    home: list         # the clique each factor is assigned to (its scope's smallest variable)
+    nodes: list        # each node's variables, sorted; variables are renamed by elimination
+    #                    step, so a node's eliminated variables come first and a sorted scope
+    #                    is in the node's axis order
+    n_elim: list       # how many leading variables of each node it sums out going up
+    parent: list       # each node's parent (a later node), -1 at the root
+    home: list         # each factor's node
     scopes: list       # each factor's scope, renamed and sorted
     weights: list      # each factor's weights, in scope order
-    rename: np.ndarray  # new name of each original variable
-    width: int
+    rename: np.ndarray  # the new name of each original variable
+    width: int         # variables of the largest table
 
 
-def _plan(scopes, weights, m):
-    """Elimination order, cliques and factor homes of one component (no table allocated)."""
+def _plan(scopes, weights, m, max_width, merge_width=None):
+    """Elimination order, tree and factor homes of one component; no table is allocated.
+    When the elimination width exceeds ``max_width`` only ``width`` is meaningful."""
+    limit = min(_MERGE_WIDTH if merge_width is None else merge_width, max_width)
+    if m <= limit:
+        # one table over all shared diseases: no order needed
+        rename = np.arange(m)
+        new_scopes = [sorted(int(v) for v in s) for s in scopes]
+        order_w = [np.asarray(w)[np.argsort(s)] for s, w in zip(scopes, weights)]
+        return _Plan([list(range(m))], [m], [-1], [0] * len(scopes), new_scopes, order_w,
+                     rename, m)
     adj = [0] * m
     for s in scopes:
         mask = 0
@@ -323,39 +331,63 @@ def _plan(scopes, weights, m):
     order, nbrs = _min_fill_order(adj)
     rename = np.empty(m, dtype=np.intp)
     rename[order] = np.arange(m)
-    cliques, parent = [], []
-    for k in range(m):
-        nb = sorted(int(rename[u]) for u in _bits(nbrs[k]))
-        cliques.append([k] + nb)
-        parent.append(nb[0] if nb else -1)
-    new_scopes, new_weights, home = [], [], []
+    cliques = [[k] + sorted(int(rename[u]) for u in _bits(nbrs[k])) for k in range(m)]
+    width = max(len(c) for c in cliques)
+    new_scopes, new_weights = [], []
     for s, w in zip(scopes, weights):
         r = rename[s]
         o = np.argsort(r)
         new_scopes.append([int(x) for x in r[o]])
         new_weights.append(np.asarray(w)[o])
-        home.append(new_scopes[-1][0])
-    width = max(len(c) for c in cliques)
-    return _Plan(cliques, parent, home, new_scopes, new_weights, rename, width)
+    if width > max_width:
+        return _Plan(None, None, None, None, new_scopes, new_weights, rename, width)
+    # merge each clique into its parent (the elimination tree: a clique's parent is its
+    # smallest neighbour) while the union stays small or is no larger than either
+    members = [set(c) for c in cliques]
+    elim = [1] * m
+    parent = [c[1] if len(c) > 1 else -1 for c in cliques]
+    owner = list(range(m))
+    for k in range(m):
+        p = parent[k]
+        if p < 0:
+            continue
+        union = members[p] | members[k]
+        if len(union) <= max(limit, len(members[p]), len(members[k])):
+            members[p] = union
+            elim[p] += elim[k]
+            owner[k] = p
+            members[k] = None
+
+    def find(k):
+        while owner[k] != k:
+            k = owner[k]
+        return k
+
+    alive = [k for k in range(m) if members[k] is not None]
+    index = {k: i for i, k in enumerate(alive)}
+    nodes = [sorted(members[k]) for k in alive]
+    par = [index[find(parent[k])] if parent[k] >= 0 else -1 for k in alive]
+    home = [index[find(s[0])] for s in new_scopes]
+    return _Plan(nodes, [elim[k] for k in alive], par, home, new_scopes, new_weights, rename,
+                 max(len(v) for v in nodes))
 
 
 def _calibrate(plan, logc, lq0, lq1):
-    """Log-space junction tree of one component: ln E_q[prod_f phi_f], the shared diseases'
-    posteriors, and each factor's normalised log belief over its scope with the table
-    ``x_f = -sum_{j in scope} W_fj d_j`` it was built from.
+    """Log-space junction tree of one component.
 
-    ``phi_f(d) = 1 - exp(logc_f + x_f(d))``; ``lq0``, ``lq1`` are the shared diseases' absorbed
-    log priors (original names).
+    Returns ln E_q[prod_f phi_f], the shared diseases' posteriors (original names), and for
+    each factor its posterior over its scope (linear, summing to 1) and the table
+    ``x_f = -sum_{j in scope} W_fj d_j`` it was built from: ``phi_f = 1 - exp(logc_f + x_f)``.
+    ``lq0``, ``lq1`` are the shared diseases' log priors after the negative findings.
     """
-    m = len(plan.cliques)
-    where = [{v: i for i, v in enumerate(c)} for c in plan.cliques]
-    lq0n = np.empty(m)
-    lq1n = np.empty(m)
-    lq0n[plan.rename] = lq0
-    lq1n[plan.rename] = lq1
-    pot = [None] * m
+    nodes, n_elim = plan.nodes, plan.n_elim
+    nn = len(nodes)
+    where = [{v: i for i, v in enumerate(vs)} for vs in nodes]
+    lq = np.empty((len(plan.rename), 2))
+    lq[plan.rename, 0] = lq0
+    lq[plan.rename, 1] = lq1
     xs = []
-    assigned = [[] for _ in range(m)]
+    assigned = [[] for _ in range(nn)]
     for f, (s, w) in enumerate(zip(plan.scopes, plan.weights)):
         x = np.zeros((2,) * len(s))
         for i in range(len(s)):
@@ -364,67 +396,83 @@ def _calibrate(plan, logc, lq0, lq1):
             x = x + np.array([0.0, -w[i]]).reshape(shape)
         xs.append(x)
         assigned[plan.home[f]].append(f)
-    children = [[] for _ in range(m)]
-    for k in range(m):
-        if plan.parent[k] >= 0:
-            children[plan.parent[k]].append(k)
-    # upward (collect): clique k sums out variable k, in elimination order
-    up = [None] * m
+    children = [[] for _ in range(nn)]
+    for i in range(nn):
+        if plan.parent[i] >= 0:
+            children[plan.parent[i]].append(i)
+
+    def shape_in(scope, i):
+        shape = [1] * len(nodes[i])
+        for v in scope:
+            shape[where[i][v]] = 2
+        return shape
+
+    # upward (collect): each node sums out its eliminated variables, children first
+    pot, up = [None] * nn, [None] * nn
     log_z = 0.0
-    for k in range(m):
-        c = plan.cliques[k]
-        n = len(c)
-        t = np.zeros((2,) * n)
-        t += np.array([lq0n[k], lq1n[k]]).reshape([2] + [1] * (n - 1))
-        for f in assigned[k]:
-            t += _log1mexp(logc[f] + xs[f]).reshape(_embed_shape(plan.scopes[f], where[k], n))
-        for ch in children[k]:
-            t += up[ch].reshape(_embed_shape(plan.cliques[ch][1:], where[k], n))
-        pot[k] = t
-        up[k] = _lse(t, 0)
-        if plan.parent[k] < 0:
-            log_z += float(up[k])
-    # downward (distribute): each clique's potential becomes its belief (Hugin update)
-    for k in range(m - 1, -1, -1):
-        p = plan.parent[k]
+    for i in range(nn):
+        vs, ne = nodes[i], n_elim[i]
+        t = np.zeros((2,) * len(vs))
+        for a in range(ne):
+            shape = [1] * len(vs)
+            shape[a] = 2
+            t += lq[vs[a]].reshape(shape)
+        for f in assigned[i]:
+            t += _log1mexp(logc[f] + xs[f]).reshape(shape_in(plan.scopes[f], i))
+        for c in children[i]:
+            t += up[c].reshape(shape_in(nodes[c][n_elim[c]:], i))
+        pot[i] = t
+        up[i] = _lse(t, tuple(range(ne)))
+        if plan.parent[i] < 0:
+            log_z += float(up[i])
+    # downward (distribute): each potential becomes the node's belief (Hugin update)
+    for i in range(nn - 1, -1, -1):
+        p = plan.parent[i]
         if p < 0:
             continue
-        sep = plan.cliques[k][1:]
-        axes = tuple(i for i, v in enumerate(plan.cliques[p]) if v not in sep)
+        sep = nodes[i][n_elim[i]:]
+        axes = tuple(a for a, v in enumerate(nodes[p]) if v not in sep)
         marg = _lse(pot[p], axes) if axes else pot[p]
         with np.errstate(invalid="ignore"):
-            down = marg - up[k]
-        # where the upward message is zero the child's belief is zero whatever comes down
+            down = marg - up[i]
+        # where the upward message is zero, so is the child's belief, whatever comes down
         down[np.isnan(down)] = -np.inf
-        pot[k] += down.reshape([1] + [2] * len(sep))
-    post = np.empty(m)
-    for k in range(m):
-        b = _lse(pot[k].reshape(2, -1), 1)
-        with np.errstate(invalid="ignore"):
-            post[k] = np.exp(b[1] - np.logaddexp(b[0], b[1]))
-    beliefs = []
-    for f, s in enumerate(plan.scopes):
-        k = plan.home[f]
-        axes = tuple(i for i, v in enumerate(plan.cliques[k]) if v not in s)
-        b = _lse(pot[k], axes) if axes else pot[k].copy()
-        with np.errstate(invalid="ignore"):
-            b -= _lse(b.ravel(), 0)
-        beliefs.append(b)
+        pot[i] += down.reshape([1] * n_elim[i] + [2] * len(sep))
+    # normalised beliefs in linear space: sums of non-negative terms from here on
+    post = np.empty(len(plan.rename))
+    beliefs = [None] * len(plan.scopes)
+    for i in range(nn):
+        vs = nodes[i]
+        with np.errstate(invalid="ignore", under="ignore"):
+            P = np.exp(pot[i] - _lse(pot[i].ravel(), 0))
+        for a in range(n_elim[i]):
+            post[vs[a]] = P.reshape(2**a, 2, -1)[:, 1, :].sum()
+        for f in assigned[i]:
+            axes = tuple(a for a, v in enumerate(vs) if v not in plan.scopes[f])
+            beliefs[f] = P.sum(axis=axes) if axes else P
     return log_z, post[plan.rename], beliefs, xs
 
 
-def _private_posteriors(belief, x, logc, lq1, a):
-    """Posteriors of a positive finding's private parents: sum over its shared parents' states
-    of the finding's belief times ``P(d_j = 1 | shared, f = 1) = q1_j (1 - e^{a_j + x}) /
-    (1 - e^{logc + x})`` (``a_j``: ln of ``c_f`` without j's factor, times ``e^{-W_fj}``)."""
-    b = belief.ravel()
-    xr = x.ravel()
-    den = _log1mexp(logc + xr)
-    with np.errstate(invalid="ignore"):
-        bd = b - den
-    bd[np.isnan(bd) | np.isneginf(b)] = -np.inf   # phi_f = 0 there: the belief is zero too
-    terms = lq1[:, None] + _log1mexp(a[:, None] + xr[None, :]) + bd[None, :]
-    return np.exp(terms).sum(axis=1)
+def _private_posteriors(beliefs, xs, logc, fe, lq1e, ae):
+    """Posteriors of the private parents of positive findings in tables.
+
+    For private edge e (disease j, finding f = ``fe[e]``): the sum over the states S of f's
+    shared parents of f's belief B_f(S) times ``P(d_j = 1 | S, f = 1) = q1_j (1 - e^{a_e +
+    x_f(S)}) / (1 - e^{logc_f + x_f(S)})`` (``a_e``: ln of c_f without j's factor, times
+    e^{-W_fj}), all edges in one vectorised pass over the concatenated tables.
+    """
+    lens = np.array([b.size for b in beliefs])
+    off = np.cumsum(lens) - lens
+    B = np.concatenate([b.ravel() for b in beliefs])
+    x = np.concatenate([t.ravel() for t in xs])
+    den = _log1mexp(logc[np.repeat(np.arange(lens.size), lens)] + x)
+    ln = lens[fe]
+    start = np.cumsum(ln) - ln
+    idx = np.repeat(off[fe] - start, ln) + np.arange(ln.sum())
+    with np.errstate(invalid="ignore", over="ignore"):
+        lpsi = np.repeat(lq1e, ln) + _log1mexp(np.repeat(ae, ln) + x[idx]) - den[idx]
+    lpsi[B[idx] == 0.0] = -np.inf      # phi_f = 0 there (its belief is zero too)
+    return np.add.reduceat(B[idx] * np.exp(lpsi), start)
 
 
 def _case(pos, W, lq0, lq1, h_finding, max_width, case):
@@ -445,22 +493,8 @@ def _case(pos, W, lq0, lq1, h_finding, max_width, case):
     logc = -h_finding[pos] + np.bincount(frow[priv], weights=t, minlength=K)
     a = logc[frow[priv]] - t - w[priv]
     post_d = np.empty(dis.size)
-    log_e = 0.0
     n_shared, n_comp, width = 0, 0, 0
-
-    # the components of the positive findings, linked by shared parents
     she = np.flatnonzero(shared_e)
-    if she.size:
-        sv, var = np.unique(loc[she], return_inverse=True)   # shared diseases, local names
-        n_shared = sv.size
-        g = scipy.sparse.coo_matrix((np.ones(she.size), (frow[she], K + var)),
-                                    shape=(K + sv.size, K + sv.size))
-        n_lab, lab = connected_components(g, directed=False)
-    else:
-        var = np.empty(0, dtype=np.intp)
-        sv = var
-        n_lab, lab = K, np.arange(K)
-    flab = lab[:K]
     has_shared = np.zeros(K, dtype=bool)
     has_shared[frow[she]] = True
 
@@ -468,40 +502,57 @@ def _case(pos, W, lq0, lq1, h_finding, max_width, case):
     alone = ~has_shared
     n_comp += int(alone.sum())
     lphi = _log1mexp(logc[alone])
-    log_e += float(lphi.sum())
+    log_e = float(lphi.sum())
     pa = alone[frow[priv]]
     with np.errstate(invalid="ignore"):
         post_d[loc[priv[pa]]] = np.exp(lq1[dj[priv[pa]]] + _log1mexp(a[pa])
                                        - lphi[np.cumsum(alone)[frow[priv[pa]]] - 1])
+    if not she.size:
+        return log_e, dis, post_d, n_shared, n_comp, width
 
-    # the others: one junction tree per component
-    if she.size:
-        fs_of = np.split(np.arange(she.size), np.searchsorted(frow[she], np.arange(1, K)))
-        pf_of = np.split(np.arange(priv.size), np.searchsorted(frow[priv], np.arange(1, K)))
-        comps = np.unique(flab[has_shared])
-        n_comp += comps.size
-        for c in comps:
-            F = np.flatnonzero(flab == c)
-            V = np.flatnonzero(lab[K:] == c)          # local shared names in this component
-            vmap = np.full(sv.size, -1, dtype=np.intp)
-            vmap[V] = np.arange(V.size)
-            scopes = [vmap[var[fs_of[f]]] for f in F]
-            weights = [w[she[fs_of[f]]] for f in F]
-            plan = _plan(scopes, weights, V.size)
-            width = max(width, plan.width)
-            if plan.width > max_width:
-                raise ValueError(
-                    f"case {case}: exact inference needs a table over {plan.width} diseases "
-                    f"(2**{plan.width} entries); max_width is {max_width}")
-            dV = sv[V]                                  # local disease names (into dis)
-            lz, pv, beliefs, xs = _calibrate(plan, logc[F], lq0[dis[dV]], lq1[dis[dV]])
-            log_e += lz
-            post_d[dV] = pv
-            for i, f in enumerate(F):
-                pe = priv[pf_of[f]]
-                if pe.size:
-                    post_d[loc[pe]] = _private_posteriors(
-                        beliefs[i], xs[i], logc[f], lq1[dj[pe]], a[pf_of[f]])
+    # the others: components linked by shared parents, one junction tree each
+    sv, var = np.unique(loc[she], return_inverse=True)   # shared diseases, local names
+    n_shared = sv.size
+    g = scipy.sparse.coo_matrix((np.ones(she.size), (frow[she], K + var)),
+                                shape=(K + sv.size, K + sv.size))
+    _, lab = connected_components(g, directed=False)
+    flab = lab[:K]
+    cut = np.searchsorted(frow[she], np.arange(1, K))
+    fs_of = np.split(np.arange(she.size), cut)
+    comps = np.unique(flab[has_shared])
+    n_comp += comps.size
+    tables_b, tables_x, order_f = [], [], []
+    for c in comps:
+        F = np.flatnonzero(flab == c)
+        V = np.flatnonzero(lab[K:] == c)                   # shared names in this component
+        vmap = np.full(sv.size, -1, dtype=np.intp)
+        vmap[V] = np.arange(V.size)
+        scopes = [vmap[var[fs_of[f]]] for f in F]
+        weights = [w[she[fs_of[f]]] for f in F]
+        plan = _plan(scopes, weights, V.size, max_width)
+        if plan.width > max_width:
+            raise ValueError(
+                f"case {case}: exact inference needs a table over {plan.width} diseases "
+                f"(2**{plan.width} entries); max_width is {max_width}")
+        width = max(width, plan.width)
+        dV = sv[V]                                          # into dis
+        lz, pv, beliefs, xs = _calibrate(plan, logc[F], lq0[dis[dV]], lq1[dis[dV]])
+        log_e += lz
+        post_d[dV] = pv
+        tables_b += beliefs
+        tables_x += xs
+        order_f.append(F)
+    # the private parents of the findings in tables, all at once
+    slot = np.full(K, -1, dtype=np.intp)
+    order_f = np.concatenate(order_f)
+    slot[order_f] = np.arange(order_f.size)
+    pt = np.flatnonzero(~pa)                               # private edges of table findings
+    if pt.size:
+        fe = slot[frow[priv[pt]]]
+        o = np.argsort(fe, kind="stable")
+        pt, fe = pt[o], fe[o]
+        post_d[loc[priv[pt]]] = _private_posteriors(
+            tables_b, tables_x, logc[order_f], fe, lq1[dj[priv[pt]]], a[pt])
     return log_e, dis, post_d, n_shared, n_comp, width
 
 
