@@ -373,7 +373,7 @@ def _plan(scopes, weights, m, max_width, merge_width=None):
 
 
 def _calibrate(plan, logc, lq0, lq1):
-    """Log-space junction tree of one component.
+    """Junction tree of one component: up in log space, down with normalised beliefs.
 
     Returns ln E_q[prod_f phi_f], the shared diseases' posteriors (original names), and for
     each factor its posterior over its scope (linear, summing to 1) and the table
@@ -422,34 +422,49 @@ def _calibrate(plan, logc, lq0, lq1):
         for c in children[i]:
             t += up[c].reshape(shape_in(nodes[c][n_elim[c]:], i))
         pot[i] = t
-        up[i] = _lse(t, tuple(range(ne)))
+        # the eliminated variables lead: sum them out as the rows of a 2-D view
+        up[i] = _lse(t.reshape(2**ne, -1), 0).reshape((2,) * (len(vs) - ne))
         if plan.parent[i] < 0:
             log_z += float(up[i])
-    # downward (distribute): each potential becomes the node's belief (Hugin update)
-    for i in range(nn - 1, -1, -1):
-        p = plan.parent[i]
-        if p < 0:
-            continue
-        sep = nodes[i][n_elim[i]:]
-        axes = tuple(a for a, v in enumerate(nodes[p]) if v not in sep)
-        marg = _lse(pot[p], axes) if axes else pot[p]
-        with np.errstate(invalid="ignore"):
-            down = marg - up[i]
-        # where the upward message is zero, so is the child's belief, whatever comes down
-        down[np.isnan(down)] = -np.inf
-        pot[i] += down.reshape([1] * n_elim[i] + [2] * len(sep))
-    # normalised beliefs in linear space: sums of non-negative terms from here on
+    # downward (distribute), parents first: a node's normalised belief is its potential plus
+    # the message from the rest of the tree (the parent's belief on the separator, less what
+    # this node sent up).  Beliefs are kept normalised in linear space, so the messages down
+    # are plain sums of non-negative terms; only entries below 1e-308 of a node's total are
+    # lost, and with them nothing of the posteriors above that size.
     post = np.empty(len(plan.rename))
     beliefs = [None] * len(plan.scopes)
-    for i in range(nn):
-        vs = nodes[i]
-        with np.errstate(invalid="ignore", under="ignore"):
-            P = np.exp(pot[i] - _lse(pot[i].ravel(), 0))
-        for a in range(n_elim[i]):
-            post[vs[a]] = P.reshape(2**a, 2, -1)[:, 1, :].sum()
+    P = [None] * nn
+    waiting = [len(c) for c in children]       # a belief is dropped once its children have it
+    for i in range(nn - 1, -1, -1):
+        vs, ne = nodes[i], n_elim[i]
+        b = pot[i]
+        p = plan.parent[i]
+        if p >= 0:
+            sep = vs[ne:]
+            axes = tuple(a for a, v in enumerate(nodes[p]) if v not in sep)
+            marg = P[p].sum(axis=axes) if axes else P[p]
+            waiting[p] -= 1
+            if not waiting[p]:
+                P[p] = None
+            with np.errstate(divide="ignore", invalid="ignore"):
+                down = np.log(marg) - up[i]
+            # where the upward message is zero, so is this node's belief
+            down[np.isnan(down)] = -np.inf
+            b += down.reshape([1] * ne + [2] * len(sep))
+        pot[i] = None
+        top = b.max()
+        if not np.isfinite(top):                    # evidence of probability zero
+            P[i] = np.full(b.shape, np.nan)
+        else:
+            P[i] = np.exp(b - top)
+            P[i] /= P[i].sum()
+        for a in range(ne):
+            post[vs[a]] = P[i].reshape(2**a, 2, -1)[:, 1, :].sum()
         for f in assigned[i]:
             axes = tuple(a for a, v in enumerate(vs) if v not in plan.scopes[f])
-            beliefs[f] = P.sum(axis=axes) if axes else P
+            beliefs[f] = P[i].sum(axis=axes) if axes else P[i].copy()
+        if not waiting[i]:
+            P[i] = None
     return log_z, post[plan.rename], beliefs, xs
 
 
