@@ -98,10 +98,28 @@ def test_dense_weights_sparse_weights_and_read_only_inputs_agree():
     a = exact_bipartite(hd, hf, W, E)
     for arr in (hd, hf, W, E):
         arr.setflags(write=False)
-    for Wx in (W, scipy.sparse.csr_matrix(W), scipy.sparse.csc_matrix(W), scipy.sparse.coo_array(W)):
+    for Wx in (W, scipy.sparse.csr_matrix(W), scipy.sparse.csc_matrix(W),
+               scipy.sparse.coo_array(W)):
         b = exact_bipartite(hd, hf, Wx, E)
         np.testing.assert_array_equal(a[0], b[0])
         np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_duplicate_entries_add_and_explicit_zeros_are_no_edge():
+    rng = np.random.default_rng(17)
+    hd, hf, W = random_net(rng, 8, 12, 0.4)
+    E = random_evidence(rng, 4, 12)
+    r, c = np.nonzero(W)
+    half = W[r, c] / 2
+    # every weight in two halves, plus explicit zeros on every absent edge
+    zr, zc = np.nonzero(W == 0)
+    coo = scipy.sparse.coo_matrix((np.r_[half, half, np.zeros(zr.size)],
+                                   (np.r_[r, r, zr], np.r_[c, c, zc])), shape=W.shape)
+    a = exact_bipartite(hd, hf, W, E)
+    b = exact_bipartite(hd, hf, coo, E)
+    np.testing.assert_allclose(b[0], a[0], rtol=1e-14)
+    np.testing.assert_allclose(b[1], a[1], atol=1e-15)
+    np.testing.assert_array_equal(b[2]["width"], a[2]["width"])
 
 
 def test_missing_mask_equals_nan():

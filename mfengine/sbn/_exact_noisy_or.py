@@ -15,13 +15,15 @@ posterior, exactly, in one pass:
    positive finding becomes a table over its shared parents (parents of two or more positives).
 5. Positive findings linked by shared parents form components, solved independently by a
    junction tree over the shared diseases (greedy min-fill elimination order, the elimination
-   cliques as the tree), calibrated by one upward and one downward pass in log space.  The
-   shared diseases' posteriors come from the clique beliefs; a private disease's from its
-   finding's belief over the shared parents times the local posterior of the disease given
-   those parents and the finding.
+   cliques as the tree, small neighbouring cliques merged; a small component is one table),
+   calibrated by one upward and one downward pass.  The shared diseases' posteriors come from
+   the clique beliefs; a private disease's from its finding's belief over the shared parents
+   times the local posterior of the disease given those parents and the finding.
 
-Everything is kept in log space with ``log1mexp`` and ``logaddexp``: there is no signed sum
-that could cancel (unlike Quickscore's sum over the subsets of the positive findings).
+The tables are built and summed up in log space (``log1mexp``, ``logaddexp``, log-sum-exp), so
+that no number of positive findings underflows; the downward pass carries beliefs normalised
+to sum 1, whose marginals are sums of non-negative terms.  There is no signed sum that could
+cancel (unlike Quickscore's sum over the subsets of the positive findings).
 
 Arrays in, arrays out: nothing here knows about the estimators.
 """
@@ -506,7 +508,9 @@ def _case(pos, W, lq0, lq1, h_finding, max_width, case):
     # private parents sum out into their finding's constant: ln c_f
     t = np.logaddexp(lq0[dj[priv]], lq1[dj[priv]] - w[priv])
     logc = -h_finding[pos] + np.bincount(frow[priv], weights=t, minlength=K)
-    a = logc[frow[priv]] - t - w[priv]
+    # ln(c_f without j's factor, times e^{-W_fj}) <= ln c_f; clamped so that rounding in t
+    # cannot push it above (1 - e^a must stay a probability)
+    a = np.minimum(logc[frow[priv]] - t - w[priv], logc[frow[priv]])
     post_d = np.empty(dis.size)
     n_shared, n_comp, width = 0, 0, 0
     she = np.flatnonzero(shared_e)
