@@ -122,6 +122,21 @@ def test_duplicate_entries_add_and_explicit_zeros_are_no_edge():
     np.testing.assert_array_equal(b[2]["width"], a[2]["width"])
 
 
+def test_cases_in_blocks_and_no_cases(monkeypatch):
+    """The negative findings are absorbed a block of cases at a time: blocks of 3 give the
+    answers of one block; no case gives empty answers."""
+    rng = np.random.default_rng(18)
+    hd, hf, W = random_net(rng, 9, 15, 0.3)
+    E = random_evidence(rng, 11, 15)
+    a = exact_bipartite(hd, hf, W, E)
+    monkeypatch.setattr(_exact_noisy_or, "_BLOCK", 3)
+    b = exact_bipartite(hd, hf, W, E)
+    np.testing.assert_allclose(b[0], a[0], rtol=1e-14)
+    np.testing.assert_allclose(b[1], a[1], atol=1e-15)
+    log_p, marg, info = exact_bipartite(hd, hf, W, np.zeros((0, 15)))
+    assert log_p.shape == (0,) and marg.shape == (0, 9) and info["width"].shape == (0,)
+
+
 def test_missing_mask_equals_nan():
     rng = np.random.default_rng(3)
     hd, hf, W = random_net(rng, 9, 25, 0.3)
