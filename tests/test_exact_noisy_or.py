@@ -408,3 +408,10 @@ def test_blocks_refuse_what_is_not_bipartite_noisy_or(edit, match):
     bipartite_blocks(W, h, v)
     with pytest.raises(ValueError, match=match):
         bipartite_blocks(*edit(W.copy(), h.copy(), v.copy()))
+
+
+def test_examples_in_the_docstrings_run():
+    import doctest
+
+    result = doctest.testmod(_exact_noisy_or, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 3 and result.failed == 0

@@ -158,7 +158,9 @@ def _check_evidence(evidence, missing, n_findings):
 class BipartiteBlocks(NamedTuple):
     """The blocks of a bipartite noisy-OR net that ``exact_bipartite`` takes.
 
-    Attributes
+    Made by ``bipartite_blocks``; a named tuple, so it also unpacks in this order.
+
+    Parameters
     ----------
     h_disease : ndarray of shape (n_diseases,)
         The diseases' biases (prior ``P(d_j = 1) = 1 - exp(-h_disease[j])``).
@@ -171,6 +173,15 @@ class BipartiteBlocks(NamedTuple):
     findings : ndarray of int of shape (n_findings,)
         The net's unit index of each finding (the visible units, increasing: column k of the
         data is finding k).
+
+    Examples
+    --------
+    >>> import mfengine as mf
+    >>> from mfengine.sbn._exact_noisy_or import bipartite_blocks
+    >>> net = mf.datasets.make_diagnosis_net(5, 9, 2, random_state=0)
+    >>> h_disease, h_finding, W_fd, diseases, findings = bipartite_blocks(net.W, net.h, net.visible)
+    >>> W_fd.shape, findings.tolist()
+    ((9, 5), [5, 6, 7, 8, 9, 10, 11, 12, 13])
     """
 
     h_disease: np.ndarray
@@ -607,14 +618,16 @@ def exact_bipartite(h_disease, h_finding, W_fd, evidence, missing=None, *,
     Returns
     -------
     log_p : ndarray of shape (n_cases,)
-        ln P(recorded findings) per case, in nats; -inf for evidence of probability zero.
+        The log-probability ln P(recorded findings) of each case, in nats; -inf for evidence
+        of probability zero.
     marginals : ndarray of shape (n_cases, n_diseases)
-        ``P(d_j = 1 | evidence)``; NaN throughout a case of probability zero.
+        The posteriors ``P(d_j = 1 | evidence)``; NaN throughout a case of probability zero.
     info : dict of ndarray of shape (n_cases,)
-        "n_positive", "n_negative": recorded findings; "n_shared": diseases in the tables
-        (parents of two or more positives); "n_components": independent groups of positive
-        findings; "width": diseases in the largest table (0 when none); "seconds": time of
-        the case (its share of the vectorised negative-finding step included).
+        Facts of each case.  "n_positive", "n_negative": recorded findings; "n_shared":
+        diseases in the tables (parents of two or more positives); "n_components":
+        independent groups of positive findings; "width": diseases in the largest table
+        (0 when none); "seconds": time of the case (its share of the vectorised
+        negative-finding step included).
 
     Raises
     ------
