@@ -380,7 +380,15 @@ def _plan(scopes, weights, m, max_width, merge_width=None):
     index = {k: i for i, k in enumerate(alive)}
     nodes = [sorted(members[k]) for k in alive]
     par = [index[find(parent[k])] if parent[k] >= 0 else -1 for k in alive]
-    home = [index[find(s[0])] for s in new_scopes]
+    # a factor goes to the smallest node holding its scope (the one holding its first
+    # variable's clique always does): there it costs least, going up and coming down
+    home = []
+    for s in new_scopes:
+        best = index[find(s[0])]
+        for i, k in enumerate(alive):
+            if len(nodes[i]) < len(nodes[best]) and members[k].issuperset(s):
+                best = i
+        home.append(best)
     return _Plan(nodes, [elim[k] for k in alive], par, home, new_scopes, new_weights, rename,
                  max(len(v) for v in nodes))
 
@@ -471,8 +479,13 @@ def _calibrate(plan, logc, lq0, lq1):
         else:
             P[i] = np.exp(b - top)
             P[i] /= P[i].sum()
+        # the eliminated variables' posteriors: sum out the separator (contiguous rows), then
+        # peel the leading variable off the table, halving it each time
+        Q = P[i].reshape(2**ne, -1).sum(axis=1)
         for a in range(ne):
-            post[vs[a]] = P[i].reshape(2**a, 2, -1)[:, 1, :].sum()
+            Q = Q.reshape(2, -1)
+            post[vs[a]] = Q[1].sum()
+            Q = Q[0] + Q[1]
         for f in assigned[i]:
             axes = tuple(a for a, v in enumerate(vs) if v not in plan.scopes[f])
             beliefs[f] = P[i].sum(axis=axes) if axes else P[i].copy()
