@@ -625,7 +625,7 @@ def test_stereo():
     assert 0.85 * 4 * 2.5 * np.sqrt(2 * np.pi) < total < 4 * 2.5 * np.sqrt(2 * np.pi)
     noisy = mf.datasets.make_stereo(3000, noisy=True, random_state=0)
     assert np.var(noisy - X) == pytest.approx(1.0, abs=0.03)
-    with pytest.raises(ValueError, match="n must be"):
+    with pytest.raises(ValueError, match="'n' parameter of make_stereo must be"):
         mf.datasets.make_stereo(-1)
     with pytest.raises(ValueError, match="blur"):
         mf.datasets.make_stereo(3, blur=0.0)

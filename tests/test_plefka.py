@@ -669,8 +669,9 @@ def test_blocked_dense_path_budget_and_start():
 @pytest.mark.parametrize("order", [11, 12])
 def test_coordinate_descent_converges_on_a_diagnosis_net(order):
     """A small diagnosis-style noisy-OR net (issue 11, item 3): the fixed-point iteration
-    leaves most cases unconverged (G12: nearly all); the coordinate-descent fallback reaches
-    a stationary point of G for every case, at a G no higher on average."""
+    leaves cases unconverged (G11: about a sixth of them, G12: nearly all); the
+    coordinate-descent fallback reaches a stationary point of G for every case, at a G no
+    higher on average."""
     import mfengine as mf
     from mfengine.sbn._solve import dag_items
 
@@ -682,7 +683,7 @@ def test_coordinate_descent_converges_on_a_diagnosis_net(order):
                                  max_iter=200, coordinate_descent=False)
     G, u, n_iter, conv = plefka.solve(S, w, h, net_of, clamp, order, "noisy_or", tol=1e-6,
                                       max_iter=200)
-    assert c0.mean() < 0.8 and conv.all()
+    assert c0.mean() < 0.9 and conv.all()
     assert G.mean() <= G0.mean() + 1e-9
     np.testing.assert_allclose(plefka.objective(S, w, h, net_of, clamp, u, order, "noisy_or"),
                                G, rtol=1e-10)

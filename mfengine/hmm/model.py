@@ -1027,14 +1027,17 @@ class ContextHMM(PersistMixin, BaseEstimator):
             or when the last E-step left sequences unconverged.
         """
         self._check_hyper(fitting=True)
+        # X, or its first sequence when X is a list of them (a ragged one refused by name)
+        first = X
+        if isinstance(X, (list, tuple)) and X and as_array(X[0], "X[0]").ndim == 2:
+            first = X[0]
+        first = as_array(first, "X")
         if self.n_features is not None:
             D = int(self.n_features)
         else:   # hmmlearn's rule: the data say how many features
-            first = X[0] if isinstance(X, (list, tuple)) and X and np.ndim(X[0]) == 2 else X
-            D = int(np.shape(first)[1]) if np.ndim(first) == 2 else None
+            D = int(first.shape[1]) if first.ndim == 2 else None
         if self.n_features is not None and D is not None:
-            first = X[0] if isinstance(X, (list, tuple)) and X and np.ndim(X[0]) == 2 else X
-            if np.ndim(first) == 2 and np.shape(first)[1] != D:
+            if first.ndim == 2 and first.shape[1] != D:
                 raise ValueError(f"X has {np.shape(first)[1]} columns but n_features="
                                  f"{self.n_features!r} (n_features must be None or the number "
                                  "of columns of X)")
