@@ -29,7 +29,6 @@ import scipy.sparse
 
 import mfengine as mf
 from mfengine.sbn import plefka, sjj
-from mfengine.sbn._solve import dag_items
 from mfengine.sbn._structure import DagStructure
 
 
@@ -37,10 +36,10 @@ def kept_as_free(net, X, miss, tol, method):
     """The objective with the missing units solved as free units (not summed out): each
     visible unit gets a child clamped to 1 through a zero weight (bias 0), ln 2 added back
     per child.  Returns (objective, iterations)."""
-    batch, w, clamp, net_of, _ = dag_items(net, X, miss)
-    s = batch._structure
+    nets, items, _, _ = net._dag_problem(X, miss)
+    s, w, clamp, net_of = nets.structure, nets.w, items.clamp, items.net_of
     n, nv = s.n_units, X.shape[1]
-    vis = np.flatnonzero(batch.visible_)
+    vis = np.flatnonzero(nets.visible)
     # n_visible more units, the k-th a child of vis[k]; appended, so that the parent order of
     # the old units is unchanged and the new edges come last
     rows = np.concatenate([np.repeat(np.arange(n), np.diff(s.par_ptr)), n + np.arange(nv)])
@@ -48,7 +47,7 @@ def kept_as_free(net, X, miss, tol, method):
     mask = scipy.sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n + nv, n + nv))
     big = DagStructure(mask)
     wb = np.concatenate([w[0], np.zeros(nv)])[None]
-    hb = np.concatenate([batch.h_[0], np.zeros(nv)])[None]
+    hb = np.concatenate([nets.h[0], np.zeros(nv)])[None]
     cb = np.concatenate([clamp, np.ones((clamp.shape[0], nv))], axis=1)
     if method == "sjj":
         bound, mu, xi, iters, _ = sjj.solve(big, wb, hb, net_of, cb, tol=tol, n_threads=1)

@@ -30,7 +30,6 @@ import numpy as np
 
 import mfengine as mf
 from mfengine.sbn import plefka
-from mfengine.sbn._solve import dag_items
 
 
 def main(argv=None):
@@ -49,8 +48,8 @@ def main(argv=None):
     X = net.sample(args.cases, random_state=args.seed + 1)
     miss = (np.random.default_rng(args.seed + 2).random(X.shape) < args.unrecorded
             if args.unrecorded > 0 else None)
-    batch, w, clamp, net_of, _ = dag_items(net, X, miss)
-    s = batch._structure
+    nets, items, _, _ = net._dag_problem(X, miss)
+    s, w, clamp, net_of = nets.structure, nets.w, items.clamp, items.net_of
     print(f"diagnosis net: {args.diseases} diseases, {args.findings} findings, {net.n_weights} "
           f"edges, seed {args.seed}; {args.cases} cases, {args.unrecorded:.0%} of the findings "
           f"unrecorded; tol {net.infer_tol:g}, max_iter "
@@ -63,7 +62,7 @@ def main(argv=None):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 t0 = time.perf_counter()
-                G, u, n_iter, conv = plefka.solve(s, w, batch.h_, net_of, clamp, order,
+                G, u, n_iter, conv = plefka.solve(s, w, nets.h, net_of, clamp, order,
                                                   "noisy_or", tol=net.infer_tol,
                                                   max_iter=net.infer_max_iter, n_threads=1,
                                                   coordinate_descent=cd)

@@ -66,10 +66,11 @@ def run_careful(case, n):
     """The kernel on its careful path (fast=False) for the first n patterns; CPU seconds and
     bounds."""
     from mfengine.sbn import _sjj, sjj
-    from mfengine.sbn._solve import dag_items, inner_tol_for
+    from mfengine.sbn._solve import inner_tol_for
 
-    batch, w, clamp, net_of, _ = dag_items(case.model.to_dag(), case.V[:n])
-    arrays, w, h, net_of, clamp = sjj.check_nets(batch._structure, w, batch.h_, net_of, clamp,
+    nets, items, _, _ = case.model.to_dag()._dag_problem(case.V[:n])
+    arrays, w, h, net_of, clamp = sjj.check_nets(nets.structure, nets.w, nets.h, items.net_of,
+                                                 items.clamp,
                                                  "sigmoid")
     mu, xi = np.full(clamp.shape, 0.5), np.full(clamp.shape, 0.5)
     bound, sweeps = np.empty(n), np.zeros(n, np.intp)

@@ -78,7 +78,7 @@ The protocol a family implements (this module imports no family)
     ``parts.take``, ``parts.gather`` and ``parts.mean_and_std`` cover validation,
     mini-batches, sub-models' data, k-means on the client and data scales.  The families run
     the very loop of their in-memory ``fit`` (``ContextHMM._em``, ``NLGBN._em``,
-    ``mfengine.sbn.learning._ascend``) with a step that sums over partitions;
+    ``mfengine.sbn._learn.ascend``) with a step that sums over partitions;
     SigmoidBeliefNet's "gaussian" epochs are compiled in memory, so its hook has a loop of
     its own.  A model without ``_dask_fit`` has no data-parallel fit (a TypeError says so),
     except ``GenerativeClassifier``, whose hook (:func:`_fit_classifier`) still lives here.

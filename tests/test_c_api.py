@@ -51,7 +51,7 @@ def _kernel(net, V, missing=None, tol=1e-6):
     """mfengine's own call of the kernel with the default inner tolerance (what the C API's
     inner_tol <= 0 selects)."""
     miss = None if missing is None else missing.astype(np.uint8)
-    return _gaussian.run(net, V, miss, None, tol, min(1e-3, max(1e-13, 0.1 * np.sqrt(tol))),
+    return _gaussian.run(net.weights, net.biases, V, miss, None, tol, min(1e-3, max(1e-13, 0.1 * np.sqrt(tol))),
                          200, 1, True)
 
 

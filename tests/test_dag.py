@@ -78,19 +78,17 @@ def test_layered_dag_methods_solve_what_to_dag_solves(method):
     """A layered net's DAG methods build their items in O(weights) (DagStructure.layered):
     the same structure, weights and answers, bit for bit, as ``to_dag()``'s, missing values
     too."""
-    from mfengine.sbn._solve import dag_items
-
     net = mf.SigmoidBeliefNet([3, 5, 8], weight_scale=1.5, method=method, random_state=2)
     X = net.sample(30, random_state=3)
     miss = np.random.default_rng(4).random(X.shape) < 0.2
     for m in (None, miss):
-        a = dag_items(net, X, m)
-        b = dag_items(net.to_dag(), X, m)
-        assert a[0]._structure.same_as(b[0]._structure)
-        assert np.array_equal(a[0]._structure.ch_w, b[0]._structure.ch_w)
-        for x, y in zip(a[1:], b[1:]):
+        (a, ia, _, _), (b, ib, _, _) = net._dag_problem(X, m), net.to_dag()._dag_problem(X, m)
+        assert a.structure.same_as(b.structure)
+        assert np.array_equal(a.structure.ch_w, b.structure.ch_w)
+        for x, y in ((a.w, b.w), (a.h, b.h), (a.visible, b.visible), (ia.clamp, ib.clamp),
+                     (ia.net_of, ib.net_of)):
             np.testing.assert_array_equal(x, y)
-        np.testing.assert_array_equal(a[0].h_, b[0].h_)
+        assert ia.shape == ib.shape
         r, d = net.infer(X, m, method=method), net.to_dag().infer(X, m, method=method)
         np.testing.assert_array_equal(r.bound, d.bound)
         np.testing.assert_array_equal(np.concatenate(r.mu, axis=1), d.mu)
@@ -106,15 +104,13 @@ def test_layered_dag_items_allocate_nothing_of_size_n_units_squared():
     """40 layers of 50 units: 97,500 weights, 2,000 units (n_units**2 doubles: 32 MB)."""
     import tracemalloc
 
-    from mfengine.sbn._solve import dag_items
-
     net = mf.SigmoidBeliefNet([50] * 40, random_state=0)
     X = net.sample(4, random_state=1)
     tracemalloc.start()
-    batch, w, clamp, _, _ = dag_items(net, X)
+    nets, items, _, _ = net._dag_problem(X)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    assert w.shape == (1, 39 * 2500) and batch._structure.nnz == 39 * 2500
+    assert nets.w.shape == (1, 39 * 2500) and nets.structure.nnz == 39 * 2500
     assert peak < 6e6, peak
     r = net.infer(X, method="plefka11")
     assert r.bound.shape == (4,) and np.all(np.isfinite(r.bound))
@@ -337,9 +333,9 @@ def test_callers_that_need_no_q_solve_in_chunks_with_the_same_answers(monkeypatc
     full = net.infer(X, miss)
     calls = []
     solve_items = _solve.solve_items
-    monkeypatch.setattr(_solve, "XI_CHUNK_DOUBLES", 3 * net._as_batch()._structure.nnz)
+    monkeypatch.setattr(_solve, "XI_CHUNK_DOUBLES", 3 * net.structure.nnz)
     monkeypatch.setattr(_solve, "solve_items",
-                        lambda *a, **k: calls.append(a[2].shape[0]) or solve_items(*a, **k))
+                        lambda *a, **k: calls.append(a[3].shape[0]) or solve_items(*a, **k))
     np.testing.assert_array_equal(net.score_samples(X, miss), full.bound)
     assert calls == [3] * 6 + [2]
     np.testing.assert_array_equal(net.impute(X, miss),
@@ -350,7 +346,7 @@ def test_callers_that_need_no_q_solve_in_chunks_with_the_same_answers(monkeypatc
     np.testing.assert_array_equal(
         net.log_likelihood(X, 50, random_state=0, missing=miss).bound, full.bound)
     del calls[:]
-    assert net.infer(X, miss).xi.shape == (20, net._as_batch()._structure.nnz)
+    assert net.infer(X, miss).xi.shape == (20, net.structure.nnz)
     assert calls == [20]                               # infer keeps everything: one call
     # a layered net's DAG (Plefka blocks of patterns): score_samples is infer's bound
     layered = mf.SigmoidBeliefNet([3, 6, 10], random_state=0, progress=False).to_dag()

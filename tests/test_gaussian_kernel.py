@@ -32,7 +32,7 @@ def infer(net, V, missing=None, tol=1e-6, max_sweeps=200, inner_tol=None, init_m
     if missing is not None:
         missing = np.ascontiguousarray(missing, dtype=np.uint8)
         V = np.where(missing, 0.0, V)
-    return _gaussian.run(net, V, missing, init_mu, tol, inner_tol, max_sweeps, n_threads,
+    return _gaussian.run(net.weights, net.biases, V, missing, init_mu, tol, inner_tol, max_sweeps, n_threads,
                          gain_rule)
 
 
@@ -307,7 +307,7 @@ def test_every_update_raises_the_bound(sizes, weight_scale, with_missing):
     n_up = 0
     for p in range(len(V)):
         miss = (rng.random(sizes[-1]) < 0.3) if with_missing else None
-        tr = _gaussian.trace(net, V[p], missing_row=miss, max_sweeps=12, inner_tol=1e-10)
+        tr = _gaussian.trace(net.weights, net.biases, V[p], missing_row=miss, max_sweeps=12, inner_tol=1e-10)
         kind, before, after = tr["kind"], tr["before"], tr["after"]
         # every unit of every layer a pass visits: one mu update per hidden unit of the layer
         # and one xi update per unit of the layer below (passes may skip a weakly coupled
@@ -348,7 +348,7 @@ def test_trace_bound_is_the_reference_bound():
     sizes = [2, 4, 6]
     net = random_net(sizes, 3.0, seed=1)
     v = distinct_patterns(6, 1, seed=2)[0]
-    tr = _gaussian.trace(net, v, max_sweeps=5, inner_tol=1e-10)
+    tr = _gaussian.trace(net.weights, net.biases, v, max_sweeps=5, inner_tol=1e-10)
     offs = np.cumsum([0] + sizes)
     mu = [tr["mu"][offs[l] : offs[l + 1]] for l in range(len(sizes))]
     xi = [tr["xi"][offs[l] : offs[l + 1]] for l in range(len(sizes))]
@@ -471,7 +471,7 @@ RUN_CHILD = textwrap.dedent(
         kw = dict(tol=1e-6, inner_tol=1e-4, max_sweeps=50, n_threads=1)
         exec(code)
         try:
-            r = _gaussian.run(net, V, miss, init, kw['tol'], kw['inner_tol'], kw['max_sweeps'],
+            r = _gaussian.run(net.weights, net.biases, V, miss, init, kw['tol'], kw['inner_tol'], kw['max_sweeps'],
                               kw['n_threads'], True)
             out[name] = ["ok", repr(r.bound)]
         except Exception as e:
@@ -504,11 +504,11 @@ def test_run_edge_sizes():
     V = distinct_patterns(4, 10, seed=1)
     one = infer(net, V, n_threads=1).bound
     for nt in (0, -5, 2**31 - 1, 10**30):
-        np.testing.assert_array_equal(_gaussian.run(net, V, None, None, 1e-6, 1e-4, 200, nt, True).bound,
-                                      _gaussian.run(net, V, None, None, 1e-6, 1e-4, 200, 1, True).bound)
+        np.testing.assert_array_equal(_gaussian.run(net.weights, net.biases, V, None, None, 1e-6, 1e-4, 200, nt, True).bound,
+                                      _gaussian.run(net.weights, net.biases, V, None, None, 1e-6, 1e-4, 200, 1, True).bound)
     miss = np.zeros(V.shape, dtype=bool)
     miss[0, 0] = True
     np.testing.assert_array_equal(
-        _gaussian.run(net, V, miss, None, 1e-6, 1e-4, 200, 1, True).bound,
-        _gaussian.run(net, V, miss.astype(np.uint8), None, 1e-6, 1e-4, 200, 1, True).bound)
+        _gaussian.run(net.weights, net.biases, V, miss, None, 1e-6, 1e-4, 200, 1, True).bound,
+        _gaussian.run(net.weights, net.biases, V, miss.astype(np.uint8), None, 1e-6, 1e-4, 200, 1, True).bound)
     assert np.isfinite(one).all()

@@ -30,7 +30,7 @@ def infer(net, V, missing=None, tol=1e-6, inner_tol=None):
     if missing is not None:
         missing = np.ascontiguousarray(missing, dtype=np.uint8)
         V = np.where(missing, 0.0, V)
-    return _gaussian.run(net, V, missing, None, tol, inner_tol, 200, 1, gain_rule)
+    return _gaussian.run(net.weights, net.biases, V, missing, None, tol, inner_tol, 200, 1, gain_rule)
 
 
 def make_net(sizes, weight_scale, bias, seed):

@@ -63,15 +63,14 @@ def test_the_check_finds_the_race_it_was_written_for(tmp_path):
 
 
 def test_core_probe_times_the_same_work_on_any_thread_count():
-    """The machine probe the benchmarks print beside their thread comparisons: a positive
-    time for one and two threads (two threads share the same total work, so they never take
-    much longer than one), and bad arguments refused by name."""
+    """The machine probe the benchmarks print beside their thread comparisons: a positive,
+    finite time for one and two threads, and bad arguments refused by name.  (How the two
+    times compare depends on the machine's load; the benchmarks report it, a test cannot.)"""
     from mfengine import _openmp
 
     t1 = min(_openmp.core_probe(1, kib=64, iters=200) for _ in range(3))
     t2 = min(_openmp.core_probe(2, kib=64, iters=200) for _ in range(3))
     assert 0.0 < t1 < 10.0 and 0.0 < t2 < 10.0
-    assert t2 < 2.0 * t1 + 0.01
     for bad in (dict(n_threads=0), dict(n_threads=1, kib=0), dict(n_threads=1, iters=0)):
         with pytest.raises(ValueError, match="positive"):
             _openmp.core_probe(**bad)

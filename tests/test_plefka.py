@@ -673,12 +673,11 @@ def test_coordinate_descent_converges_on_a_diagnosis_net(order):
     coordinate-descent fallback reaches a stationary point of G for every case, at a G no
     higher on average."""
     import mfengine as mf
-    from mfengine.sbn._solve import dag_items
-
     net = mf.datasets.make_diagnosis_net(30, 200, 5, random_state=0)
     X = net.sample(20, random_state=1)
-    batch, w, clamp, net_of, _ = dag_items(net, X, None)
-    S, h = batch._structure, batch.h_
+    nets, items, _, _ = net._dag_problem(X, None)
+    S, h, w, clamp, net_of = (nets.structure, nets.h, nets.w, items.clamp,
+                                 items.net_of)
     G0, u0, _, c0 = plefka.solve(S, w, h, net_of, clamp, order, "noisy_or", tol=1e-6,
                                  max_iter=200, coordinate_descent=False)
     G, u, n_iter, conv = plefka.solve(S, w, h, net_of, clamp, order, "noisy_or", tol=1e-6,
@@ -761,21 +760,19 @@ def test_fallback_converges_on_cases_with_most_findings_unrecorded(order):
     last quarter of the budget.  Every case converges within infer's defaults (a quarter of
     them did not before), to a stationary point of G."""
     import mfengine as mf
-    from mfengine.sbn._solve import dag_items
-
     net = mf.datasets.make_diagnosis_net(random_state=0)
     X = net.sample(30, random_state=1)
     miss = np.random.default_rng(2).random(X.shape) < 0.95
-    batch, w, clamp, net_of, _ = dag_items(net, X, miss)
-    s = batch._structure
-    G, u, n_iter, conv = plefka.solve(s, w, batch.h_, net_of, clamp, order, "noisy_or",
+    nets, items, _, _ = net._dag_problem(X, miss)
+    s, w, clamp, net_of = nets.structure, nets.w, items.clamp, items.net_of
+    G, u, n_iter, conv = plefka.solve(s, w, nets.h, net_of, clamp, order, "noisy_or",
                                       tol=1e-6, max_iter=200)
-    fp = plefka.solve(s, w, batch.h_, net_of, clamp, order, "noisy_or", tol=1e-6,
+    fp = plefka.solve(s, w, nets.h, net_of, clamp, order, "noisy_or", tol=1e-6,
                       max_iter=200, coordinate_descent=False)
     assert conv.all() and not fp[3].all() and np.all(n_iter <= 200)
     keep = np.isnan(clamp) & ~barren_units(s, clamp)
     uu = np.where(keep, np.clip(u, 1e-300, 1 - 1e-16), 0.5)
-    gu = plefka.gradient_u(s, w, batch.h_, net_of, clamp, uu, order, "noisy_or")
+    gu = plefka.gradient_u(s, w, nets.h, net_of, clamp, uu, order, "noisy_or")
     img = expit(logit(uu) - gu)
     assert np.max(np.abs(np.where(keep, img - uu, 0.0))) <= 1e-6
 
@@ -791,26 +788,24 @@ def test_fallback_converges_on_every_recorded_case_within_the_budget():
     are extrapolated; every case converges to a stationary point of G11, well within 200
     iterations, no higher than the iteration alone ends, the same on two threads."""
     import mfengine as mf
-    from mfengine.sbn._solve import dag_items
-
     net = mf.datasets.make_diagnosis_net(600, 4000, 10, random_state=1)
     X = net.sample(50, random_state=2)[[9, 27, 30]]
-    batch, w, clamp, net_of, _ = dag_items(net, X, None)
-    s = batch._structure
-    res = plefka.solve(s, w, batch.h_, net_of, clamp, 11, "noisy_or", tol=1e-6, max_iter=200)
+    nets, items, _, _ = net._dag_problem(X, None)
+    s, w, clamp, net_of = nets.structure, nets.w, items.clamp, items.net_of
+    res = plefka.solve(s, w, nets.h, net_of, clamp, 11, "noisy_or", tol=1e-6, max_iter=200)
     G, u, n_iter, conv = res
-    fp = plefka.solve(s, w, batch.h_, net_of, clamp, 11, "noisy_or", tol=1e-6, max_iter=200,
+    fp = plefka.solve(s, w, nets.h, net_of, clamp, 11, "noisy_or", tol=1e-6, max_iter=200,
                       coordinate_descent=False)
     assert conv.all() and np.all(n_iter < 180)
     assert not fp[3].any() and np.all(G <= fp[0] + 1e-9 * np.abs(fp[0]))
     keep = np.isnan(clamp) & ~barren_units(s, clamp)
     uu = np.where(keep, np.clip(u, 1e-300, 1 - 1e-16), 0.5)
-    gu = plefka.gradient_u(s, w, batch.h_, net_of, clamp, uu, 11, "noisy_or")
+    gu = plefka.gradient_u(s, w, nets.h, net_of, clamp, uu, 11, "noisy_or")
     t = logit(uu) - gu
     img = expit(np.clip(t, -700, 700))
     on_bound = (np.abs(logit(uu)) >= 690) & (np.abs(t) >= 690) & (np.sign(t) == np.sign(logit(uu)))
     assert np.max(np.abs(np.where(keep & ~on_bound, img - uu, 0.0))) <= 1e-6
-    for a, b in zip(plefka.solve(s, w, batch.h_, net_of, clamp, 11, "noisy_or", tol=1e-6,
+    for a, b in zip(plefka.solve(s, w, nets.h, net_of, clamp, 11, "noisy_or", tol=1e-6,
                                  max_iter=200, n_threads=2), res):
         np.testing.assert_array_equal(a, b)
 
@@ -951,11 +946,10 @@ def test_coordinate_descent_g12_all_cases_converge(seed):
     """G12 on diagnosis-style nets of 100 diseases x 600 findings: every case converges (the
     fixed-point iteration alone: none), through bumps of G along a coordinate as well."""
     import mfengine as mf
-    from mfengine.sbn._solve import dag_items
-
     net = mf.datasets.make_diagnosis_net(100, 600, 10, random_state=seed)
-    batch, w, clamp, net_of, _ = dag_items(net, net.sample(20, random_state=seed + 1), None)
-    S, h = batch._structure, batch.h_
+    nets, items, _, _ = net._dag_problem(net.sample(20, random_state=seed + 1), None)
+    S, h, w, clamp, net_of = (nets.structure, nets.h, nets.w, items.clamp,
+                                 items.net_of)
     c0 = plefka.solve(S, w, h, net_of, clamp, 12, "noisy_or", tol=1e-6, max_iter=200,
                       coordinate_descent=False)[3]
     G, u, n_iter, conv = plefka.solve(S, w, h, net_of, clamp, 12, "noisy_or", tol=1e-6,
@@ -1028,26 +1022,24 @@ def test_fallback_starts_once_the_iteration_stops_making_progress():
     import warnings
 
     import mfengine as mf
-    from mfengine.sbn._solve import dag_items
-
     net = mf.datasets.make_diagnosis_net(200, 1300, 10, random_state=0)
     net.set_params(progress=False, n_threads=1)
     X = net.sample(8, random_state=1)
-    batch, w, clamp, net_of, _ = dag_items(net, X, None)
-    s = batch._structure
+    nets, items, _, _ = net._dag_problem(X, None)
+    s, w, clamp, net_of = nets.structure, nets.w, items.clamp, items.net_of
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        G0, _, it0, c0 = plefka.solve(s, w, batch.h_, net_of, clamp, 11, "noisy_or", tol=1e-6,
+        G0, _, it0, c0 = plefka.solve(s, w, nets.h, net_of, clamp, 11, "noisy_or", tol=1e-6,
                                       max_iter=200, n_threads=1, coordinate_descent=False)
     full = it0 == 200
     assert full.sum() >= 3 and not c0[full].any()
-    res = plefka.solve(s, w, batch.h_, net_of, clamp, 11, "noisy_or", tol=1e-6, max_iter=200,
+    res = plefka.solve(s, w, nets.h, net_of, clamp, 11, "noisy_or", tol=1e-6, max_iter=200,
                        n_threads=1)
     G, u, it, conv = res
     assert conv.all()
     assert np.all(G <= G0 + 1e-9 * (1 + np.abs(G0)))
     assert (it[full] < 200).sum() >= 2
-    for a, b in zip(plefka.solve(s, w, batch.h_, net_of, clamp, 11, "noisy_or", tol=1e-6,
+    for a, b in zip(plefka.solve(s, w, nets.h, net_of, clamp, 11, "noisy_or", tol=1e-6,
                                  max_iter=200, n_threads=2), res):
         np.testing.assert_array_equal(a, b)
 

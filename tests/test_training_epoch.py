@@ -67,7 +67,7 @@ def infer(net, V, missing=None, tol=1e-6, max_sweeps=200, inner_tol=None, init_m
     if missing is not None:
         missing = np.ascontiguousarray(missing, dtype=np.uint8)
         V = np.where(missing, 0.0, V)
-    return _gaussian.run(net, V, missing, init_mu, tol, inner_tol, max_sweeps, n_threads,
+    return _gaussian.run(net.weights, net.biases, V, missing, init_mu, tol, inner_tol, max_sweeps, n_threads,
                          gain_rule)
 
 
@@ -106,7 +106,7 @@ def epoch(net, V, missing=None, order=None, lr=0.1, batch_size=5, tol=1e-8, stat
         order = np.arange(n, dtype=np.intp)
     if state is None:
         state = np.full((n, sum(net.sizes)), 0.5)
-    return _gaussian.fit_epoch(net, V, missing, order, lr, batch_size, tol, inner_tol_for(tol),
+    return _gaussian.fit_epoch(net.weights, net.biases, V, missing, order, lr, batch_size, tol, inner_tol_for(tol),
                                500, state, callback)
 
 
@@ -146,7 +146,7 @@ def test_compiled_epoch_matches_python_epoch(batch_size, with_missing):
     start = a.copy()
     order = np.random.default_rng(5).permutation(60).astype(np.intp)
     state = np.full((60, 14), 0.5)
-    total = _gaussian.fit_epoch(a, V, missing, order, 0.1, batch_size, 1e-10,
+    total = _gaussian.fit_epoch(a.weights, a.biases, V, missing, order, 0.1, batch_size, 1e-10,
                                 inner_tol_for(1e-10), 500, state)
     total_ref = python_epoch(b, V, order, 0.1, batch_size, 1e-10, missing)
     assert total == pytest.approx(total_ref, rel=1e-12, abs=1e-9)
@@ -270,7 +270,7 @@ CHILD = textwrap.dedent(
                   progress_callback=None)
         exec(code)
         try:
-            total = _gaussian.fit_epoch(net, V, miss, order, kw['learning_rate'], kw['batch_size'],
+            total = _gaussian.fit_epoch(net.weights, net.biases, V, miss, order, kw['learning_rate'], kw['batch_size'],
                                         kw['tol'], kw['inner_tol'], kw['max_sweeps'], state,
                                         kw['progress_callback'])
             out[name] = ["ok", repr(total)]
@@ -380,8 +380,8 @@ def test_default_mode_shortcuts_never_lower_the_bound(sizes, weight_scale):
     H = sum(sizes[:-1])
     moved_differently = False
     for v in V:
-        fast = _gaussian.trace(net, v, max_sweeps=12, inner_tol=1e-4, gain_tol=1e-6 / (10 * H))
-        full = _gaussian.trace(net, v, max_sweeps=12, inner_tol=1e-4)
+        fast = _gaussian.trace(net.weights, net.biases, v, max_sweeps=12, inner_tol=1e-4, gain_tol=1e-6 / (10 * H))
+        full = _gaussian.trace(net.weights, net.biases, v, max_sweeps=12, inner_tol=1e-4)
         drop = fast["before"] - fast["after"]
         scale = 1.0 + np.abs(fast["before"]).max()
         assert drop.max() <= 1e-12 * scale, f"an update lowered the bound by {drop.max():.3e}"

@@ -107,13 +107,13 @@ def _parameter(a, name, shape, writable):
     return a
 
 
-def _flatten(model, writable=False):
-    """The model's parameters, checked, in the kernel's layout:
+def _flatten(weights, biases, writable=False):
+    """A layered net's parameters, checked, in the kernel's layout:
     (sizes, offset, woff, WT, WT2, bias, need_u, jmax, j2max, c2).
 
     The layer sizes are the lengths of the bias vectors (at least two layers); every weight
     matrix is checked against them."""
-    weights, biases = list(model.weights), list(model.biases)
+    weights, biases = list(weights), list(biases)
     if len(biases) < 2 or len(weights) != len(biases) - 1:
         raise ValueError(f"a layered net needs at least 2 bias vectors and one weight matrix "
                          f"fewer, got {len(weights)} weight matrices and {len(biases)} bias vectors")

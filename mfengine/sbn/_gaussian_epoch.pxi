@@ -33,8 +33,8 @@ cdef void accumulate_gradient(const Net *net, const double *mu, const double *xi
                 grow[c] += delta[coff + c] * muj - wrow[c] * vj * q[coff + c]
 
 
-def fit_epoch(model, V, miss, order, learning_rate, batch_size, tol, inner_tol, max_sweeps,
-              state, progress_callback=None):
+def fit_epoch(weights, biases, V, miss, order, learning_rate, batch_size, tol, inner_tol,
+              max_sweeps, state, progress_callback=None):
     """One epoch of gradient ascent on the bound, compiled end to end.
 
     Patterns are visited in ``order`` (n,) intp, values in [0, n); each batch's patterns are
@@ -42,17 +42,18 @@ def fit_epoch(model, V, miss, order, learning_rate, batch_size, tol, inner_tol, 
     a warm start when it holds the previous epoch's solutions, else reset to 0.5 by the
     caller), their gradients summed at the solutions, and the parameters moved by
     learning_rate / len(batch) times the sum.  ``V`` (n, n_visible) float64 C-contiguous, 0 or
-    1 where observed; ``miss`` None or (n, n_visible) uint8/bool.  ``model``'s weights and
-    biases are updated in place at the end (not at all if the epoch fails).  Returns the sum
+    1 where observed; ``miss`` None or (n, n_visible) uint8/bool.  The arrays of ``weights``
+    and ``biases`` (one per pair of layers and per layer, top first) are updated in place at
+    the end (not at all if the epoch fails).  Returns the sum
     over patterns of the bound (each at its solution before its batch's update).
     ``progress_callback(k)`` is called (with the GIL) every few hundred patterns with the
     number of batches done since the last call.
 
-    Every argument, and every parameter of the model against its sizes, is checked before
+    Every argument, and every parameter against the layer sizes, is checked before
     anything is read; a parameter that leaves the kernel's range during the epoch (a learning
-    rate that is too large) raises FloatingPointError and leaves the model unchanged.
+    rate that is too large) raises FloatingPointError and leaves the parameters unchanged.
     """
-    flat = _flatten(model, writable=True)
+    flat = _flatten(weights, biases, writable=True)
     sizes_a, offset_a, woff_a = flat[0], flat[1], flat[2]
     cdef Py_ssize_t L = sizes_a.shape[0], U = offset_a[L]
     cdef Py_ssize_t nv = sizes_a[L - 1], width = int(sizes_a.max())
@@ -139,12 +140,13 @@ def fit_epoch(model, V, miss, order, learning_rate, batch_size, tol, inner_tol, 
         raise FloatingPointError(
             f"the parameters left the range of the Gaussian method (finite, |value| <= "
             f"{MF_SBN_PARAM_LIMIT:g}) during learning; lower the learning rate")
-    # the progress callback may have edited the model: check again before writing it back
-    if not np.array_equal(_flatten(model, writable=True)[0], sizes_a):
-        raise ValueError("the model's layer sizes changed during the epoch")
+    # the progress callback may have replaced an array of the lists: check them again before
+    # writing into them
+    if not np.array_equal(_flatten(weights, biases, writable=True)[0], sizes_a):
+        raise ValueError("the layer sizes changed during the epoch")
     for l in range(L - 1):
         block = WT_a[woff_a[l]:woff_a[l] + sizes_a[l] * sizes_a[l + 1]]
-        model.weights[l][...] = block.reshape(sizes_a[l], sizes_a[l + 1]).T
+        weights[l][...] = block.reshape(sizes_a[l], sizes_a[l + 1]).T
     for l in range(L):
-        model.biases[l][...] = bias_a[offset_a[l]:offset_a[l + 1]]
+        biases[l][...] = bias_a[offset_a[l]:offset_a[l + 1]]
     return total

@@ -27,8 +27,10 @@ class GaussianSolution:
                 f"converged={int(self.converged.sum())}/{self.converged.shape[0]})")
 
 
-def run(model, V, miss, init_mu, tol, inner_tol, max_sweeps, n_threads, gain_rule=True):
-    """Solve every pattern of V; returns a GaussianSolution.
+def run(weights, biases, V, miss, init_mu, tol, inner_tol, max_sweeps, n_threads,
+        gain_rule=True):
+    """Solve every pattern of V under the layered net (``weights``, ``biases``: one array per
+    pair of layers and per layer, top first); returns a GaussianSolution.
 
     V (n, n_visible) float64 C-contiguous, 0 or 1 where observed; miss None or (n, n_visible)
     uint8/bool (nonzero = missing); init_mu None or (n, n_hidden) in [0, 1] (hidden layers
@@ -38,7 +40,7 @@ def run(model, V, miss, init_mu, tol, inner_tol, max_sweeps, n_threads, gain_rul
     gain_rule: also skip a mu update whose predicted gain is below tol / (10 n_hidden) (so that
     the skipped updates cost at most tol / 10 per sweep); off, only |dL/dmu| <= inner_tol stops.
     """
-    flat = _flatten(model)
+    flat = _flatten(weights, biases)
     sizes_a, offset_a = flat[0], flat[1]
     cdef Py_ssize_t L = sizes_a.shape[0], U = offset_a[L]
     cdef Py_ssize_t nv = sizes_a[L - 1], H = U - nv
@@ -118,7 +120,7 @@ cdef double exact_bound(const Net *net, const double *mu, const double *xi, cons
     return pattern_bound(net, mu, xi, w2)
 
 
-def trace(model, v, missing_row=None, max_sweeps=20, inner_tol=1e-8, gain_tol=0.0):
+def trace(weights, biases, v, missing_row=None, max_sweeps=20, inner_tol=1e-8, gain_tol=0.0):
     """Run the solver on ONE pattern and record the exact bound around every single update.
 
     For tests: returns a dict of arrays ``kind`` (0 = a mu update, 1 = a xi update), ``unit``
@@ -128,7 +130,7 @@ def trace(model, v, missing_row=None, max_sweeps=20, inner_tol=1e-8, gain_tol=0.
     run).  ``gain_tol`` > 0 turns on the default mode's shortcuts (skipped negligible updates,
     unevaluated short steps), as ``run`` does with gain_tol = tol / (10 n_hidden).
     """
-    flat = _flatten(model)
+    flat = _flatten(weights, biases)
     sizes_a, offset_a = flat[0], flat[1]
     cdef Net net
     fill_net(&net, flat)

@@ -1,6 +1,6 @@
 """Kernel: importance-sampled ln P(clamped units) for DAG belief nets (sigmoid or noisy-OR).
 
-Called only from ``mfengine.sbn._solve.importance_items`` (through ``log_likelihood`` of the
+Called only from ``mfengine.sbn._solve.importance`` (through ``log_likelihood`` of the
 models), which validates every input; the entry points still check every size and index they
 read and return ``MF_EBADARG`` (``mf_status.h``) instead of trusting their caller.
 

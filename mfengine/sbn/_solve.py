@@ -1,5 +1,6 @@
-"""Running the belief-net kernels: argument checks, chunking for the progress bar, and the
-items the DAG kernels solve.  Used by the models' ``infer``, ``fit`` and ``gradient``."""
+"""Running the belief-net kernels on problem records (:mod:`mfengine.sbn._problem`): arrays
+in, arrays out.  Argument checks of one solve, chunking for the progress bar, the DAG
+methods' dispatch, and the sampled ln P(x).  Nothing here reads an estimator."""
 import numbers
 import warnings
 
@@ -10,8 +11,8 @@ from mfengine._validation import effective_n_threads
 from mfengine.sbn._result import BeliefNetResult, concatenate_results
 
 __all__ = ["METHODS", "DAG_METHODS", "inner_tol_for", "check_solve_args", "run_gaussian",
-           "dag_items", "solve_items", "run_dag", "report", "SAMPLED_METHODS",
-           "check_sampling_args", "importance_items"]
+           "solve_items", "run_dag", "report", "SAMPLED_METHODS", "check_sampling_args",
+           "importance"]
 
 METHODS = ("gaussian", "sjj", "plefka11", "plefka12", "plefka22")
 #: Methods for belief nets over any DAG (a layered net is converted with ``to_dag``).
@@ -104,7 +105,8 @@ def _from_kernel(r, method, tol):
 
 
 def run_gaussian(net, V, miss, init_mu, tol, max_iter, inner_tol, n_threads, progress):
-    """Saul & Jordan's Gaussian-approximated mean field on checked data (see ``infer``)."""
+    """Saul & Jordan's Gaussian-approximated mean field of a ``LayeredNet`` on checked data
+    (see ``SigmoidBeliefNet.infer``)."""
     from mfengine.sbn import _gaussian
 
     gain_rule = inner_tol is None
@@ -118,7 +120,7 @@ def run_gaussian(net, V, miss, init_mu, tol, max_iter, inner_tol, n_threads, pro
     nt = _threads(n_threads, n)
 
     def chunk(sl):
-        r = _gaussian.run(net, V[sl], None if miss is None else miss[sl],
+        r = _gaussian.run(net.weights, net.biases, V[sl], None if miss is None else miss[sl],
                           None if init_mu is None else init_mu[sl], tol, gtol, max_iter, nt,
                           gain_rule)
         return _from_kernel(r, "gaussian", tol)
@@ -126,95 +128,52 @@ def run_gaussian(net, V, miss, init_mu, tol, max_iter, inner_tol, n_threads, pro
     return _run_chunked(n, progress, "infer", chunk, "gaussian", tol)
 
 
-def dag_items(model, V, missing=None):
-    """The items the DAG kernels solve: ``(batch, w, clamp, net_of, shape)``.
-
-    ``model`` is a checked BeliefNet or BeliefNetBatch.  ``batch`` is a BeliefNetBatch (for a
-    BeliefNet, one that holds its biases, visible units and structure); ``w`` the packed
-    (n_nets, nnz) weights;
-    ``clamp`` (n_items, n_units) holds each clamped unit's value and NaN at free ones (hidden,
-    or visible and missing); ``net_of`` the net of each item; ``shape`` the leading shape of
-    the result.  A model of another class that has a ``_dag_items(V, missing)`` method (a
-    layered SigmoidBeliefNet: the items of its ``to_dag()``) builds them itself.
-    """
-    own = getattr(model, "_dag_items", None)
-    if own is not None:
-        return own(V, missing)
-    model._params()
-    if model._batch:
-        V, miss = model._check_data(V, missing)
-        if miss is not None:
-            V = np.where(miss, np.nan, V)
-        squeeze = V.ndim == 2
-        V3 = V[:, None, :] if squeeze else V
-        k, m = V3.shape[:2]
-        clamp = np.full((k * m, model._structure.n_units), np.nan)
-        clamp[:, model.visible_] = V3.reshape(k * m, V3.shape[2])
-        shape = (k,) if squeeze else (k, m)
-        return model, model._packed_w(), clamp, np.repeat(np.arange(k, dtype=np.intp), m), shape
-    V, miss = model._check_data(V, missing)
-    if miss is not None:
-        V = np.where(miss, np.nan, V)
-    batch = model._as_batch(checked=True)
-    clamp = np.full((V.shape[0], model.W_.shape[-1]), np.nan)   # (W_ checked just above)
-    clamp[:, model.visible_] = V
-    return batch, model._packed_w(), clamp, np.zeros(V.shape[0], dtype=np.intp), (V.shape[0],)
-
-
-def solve_items(batch, w, clamp, net_of, method, tol, max_iter, n_threads, init_mu=None,
+def solve_items(nets, w, h, clamp, net_of, method, tol, max_iter, n_threads, init_mu=None,
                 inner_tol=None, init_xi=None):
-    """Run a DAG method's kernel on prepared items (see ``dag_items``); returns
-    (bound, mu, xi, n_iter, converged)."""
-    s = batch._structure
+    """Run a DAG method's kernel on items of ``nets`` (a ``DagNets``) with the weights ``w``
+    and biases ``h`` given (learning moves them); returns (bound, mu, xi, n_iter,
+    converged)."""
+    s = nets.structure
     if method == "sjj":
         from mfengine.sbn import sjj
 
         gtol = inner_tol_for(tol) if inner_tol is None else float(inner_tol)
-        return sjj.solve(s, w, batch.h_, net_of, clamp, tol=tol, inner_tol=gtol,
+        return sjj.solve(s, w, h, net_of, clamp, tol=tol, inner_tol=gtol,
                          max_sweeps=max_iter, n_threads=n_threads, init_mu=init_mu,
-                         init_xi=init_xi, activation=batch.activation)
+                         init_xi=init_xi, activation=nets.activation)
     from mfengine.sbn import plefka
 
-    G, u, n_iter, conv = plefka.solve(s, w, batch.h_, net_of, clamp, int(method[-2:]),
-                                      batch.activation, tol=tol, max_iter=max_iter,
+    G, u, n_iter, conv = plefka.solve(s, w, h, net_of, clamp, int(method[-2:]),
+                                      nets.activation, tol=tol, max_iter=max_iter,
                                       n_threads=n_threads, init_u=init_mu)
     return -G, u, None, n_iter, conv
 
 
-def run_dag(model, V, missing, method, tol, max_iter, inner_tol, n_threads, init_mu, progress,
+def run_dag(nets, items, method, tol, max_iter, inner_tol, n_threads, init_mu, progress,
             keep="all"):
-    """A DAG method on a checked BeliefNet or BeliefNetBatch; returns a BeliefNetResult with
-    ``mu`` of shape ``shape + (n_units,)`` and ``xi`` of ``shape + (n_units,)`` (noisy-OR
-    "sjj": ``shape + (nnz,)``, the q of every edge; None for the Plefka methods).  ``keep``:
-    "all", "mu" (``xi`` None) or "bound" (``mu`` and ``xi`` None); with "mu" or "bound" a
-    noisy-OR "sjj" solve runs in chunks of items whose q take at most XI_CHUNK_DOUBLES, each
-    chunk's dropped before the next."""
-    batch, w, clamp, net_of, shape = dag_items(model, V, missing)
+    """A DAG method on the ``items`` of ``nets`` (a ``DagNets``); returns a BeliefNetResult
+    with ``mu`` of shape ``items.shape + (n_units,)`` and ``xi`` of ``items.shape +
+    (n_units,)`` (noisy-OR "sjj": ``items.shape + (nnz,)``, the q of every edge; None for the
+    Plefka methods).  ``init_mu``: (n_items, n_hidden) or None.  ``keep``: "all", "mu"
+    (``xi`` None) or "bound" (``mu`` and ``xi`` None); with "mu" or "bound" a noisy-OR "sjj"
+    solve runs in chunks of items whose q take at most XI_CHUNK_DOUBLES, each chunk's dropped
+    before the next."""
+    clamp, net_of, shape = items.clamp, items.net_of, items.shape
     n = clamp.shape[0]
-    mu0 = None
-    if init_mu is not None:
-        hid = ~batch.visible_
-        init_mu = _as_means(init_mu)
-        if init_mu.shape != (n, int(hid.sum())):
-            raise ValueError(f"init_mu must have shape {(n, int(hid.sum()))} (the hidden units in "
-                             f"order), got {init_mu.shape}")
-        if not np.all((init_mu >= 0.0) & (init_mu <= 1.0)):
-            raise ValueError("init_mu must lie in [0, 1] (and contain no NaN)")
-        mu0 = np.full(clamp.shape, 0.5)
-        mu0[:, hid] = init_mu
+    mu0 = nets.hidden_init(init_mu, n)
     nt = _threads(n_threads, n)
 
     def chunk(sl):
         bound, mu, xi, n_iter, conv = solve_items(
-            batch, w, clamp[sl], net_of[sl], method, tol, max_iter, nt,
+            nets, nets.w, nets.h, clamp[sl], net_of[sl], method, tol, max_iter, nt,
             None if mu0 is None else mu0[sl], inner_tol)
         return BeliefNetResult(bound=bound, converged=conv, n_iter=n_iter, method=method,
                                tol=tol, mu=None if keep == "bound" else mu,
                                xi=xi if keep == "all" else None)
 
     most = None
-    if keep != "all" and method == "sjj" and batch.activation == "noisy_or":
-        most = max(1, XI_CHUNK_DOUBLES // max(1, w.shape[1]))
+    if keep != "all" and method == "sjj" and nets.noisy_or:
+        most = max(1, XI_CHUNK_DOUBLES // max(1, nets.w.shape[1]))
     r = _run_chunked(n, progress, f"infer ({method})", chunk, method, tol, most)
     r.bound = r.bound.reshape(shape)
     r.converged = r.converged.reshape(shape)
@@ -273,11 +232,11 @@ def check_sampling_args(method, n_samples, random_state, n_steps=AIS_STEPS):
     return method, n_samples, n_steps, seed
 
 
-def importance_items(model, V, missing, mu, bound, n_samples, seed, n_threads, progress,
-                     method="importance", n_steps=AIS_STEPS, predict=False):
-    """Importance-sampled (or AIS) ln P(x) on a checked BeliefNet or BeliefNetBatch ``model``.
+def importance(nets, items, mu, bound, n_samples, seed, n_threads, progress,
+               method="importance", n_steps=AIS_STEPS, predict=False):
+    """Importance-sampled (or AIS) ln P(x) of the ``items`` of ``nets`` (a ``DagNets``).
 
-    ``mu`` holds the mean-field means of every unit, shaped ``shape + (n_units,)`` as
+    ``mu`` holds the mean-field means of every unit, shaped ``items.shape + (n_units,)`` as
     ``run_dag`` returns them, and ``bound`` the objective of that solve; the proposal is the
     defensive mixture of the kernel's docstring (mfengine/sbn/_importance.pyx), or for "ais"
     the start of ``n_samples`` annealing chains of ``n_steps`` temperatures.  Returns a
@@ -287,9 +246,9 @@ def importance_items(model, V, missing, mu, bound, n_samples, seed, n_threads, p
     from mfengine._base import LogLikelihoodEstimate
     from mfengine.sbn import _importance
 
-    batch, w, clamp, net_of, shape = dag_items(model, V, missing)
+    w, h, clamp, net_of, shape = nets.w, nets.h, items.clamp, items.net_of, items.shape
     n = clamp.shape[0]
-    s = batch._structure
+    s = nets.structure
     q = np.ascontiguousarray(np.asarray(mu, dtype=np.float64).reshape(n, s.n_units))
     if not np.all((q >= 0.0) & (q <= 1.0)):
         raise ValueError("the mean-field means of the proposal must lie in [0, 1] (and contain "
@@ -297,7 +256,7 @@ def importance_items(model, V, missing, mu, bound, n_samples, seed, n_threads, p
     est, se, ess = np.empty(n), np.empty(n), np.empty(n)
     status = np.zeros(n, dtype=np.int8)
     pred = np.empty((n, s.n_units)) if predict else None
-    noisy = batch.activation == "noisy_or"
+    noisy = nets.noisy_or
     from mfengine._progress import progress_bar
 
     # unit-draws per pattern; at least 2**18 per thread (waking threads for less costs more
@@ -314,12 +273,12 @@ def importance_items(model, V, missing, mu, bound, n_samples, seed, n_threads, p
             a, b = sl.start, min(sl.stop, n)
             if method == "ais":
                 rc = _importance.ais(s.par_ptr, s.par_idx, s.ch_ptr, s.ch_idx, s.ch_w, w,
-                                     batch.h_, net_of[a:b], clamp[a:b], q[a:b], n_samples,
+                                     h, net_of[a:b], clamp[a:b], q[a:b], n_samples,
                                      n_steps, IMPORTANCE_EPS, seed, a, est[a:b], se[a:b],
                                      ess[a:b], status[a:b], noisy, nt)
             else:
                 rc = _importance.estimate(s.par_ptr, s.par_idx, s.ch_ptr, s.ch_idx, s.ch_w, w,
-                                          batch.h_, net_of[a:b], clamp[a:b], q[a:b], n_samples,
+                                          h, net_of[a:b], clamp[a:b], q[a:b], n_samples,
                                           IMPORTANCE_MIX, IMPORTANCE_EPS, seed, a, est[a:b],
                                           se[a:b], ess[a:b], status[a:b], noisy, nt,
                                           None if pred is None else pred[a:b])

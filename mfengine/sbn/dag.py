@@ -12,26 +12,23 @@ sampling and exact enumeration; ``mf.infer`` runs the mean-field methods on them
 import copy
 import numbers
 
+import contextlib
+import functools
+
 import numpy as np
 from scipy.special import logsumexp
-from sklearn.base import BaseEstimator, DensityMixin
 
-from mfengine._base import PersistMixin
+from mfengine._base import warn_unconverged
 from mfengine._validation import (ARRAY_LIKE, as_array, BOOLEAN, CALLABLE, LEARNING_RATE, MAX_ITER_LIMIT,
                                   N_THREADS, POSITIVE_TOL, RANDOM_STATE, Interval, Options,
                                   as_float_matrix, check_binary, check_missing,
                                   check_random_state, check_sparse)
-from mfengine.sbn._hyper import check_flag, check_int
-from mfengine.sbn._solve import (
-    DAG_METHODS,
-    SAMPLED_METHODS,
-    check_sampling_args,
-    check_solve_args,
-    importance_items,
-    report,
-    run_dag,
-)
+from mfengine.sbn._hyper import check_callback, check_flag, check_int, check_tol, schedule, stop
+from mfengine.sbn._learn import check_partition, fit_items, fit_partitions
+from mfengine.sbn._problem import DagNets
+from mfengine.sbn._solve import DAG_METHODS, check_solve_args, report, run_dag
 from mfengine.sbn._structure import ACTIVATIONS, DagStructure, _is_sparse
+from mfengine.sbn.model import BeliefNetModel
 
 __all__ = ["BeliefNet", "BeliefNetBatch", "DagStructure", "ACTIVATIONS"]
 
@@ -296,7 +293,7 @@ _COMMON_CONSTRAINTS = {
 }
 
 
-class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
+class _DagModel(BeliefNetModel):
     """What BeliefNet and BeliefNetBatch share: parameters checked before every use."""
 
     _batch = False
@@ -433,10 +430,28 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         w = self._structure.pack(self.W_)
         return w if w.ndim == 2 else w[None]
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.positive_only = True     # binary data: 0 and 1
-        return tags
+    def _nets(self):
+        """The checked parameters as the DAG kernels read them (a ``DagNets``)."""
+        self._params()
+        h = np.ascontiguousarray(self.h_, dtype=np.float64)
+        return DagNets(self._structure, self._packed_w(), h if self._batch else h[None],
+                       self.visible_, self.activation, batch=self._batch)
+
+    def _dag_problem(self, X, missing=None, items=True):
+        """``(DagNets, Items, V, miss)``: the checked parameters and data of one call."""
+        nets = self._nets()
+        V, miss = self._check_data(X, missing)
+        return nets, nets.items(V, miss) if items else None, V, miss
+
+    def _visible_mask(self):
+        return self._params().visible_
+
+    def _flat_means(self, result):
+        return result.mu.reshape(-1, result.mu.shape[-1])
+
+    def _draw_states(self, result, rng, n_samples):
+        mu = result.mu
+        return (rng.random((n_samples,) + mu.shape) < mu).astype(np.float64)
 
     @property
     def structure(self):
@@ -531,157 +546,10 @@ class _DagModel(PersistMixin, DensityMixin, BaseEstimator):
         bounds ("bound"): see ``run_dag``."""
         method, tol, max_iter, inner_tol, n_threads, progress = self._check_kwargs(
             method, tol, max_iter, inner_tol, n_threads, progress)
-        self._params()
-        r = run_dag(self, X, missing, method, tol, max_iter, inner_tol, n_threads, init_mu,
-                    progress, keep)
+        nets, items, _, _ = self._dag_problem(X, missing)
+        r = run_dag(nets, items, method, tol, max_iter, inner_tol, n_threads, init_mu, progress,
+                    keep)
         return report(r, f"{type(self).__name__}.infer(method={method!r})")
-
-    def sample_posterior(self, X, n_samples=1, missing=None, *, method=None, random_state=None):
-        """Draw unit states from the mean-field posterior of each item.
-
-        Q is factorised: each free unit is on with probability its mean; clamped units keep
-        their data.
-
-        Parameters
-        ----------
-        X : array_like
-            Binary data (see ``infer``).
-        n_samples : int, default=1
-            Draws per item.
-        missing : array_like of bool, optional
-            Missing visible entries, drawn like hidden units.
-        method : {"sjj", "plefka11", "plefka12", "plefka22"}, optional
-            The mean-field method; default the model's ``method``.
-        random_state : None, int or numpy.random.Generator, default=None
-            Seed of the draws.
-
-        Returns
-        -------
-        S : ndarray of shape (n_samples,) + infer(X).mu.shape
-            States 0.0/1.0 of every unit.
-        """
-        n_samples = check_int(n_samples, "n_samples", 0)
-        rng = check_random_state(random_state)
-        mu = self._solve(X, missing, method=method, keep="mu").mu
-        return (rng.random((n_samples,) + mu.shape) < mu).astype(np.float64)
-
-    def score_samples(self, X, missing=None, *, method=None, n_samples=1000, random_state=None):
-        """The objective of each pattern at its mean-field solution, or a sampled ln P(x).
-
-        Parameters
-        ----------
-        X : array_like
-            Binary data (see ``infer``).
-        missing : array_like of bool, optional
-            Missing visible entries (see ``infer``).
-        method : {None, "sjj", "plefka11", "plefka12", "plefka22", "importance", "ais"}, optional
-            None: the model's ``method``.  A mean-field method: its objective.  "importance"
-            or "ais": the sampled estimate of ln P(x) (``log_likelihood(X, ...).estimate``).
-        n_samples : int, default=1000
-            Samples (or annealing chains) per pattern ("importance", "ais" only).
-        random_state : None, int or numpy.random.Generator, default=None
-            Seed of the samples ("importance", "ais" only).
-
-        Returns
-        -------
-        score : ndarray
-            A lower bound on ln P(x) ("sjj"), -G (Plefka), or the estimate of ln P(x)
-            ("importance"), per pattern, in nats.
-        """
-        if isinstance(method, str) and method in SAMPLED_METHODS:
-            return self.log_likelihood(X, n_samples, method, random_state,
-                                       missing=missing).estimate
-        return self._solve(X, missing, method=method, keep="bound").bound
-
-    def log_likelihood(self, X, n_samples=1000, method="importance", random_state=None, *,
-                       missing=None, n_steps=100, n_threads=None, progress=None):
-        """An importance-sampled estimate of ln P(x) per pattern, with its standard error.
-
-        The proposal is the model's mean-field posterior (its ``method``), clipped away from
-        0 and 1 and mixed with the prior (80% / 20%, drawn by ancestral sampling with the
-        data clamped), so that every importance weight is at most 5 and their variance is
-        finite.  The estimate is the log of the mean weight, capped at 0 as ln P(x) is:
-        consistent, and biased low by about ``stderr**2 / 2``.  Compiled and parallel over
-        patterns; each pattern draws from its own stream, so the answer does not depend on
-        ``n_threads``.
-
-        Parameters
-        ----------
-        X : array_like
-            Binary data (see ``infer``).
-        n_samples : int, default=1000
-            Samples per pattern (at least 2); with "ais", annealing chains per pattern.
-        method : {"importance", "ais"}, default="importance"
-            "importance": importance sampling from the proposal above.  "ais": annealed
-            importance sampling (Neal 2001): each chain starts from the clipped mean-field
-            posterior and moves to the posterior through ``n_steps`` intermediate
-            distributions q^(1 - b) P(h, x)^b (b = (t / n_steps)^2), one Gibbs sweep over the
-            hidden (and missing) units at each; dearer by about ``n_steps`` sweeps per chain,
-            and far better when the posterior is too sharp for one proposal (nets with
-            hundreds of visible units).
-        random_state : None, int or numpy.random.Generator, default=None
-            Seed of the samples.
-        missing : array_like of bool, optional
-            Missing visible entries (see ``infer``): drawn like hidden units, so that they
-            are marginalised.
-        n_steps : int, default=100
-            Temperatures of each annealing chain ("ais" only).
-        n_threads : int, optional
-            OpenMP threads over patterns; default the model's ``n_threads``.
-        progress : bool, optional
-            Default: the model's ``progress``.
-
-        Returns
-        -------
-        result : mfengine.LogLikelihoodEstimate
-            ``estimate``, ``stderr``, ``ess`` and the mean-field ``bound`` per pattern (shaped
-            like ``score_samples(X)``), and ``n_samples``.
-
-        Raises
-        ------
-        ValueError
-            For an unknown ``method`` or ``n_samples`` below 2.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> import mfengine as mf
-        >>> W = np.tril(np.random.default_rng(0).uniform(0, 1, (6, 6)), -1)
-        >>> net = mf.BeliefNet(W, np.full(6, 0.1), visible=[3, 4, 5], activation="noisy_or")
-        >>> X = net.sample(5, random_state=0)
-        >>> est = net.log_likelihood(X, n_samples=2000, random_state=0)
-        >>> bool(np.all(np.abs(est.estimate - net.exact_log_likelihood(X)) < 5 * est.stderr + 1e-9))
-        True
-        """
-        method, n_samples, n_steps, seed = check_sampling_args(method, n_samples, random_state,
-                                                               n_steps)
-        progress = check_flag(self.progress if progress is None else progress, "progress")
-        n_threads = self.n_threads if n_threads is None else n_threads
-        r = self._solve(X, missing, n_threads=n_threads, progress=progress, keep="mu")
-        return importance_items(self, X, missing, r.mu, r.bound, n_samples, seed, n_threads,
-                                progress, method, n_steps)
-
-    def score(self, X, y=None, missing=None):
-        """The mean of ``score_samples(X)``, in nats per pattern.
-
-        Parameters
-        ----------
-        X : array_like
-            Binary data.
-        y : None
-            Ignored.
-        missing : array_like of bool, optional
-            Missing visible entries.
-
-        Returns
-        -------
-        score : float
-            The mean objective per pattern, in nats.
-        """
-        b = self.score_samples(X, missing)
-        if b.size == 0:
-            raise ValueError("X has no patterns: the mean bound of no pattern is undefined")
-        return float(np.mean(b))
 
 
 class BeliefNet(_DagModel):
@@ -806,16 +674,6 @@ class BeliefNet(_DagModel):
         return [s.ch_idx[s.ch_ptr[j]:s.ch_ptr[j + 1]] for j in range(s.n_units)]
 
 
-    def _as_batch(self, checked=False):
-        """This net as a one-net BeliefNetBatch sharing its checked arrays and structure
-        (``checked``: the caller has just run ``_params``)."""
-        if not checked:
-            self._params()
-        batch = BeliefNetBatch(None, None, self.visible_, self.activation)
-        batch.h_, batch.visible_ = self.h_[None], self.visible_
-        batch._structure = self._structure
-        return batch
-
     def _set_learned(self, w, h):
         """New weights (an (nnz,) vector on the net's edges) and biases (learning)."""
         self.W_ = self._structure.unpack(w, sparse=_is_sparse(self.W_))
@@ -823,61 +681,6 @@ class BeliefNet(_DagModel):
         src = vars(self).get("_src") or {}
         vars(self)["_src"] = {k: v for k, v in src.items() if k == "visible_"}   # W_, h_ learned
         self.activation_ = _check_activation(self.activation)
-
-    def impute(self, X, missing, *, method=None, n_samples=1000, random_state=None):
-        """Fill in missing entries with their posterior predictive probability of a 1.
-
-        Each missing entry is replaced by the mean of that free unit in the mean-field solve
-        (a missing unit with no observed descendant sums out of the solve, with every
-        method, and its mean is the predictive one from its parents' solved means:
-        sigmoid(h + W mu), or 1 - e^{-h} prod (1 - mu + mu e^{-W}) for noisy-OR), or with
-        ``method="importance"`` by an importance-sampled estimate of the exact probability.
-
-        Parameters
-        ----------
-        X : array_like of shape (n_patterns, n_visible)
-            Binary data; entries where ``missing`` is True may hold NaN or any finite value.
-        missing : array_like of bool, shape (n_patterns, n_visible) or (n_visible,)
-            The entries to fill in.
-        method : {"sjj", "plefka11", "plefka12", "plefka22", "importance"}, optional
-            Default: the net's ``method``.  "importance": self-normalised importance sampling
-            with the proposal of ``log_likelihood`` (built from the net's ``method``); a
-            missing unit's probability is E[f(z_j) | observed] when no observed unit lies
-            below it, else E[S_j | observed].
-        n_samples : int, default=1000
-            Samples per pattern ("importance" only).
-        random_state : None, int or numpy.random.Generator, default=None
-            Seed of the samples ("importance" only).
-
-        Returns
-        -------
-        X_filled : ndarray of shape (n_patterns, n_visible)
-            ``X`` as float64, the observed entries unchanged and the missing ones in [0, 1].
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> import mfengine as mf
-        >>> W = np.tril(np.full((6, 6), 0.8), -1)
-        >>> net = mf.BeliefNet(W, np.full(6, -0.5), visible=[3, 4, 5])
-        >>> X = net.sample(3, random_state=0)
-        >>> filled = net.impute(X, np.array([True, False, False]))
-        >>> filled.shape
-        (3, 3)
-        """
-        if missing is None:
-            raise ValueError("missing must mark the entries to impute (a boolean mask), got None")
-        if isinstance(method, str) and method == "importance":
-            _, n_samples, _, seed = check_sampling_args(method, n_samples, random_state)
-            r = self._solve(X, missing, keep="mu")
-            V, miss = self._check_data(X, missing)
-            _, pred = importance_items(self, X, missing, r.mu, r.bound, n_samples, seed,
-                                       self.n_threads, check_flag(self.progress, "progress"),
-                                       predict=True)
-            return np.where(miss, pred[:, self.visible_], V)
-        r = self._solve(X, missing, method=method, keep="mu")
-        V, miss = self._check_data(X, missing)
-        return np.where(miss, r.mu[:, self.visible_], V)
 
     # ------------------------------------------------------------------ learning
     def fit(self, X, y=None, missing=None):
@@ -912,9 +715,7 @@ class BeliefNet(_DagModel):
         RuntimeWarning
             When the objective leaves the range of a log-probability (Plefka methods).
         """
-        from mfengine.sbn.learning import fit_dag
-
-        return fit_dag(self, X, missing)
+        return self._fit(X, missing, partial=False)
 
     def partial_fit(self, X, y=None, missing=None):
         """One pass of the training rule over ``X`` (scikit-learn's out-of-core convention).
@@ -957,9 +758,70 @@ class BeliefNet(_DagModel):
         >>> net.partial_fit(X[:50]).partial_fit(X[50:]).n_iter_
         2
         """
-        from mfengine.sbn.learning import fit_dag
+        return self._fit(X, missing, partial=True)
 
-        return fit_dag(self, X, missing, partial=True)
+    def _fit_settings(self):
+        """fit's method, solve settings and schedule, validated: (method, infer_tol,
+        infer_max_iter, rates, batch_size, tol, progress)."""
+        method = self.method
+        if method not in DAG_METHODS:
+            raise ValueError(f"method must be one of {DAG_METHODS}, got {method!r}")
+        _, itol, imax, _ = check_solve_args(method, self.infer_tol, self.infer_max_iter, None,
+                                            names=("infer_tol", "infer_max_iter"))
+        rates = schedule(self.max_iter, self.learning_rate, 0.1)
+        batch_size = check_int(self.batch_size, "batch_size", 1)
+        tol = check_tol(self.tol, "tol", allow_none=True)
+        progress = check_flag(self.progress, "progress")
+        return method, itol, imax, rates, batch_size, tol, progress
+
+    def _fit(self, X, missing, partial):
+        """``fit`` (``partial``: ``partial_fit``): the checked parameters and data handed to
+        ``mfengine.sbn._learn.fit_items``, the fitted attributes set from its answer."""
+        from mfengine._validation import effective_n_threads
+
+        method, itol, imax, rates, batch_size, tol, progress = self._fit_settings()
+        callback = check_callback(self.callback)
+        past = []
+        if partial:
+            rates, tol, callback = rates[:1], None, None
+            past = list(self.history_) if "history_" in vars(self) else []
+        cold = not partial and not check_flag(self.warm_start, "warm_start")
+        with _refused_leaves_state(self):
+            if cold:
+                for k in ("W_", "h_", "visible_"):
+                    vars(self).pop(k, None)
+            nets, items, _, _ = self._dag_problem(X, missing)
+            if items.n == 0:
+                raise ValueError(f"Found array with 0 sample(s) (shape={items.clamp.shape}) while "
+                                 "a minimum of 1 is required: X has no patterns")
+        rng = check_random_state(self.random_state)
+
+        def after_epoch(epoch, w, h, value):
+            self._set_learned(w[0], h[0].copy())
+            callback(epoch, self, value)
+            # the callback may have edited or replaced the parameters: check and use them
+            self._params()
+            return self._packed_w(), self.h_[None].copy()
+
+        w, h, history, converged = fit_items(
+            nets, items, method, itol, imax, rates, batch_size, tol, progress, rng, partial,
+            effective_n_threads(self.n_threads), f"fit ({method})",
+            None if callback is None else after_epoch)
+        return self._finish_fit(w, h, history, converged, past, tol, len(rates), method)
+
+    def _finish_fit(self, w, h, history, converged, past, tol, budget, method):
+        self._set_learned(w[0], h[0].copy())
+        self._params()
+        warn_unconverged(converged, f"BeliefNet.fit(method={method!r}): the mean-field solves",
+                         "raise infer_max_iter or loosen infer_tol")
+        self.history_ = np.asarray(past + history, dtype=np.float64)
+        self.n_iter_ = len(past) + len(history)
+        self.n_features_in_ = int(np.count_nonzero(self.visible_))
+        if tol is not None and not stop(history, tol):
+            warn_unconverged([False], "BeliefNet.fit",
+                             f"the mean objective still changed by more than tol={tol} in the "
+                             f"last of {budget} epochs; raise max_iter or loosen tol")
+        return self
 
     # ------------------------------------------------------------------ generative model
     def sample(self, n_samples=1, random_state=None, return_all=False):
@@ -1027,19 +889,7 @@ class BeliefNet(_DagModel):
         return _sum_log_probs(S, l1, l0)
 
     def _check_data(self, X, missing=None):
-        """X as C-contiguous float64 (n, n_visible), binary outside the missing entries, and
-        the missing mask as bool (or None)."""
-        n_visible = int(self.visible_.sum())
-        V = as_float_matrix(X, "X", n_cols=n_visible, allow_nan=missing is not None)
-        miss = check_missing(missing, V.shape)
-        if miss is None:
-            check_binary(V, "X")
-            return V, None
-        miss = miss.astype(bool)
-        if np.any(~np.isfinite(V) & ~miss):
-            raise ValueError("X contains NaN or infinite values at entries not marked missing")
-        check_binary(V, "X", ignore=miss)
-        return V, miss
+        return _check_dag_data(X, missing, int(self.visible_.sum()))
 
     def exact_log_likelihood(self, X, missing=None, max_hidden=MAX_ENUMERATED_HIDDEN):
         """Exact ln P(x) per pattern, by enumeration.
@@ -1171,11 +1021,53 @@ class BeliefNet(_DagModel):
     # The data-parallel fit of mfengine._dask: it hands over a Partitions object (the row
     # blocks of a dask array) and imports nothing from this module.
     def _dask_fit(self, parts, y=None):
-        """``fit`` on a dask array: mfengine.sbn.learning.fit_dag_partitions (each mini-batch's
-        gradient summed over the partitions).  ``parts``: a ``mfengine._dask.Partitions``."""
-        from mfengine.sbn.learning import fit_dag_partitions
+        """``fit`` on a dask array: ``mfengine.sbn._learn.fit_partitions`` (each mini-batch's
+        gradient summed over the partitions).  ``parts``: a ``mfengine._dask.Partitions``.
+        No callback and no ``missing``."""
+        method, itol, imax, rates, batch_size, tol, progress = self._fit_settings()
+        if check_callback(self.callback) is not None:
+            raise ValueError("BeliefNet.fit on a dask array does not take a callback")
+        with _refused_leaves_state(self):
+            if not check_flag(self.warm_start, "warm_start"):
+                for k in ("W_", "h_", "visible_"):
+                    vars(self).pop(k, None)
+            nets = self._nets()
+            if int(parts.offsets[-1]) == 0:
+                raise ValueError("X has no patterns: fit needs at least one")
+            check = functools.partial(_check_dag_data, n_visible=int(self.visible_.sum()))
+            parts.map(check_partition, check)
+        w, h, history, converged = fit_partitions(
+            nets, parts, check, method, itol, imax, rates, batch_size, tol, progress,
+            check_random_state(self.random_state), f"fit ({method}, dask)")
+        return self._finish_fit(w, h, history, converged, [], tol, len(rates), method)
 
-        return fit_dag_partitions(self, parts)
+
+def _check_dag_data(X, missing, n_visible):
+    """X as C-contiguous float64 (n, n_visible), binary outside the missing entries, and the
+    missing mask as bool (or None)."""
+    V = as_float_matrix(X, "X", n_cols=n_visible, allow_nan=missing is not None)
+    miss = check_missing(missing, V.shape)
+    if miss is None:
+        check_binary(V, "X")
+        return V, None
+    miss = miss.astype(bool)
+    if np.any(~np.isfinite(V) & ~miss):
+        raise ValueError("X contains NaN or infinite values at entries not marked missing")
+    check_binary(V, "X", ignore=miss)
+    return V, miss
+
+
+@contextlib.contextmanager
+def _refused_leaves_state(net):
+    """A fit refused while it sets up (its parameters or data) leaves the net as it was: the
+    cold start's dropped W_, h_, visible_ (and everything else) come back."""
+    state = dict(vars(net))
+    try:
+        yield
+    except BaseException:
+        vars(net).clear()
+        vars(net).update(state)
+        raise
 
 
 class BeliefNetBatch(_DagModel):

@@ -9,9 +9,8 @@ import numbers
 
 import numpy as np
 from scipy.special import logsumexp
-from sklearn.base import BaseEstimator, DensityMixin
 
-from mfengine._base import PersistMixin, warn_unconverged
+from mfengine._base import warn_unconverged
 from mfengine._validation import (
     as_array,
     BOOLEAN,
@@ -32,20 +31,20 @@ from mfengine._validation import (
     sizes_from_biases,
 )
 from mfengine.sbn._hyper import check_callback, check_flag, check_int, check_tol, schedule, stop
+from mfengine.sbn._learn import fit_items
+from mfengine.sbn._problem import LayeredNet
+from mfengine.sbn._result import BeliefNetResult
 from mfengine.sbn._solve import (
     DAG_METHODS,
     METHODS,
-    SAMPLED_METHODS,
-    check_sampling_args,
     check_solve_args,
-    importance_items,
     inner_tol_for,
     report,
     run_dag,
     run_gaussian,
 )
-from mfengine.sbn._result import BeliefNetResult
-from mfengine.sbn._structure import DagStructure, _is_sparse
+from mfengine.sbn._structure import DagStructure
+from mfengine.sbn.model import BeliefNetModel
 
 __all__ = ["SigmoidBeliefNet", "MAX_ENUMERATED_HIDDEN"]
 
@@ -68,7 +67,7 @@ def _entropy(p):
     return np.where((p <= 0.0) | (p >= 1.0), 0.0, h)
 
 
-class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
+class SigmoidBeliefNet(BeliefNetModel):
     """A layered sigmoid belief network, trained and queried by mean field.
 
     Parameters
@@ -257,11 +256,6 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         if "weights_" in vars(self):
             self._check_params()
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.positive_only = True     # binary data: 0 and 1
-        return tags
-
     @property
     def weights(self):
         """The weight matrices (the list ``weights_``; drawn first if the net has none yet)."""
@@ -332,14 +326,6 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
     def _sizes(self):
         return tuple(b.shape[0] for b in self.biases_)
 
-    def _training_dag(self):
-        """``to_dag(sparse=True)`` over every inter-layer edge: what the DAG methods train.
-        ``to_dag()``'s edges are the nonzero weights, so a weight that is exactly zero would
-        stay zero; here it is an edge like the others, as it is for "gaussian"."""
-        dag = self.to_dag(sparse=True)
-        dag._params()._structure = self._dag_structure()
-        return dag
-
     def _dag_structure(self):
         """``DagStructure.layered`` of the (checked) sizes, kept while they stay."""
         sizes = self._sizes()
@@ -354,33 +340,37 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         import scipy.sparse
 
         s = self._dag_structure()
-        return scipy.sparse.csr_matrix((self._packed_weights(), s.par_idx.copy(),
+        return scipy.sparse.csr_matrix((self._net().packed_weights(), s.par_idx.copy(),
                                         s.par_ptr.copy()), shape=(s.n_units, s.n_units))
 
-    def _packed_weights(self):
-        """The (checked) weights in the parent order of ``_dag_structure()``: (n_weights,)."""
-        return np.concatenate([np.ravel(W) for W in self.weights_] + [np.zeros(0)])
-
-    def _dag_items(self, X, missing=None):
-        """What ``dag_items`` gives for ``to_dag()`` (see ``mfengine.sbn._solve``), built in
-        O(n_units + n_weights) time and memory: the structure of every inter-layer edge
-        (``DagStructure.layered``, kept while the sizes stay), the weights raveled layer by
-        layer, no n_units x n_units matrix and no second check of the parameters.  An exactly
-        zero weight stays an edge here (``to_dag()`` drops it); it adds exact zeros."""
-        from mfengine.sbn.dag import BeliefNetBatch
-
+    def _net(self):
+        """The checked parameters as the kernels read them (a ``LayeredNet``)."""
         self._params()
+        return LayeredNet(self.weights_, self.biases_)
+
+    def _dag_problem(self, X, missing=None, items=True):
+        """``(DagNets, Items, V, miss)`` of ``to_dag()`` and the checked data, built in
+        O(n_units + n_weights) time and memory: every inter-layer weight is an edge (an
+        exactly zero weight too, which ``to_dag()`` drops: it adds exact zeros), no
+        n_units x n_units matrix and no second check of the parameters."""
+        net = self._net()
         V, miss = self._check_data(X, missing)
-        s = self._dag_structure()
-        visible = np.zeros(s.n_units, dtype=bool)
-        visible[s.n_units - self.biases_[-1].shape[0]:] = True
-        batch = BeliefNetBatch(None, None, visible, "sigmoid")
-        batch.h_, batch.visible_ = np.concatenate(self.biases_)[None], visible
-        batch._structure = s
-        w = self._packed_weights()[None]
-        clamp = np.full((V.shape[0], s.n_units), np.nan)
-        clamp[:, visible] = V if miss is None else np.where(miss, np.nan, V)
-        return batch, w, clamp, np.zeros(V.shape[0], dtype=np.intp), (V.shape[0],)
+        if not items:
+            return None, None, V, miss
+        nets = net.dag(self._dag_structure())
+        return nets, nets.items(V, miss), V, miss
+
+    def _visible_mask(self):
+        sizes = self._sizes()
+        mask = np.zeros(sum(sizes), dtype=bool)
+        mask[sum(sizes[:-1]):] = True
+        return mask
+
+    def _flat_means(self, result):
+        return np.concatenate(result.mu, axis=1)
+
+    def _draw_states(self, result, rng, n_samples):
+        return [(rng.random((n_samples,) + m.shape) < m).astype(np.float64) for m in result.mu]
 
     @property
     def n_visible(self):
@@ -482,18 +472,7 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         return out
 
     def _check_data(self, V, missing=None, name="X", min_rows=0):
-        nv = self.biases_[-1].shape[0]
-        V = as_float_matrix(V, name, n_cols=nv, allow_nan=missing is not None, min_rows=min_rows,
-                            cols_from=f" (one per visible unit: the net's sizes[-1] = {nv})")
-        miss = check_missing(missing, V.shape)
-        if miss is not None:
-            bad = ~np.isfinite(V) & ~miss.astype(bool)
-            if np.any(bad):
-                raise ValueError(f"{name} contains NaN or infinite values at entries not marked missing")
-            check_binary(V, name, ignore=miss.astype(bool))
-        else:
-            check_binary(V, name)
-        return V, miss
+        return _check_layered_data(V, missing, self.biases_[-1].shape[0], name, min_rows)
 
     # ------------------------------------------------------------------ inference
     def infer(self, X, missing=None, *, method=None, tol=None, max_iter=None, n_threads=None,
@@ -545,6 +524,13 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         ConvergenceWarning
             When some pattern's solve reached ``max_iter`` sweeps.
         """
+        return self._solve(X, missing, method, tol, max_iter, n_threads, init_mu, inner_tol,
+                           progress)
+
+    def _solve(self, X, missing=None, method=None, tol=None, max_iter=None, n_threads=None,
+               init_mu=None, inner_tol=None, progress=None, keep="all"):
+        """``infer``, reported (``keep`` is the DAG nets' option: the layered net keeps the
+        whole result)."""
         result = self._infer(X, missing, method, tol, max_iter, n_threads, init_mu, inner_tol,
                              progress)
         return report(result, f"SigmoidBeliefNet.infer(method={result.method!r})")
@@ -558,221 +544,18 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                    "infer_max_iter" if max_iter is None else "max_iter"))
         progress = check_flag(self.progress if progress is None else progress, "progress")
         n_threads = self.n_threads if n_threads is None else n_threads
-        self._params()
         if method == "gaussian":
+            net = self._net()
             V, miss = self._check_data(X, missing)
-            return run_gaussian(self, V, miss, init_mu, tol, max_iter, inner_tol, n_threads,
+            return run_gaussian(net, V, miss, init_mu, tol, max_iter, inner_tol, n_threads,
                                 progress)
-        r = run_dag(self, X, missing, method, tol, max_iter, inner_tol, n_threads, init_mu,
-                    progress)
+        nets, items, _, _ = self._dag_problem(X, missing)
+        r = run_dag(nets, items, method, tol, max_iter, inner_tol, n_threads, init_mu, progress)
         splits = np.cumsum(self._sizes())[:-1]
         r.mu = [np.ascontiguousarray(a) for a in np.split(r.mu, splits, axis=1)]
         if r.xi is not None:
             r.xi = [np.ascontiguousarray(a) for a in np.split(r.xi, splits, axis=1)]
         return r
-
-    def sample_posterior(self, X, n_samples=1, missing=None, *, method=None, random_state=None):
-        """Draw hidden states from the mean-field posterior of each pattern.
-
-        Q is factorised: each unit is on with probability its mean ``mu``.  Visible units keep
-        their data; a missing visible entry is drawn from its predictive probability.
-
-        Parameters
-        ----------
-        X : array_like of shape (n_patterns, n_visible)
-            Binary data.
-        n_samples : int, default=1
-            Draws per pattern.
-        missing : array_like of bool, optional
-            Missing visible entries (drawn, not kept).
-        method : str, optional
-            The mean-field method; default the net's ``method``.
-        random_state : None, int or numpy.random.Generator, default=None
-            Seed of the draws.
-
-        Returns
-        -------
-        layers : list of ndarray
-            One (n_samples, n_patterns, sizes[l]) array of 0.0/1.0 per layer, top first.
-        """
-        n_samples = _check_n_samples(n_samples)
-        rng = check_random_state(random_state)
-        r = self.infer(X, missing, method=method)
-        return [(rng.random((n_samples,) + m.shape) < m).astype(np.float64) for m in r.mu]
-
-    def score_samples(self, X, missing=None, *, method=None, n_samples=1000, random_state=None):
-        """The mean-field bound on ln P(x) of each pattern, or a sampled estimate of it, in nats.
-
-        Parameters
-        ----------
-        X : array_like of shape (n_patterns, n_visible)
-            Binary data.
-        missing : array_like of bool, optional
-            Missing entries, marginalised (see ``infer``).
-        method : {None, "gaussian", "sjj", "plefka11", "plefka12", "plefka22", "importance", "ais"}
-            None: the net's ``method``.  A mean-field method: its objective.  "importance"
-            or "ais": the sampled estimate (``log_likelihood(X, ...).estimate``).
-        n_samples : int, default=1000
-            Samples (or annealing chains) per pattern ("importance", "ais" only).
-        random_state : None, int or numpy.random.Generator, default=None
-            Seed of the samples ("importance", "ais" only).
-
-        Returns
-        -------
-        score : ndarray of shape (n_patterns,)
-            The bound per pattern (for the Plefka methods, -G), or the estimate of ln P(x),
-            in nats.
-        """
-        if isinstance(method, str) and method in SAMPLED_METHODS:
-            return self.log_likelihood(X, n_samples, method, random_state,
-                                       missing=missing).estimate
-        return self.infer(X, missing, method=method).bound
-
-    def log_likelihood(self, X, n_samples=1000, method="importance", random_state=None, *,
-                       missing=None, n_steps=100, n_threads=None, progress=None):
-        """An importance-sampled estimate of ln P(x) per pattern, with its standard error.
-
-        The proposal is the net's mean-field posterior (its ``method``: the Gaussian-
-        approximated solution by default), clipped away from 0 and 1 and mixed with the
-        prior (80% / 20%, drawn by ancestral sampling with the data clamped), so that every
-        importance weight is at most 5 and their variance is finite.  The estimate is the
-        log of the mean weight, capped at 0 as ln P(x) is: consistent, and biased low by
-        about ``stderr**2 / 2``.  Compiled and parallel over patterns; each pattern draws
-        from its own stream, so the answer does not depend on ``n_threads``.
-
-        Parameters
-        ----------
-        X : array_like of shape (n_patterns, n_visible)
-            Binary data.
-        n_samples : int, default=1000
-            Samples per pattern (at least 2); with "ais", annealing chains per pattern.
-        method : {"importance", "ais"}, default="importance"
-            "importance": importance sampling from the proposal above.  "ais": annealed
-            importance sampling (Neal 2001): each chain starts from the clipped mean-field
-            posterior and moves to the posterior through ``n_steps`` intermediate
-            distributions q^(1 - b) P(h, x)^b (b = (t / n_steps)^2), one Gibbs sweep over the
-            hidden (and missing) units at each; dearer by about ``n_steps`` sweeps per chain,
-            and far better when the posterior is too sharp for one proposal (nets with
-            hundreds of visible units).
-        random_state : None, int or numpy.random.Generator, default=None
-            Seed of the samples.
-        missing : array_like of bool, optional
-            Missing visible entries, drawn like hidden units (so marginalised).
-        n_steps : int, default=100
-            Temperatures of each annealing chain ("ais" only).
-        n_threads : int, optional
-            OpenMP threads over patterns; default the net's ``n_threads``.
-        progress : bool, optional
-            Default: the net's ``progress``.
-
-        Returns
-        -------
-        result : mfengine.LogLikelihoodEstimate
-            ``estimate``, ``stderr``, ``ess`` and the mean-field ``bound`` per pattern, and
-            ``n_samples``.
-
-        Raises
-        ------
-        ValueError
-            For an unknown ``method`` or ``n_samples`` below 2.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> import mfengine as mf
-        >>> net = mf.SigmoidBeliefNet([3, 6, 10], weight_scale=2.0, random_state=0)
-        >>> X = net.sample(5, random_state=1)
-        >>> est = net.log_likelihood(X, n_samples=2000, random_state=0)
-        >>> bool(np.all(np.abs(est.estimate - net.exact_log_likelihood(X)) < 5 * est.stderr + 1e-9))
-        True
-        """
-        method, n_samples, n_steps, seed = check_sampling_args(method, n_samples, random_state,
-                                                               n_steps)
-        progress = check_flag(self.progress if progress is None else progress, "progress")
-        n_threads = self.n_threads if n_threads is None else n_threads
-        r = self.infer(X, missing, n_threads=n_threads, progress=progress)
-        mu = np.concatenate(r.mu, axis=1)
-        return importance_items(self, X, missing, mu, r.bound, n_samples, seed, n_threads,
-                                progress, method, n_steps)
-
-    def impute(self, X, missing, *, method=None, n_samples=1000, random_state=None):
-        """Fill in missing entries with their posterior predictive probability of a 1.
-
-        Each missing entry is replaced by the mean-field probability that it is 1, or with
-        ``method="importance"`` by an importance-sampled estimate of the exact one.
-
-        Parameters
-        ----------
-        X : array_like of shape (n_patterns, n_visible)
-            Binary data; entries where ``missing`` is True may hold NaN or any finite value.
-        missing : array_like of bool, shape (n_patterns, n_visible) or (n_visible,)
-            The entries to fill in.
-        method : str, optional
-            Default: the net's ``method``.  With "gaussian" the probability is the missing
-            unit's ``xi`` (its approximate predictive); with the DAG methods it is the missing
-            unit's mean: the missing units (which have no observed descendant in a layered
-            net) sum out of the solve and their mean is sigmoid(h + W mu) from their
-            parents' solved means.  "importance":
-            P(x_j = 1 | observed) = E[sigmoid(z_j) | observed], with the hidden units drawn
-            from the proposal of ``log_likelihood`` (built from the net's ``method``) and
-            self-normalised weights; consistent as ``n_samples`` grows.
-        n_samples : int, default=1000
-            Samples per pattern ("importance" only).
-        random_state : None, int or numpy.random.Generator, default=None
-            Seed of the samples ("importance" only).
-
-        Returns
-        -------
-        X_filled : ndarray of shape (n_patterns, n_visible)
-            ``X`` as float64, the observed entries unchanged and the missing ones in [0, 1].
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> import mfengine as mf
-        >>> net = mf.SigmoidBeliefNet([3, 6, 10], random_state=0)
-        >>> X = net.sample(4, random_state=1)
-        >>> miss = np.zeros(X.shape, dtype=bool); miss[:, :5] = True
-        >>> filled = net.impute(X, miss)
-        >>> bool(np.all((filled[miss] >= 0) & (filled[miss] <= 1)))
-        True
-        """
-        if missing is None:
-            raise ValueError("missing must mark the entries to impute (a boolean mask), got None")
-        if isinstance(method, str) and method == "importance":
-            _, n_samples, _, seed = check_sampling_args(method, n_samples, random_state)
-            r = self.infer(X, missing)
-            V, miss = self._check_data(X, missing)
-            _, pred = importance_items(self, X, missing, np.concatenate(r.mu, axis=1),
-                                       r.bound, n_samples, seed, self.n_threads,
-                                       check_flag(self.progress, "progress"), predict=True)
-            return np.where(miss.astype(bool), pred[:, self.n_hidden:], V)
-        r = self.infer(X, missing, method=method)
-        V, miss = self._check_data(X, missing)
-        out = np.where(miss.astype(bool), r.mu[-1], V)
-        return out
-
-    def score(self, X, y=None, missing=None):
-        """The mean of ``score_samples(X)``: the average bound per pattern, in nats.
-
-        Parameters
-        ----------
-        X : array_like of shape (n_patterns, n_visible)
-            Binary data.
-        y : None
-            Ignored.
-        missing : array_like of bool, optional
-            Missing entries, marginalised.
-
-        Returns
-        -------
-        score : float
-            The mean bound per pattern, in nats.
-        """
-        b = self.score_samples(X, missing)
-        if b.size == 0:
-            raise ValueError("X has no patterns: the mean bound of no pattern is undefined")
-        return float(np.mean(b))
 
     # ------------------------------------------------------------------ generative model
     def sample(self, n_samples=1, random_state=None, return_all=False):
@@ -1089,7 +872,8 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                         f"evaluate in double precision (sum of |weights_| = {total:.3g}, above "
                         f"{MAX_NET_SCALE:.3g}): lower it")
             try:
-                return self._fit_dag(V, miss)
+                self._fit_dag(V, miss)
+                return self
             except OverflowError as exc:
                 if not drawn:
                     raise
@@ -1114,8 +898,9 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                 if not warm:
                     state[:, : self.n_hidden] = 0.5
                 order = rng.permutation(n).astype(np.intp)
-                total = _gaussian.fit_epoch(self, Vk, miss, order, float(lr), batch_size, itol,
-                                            inner_tol_for(itol), imax, state, bar.update)
+                total = _gaussian.fit_epoch(self.weights_, self.biases_, Vk, miss, order,
+                                            float(lr), batch_size, itol, inner_tol_for(itol),
+                                            imax, state, bar.update)
                 history.append(total / n)
                 bar.set_postfix(bound=f"{history[-1]:.3f}")
                 if self.callback is not None:
@@ -1205,11 +990,8 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                         0.1 if method in DAG_METHODS else PAPER_RATES)[0]
         history = [] if first or "history_" not in vars(self) else list(self.history_)
         if method in DAG_METHODS:
-            dag = self._training_dag()
-            dag.set_params(learning_rate=rate, random_state=None)
-            dag.partial_fit(V, missing=miss)
-            self._copy_from_dag(dag)
-            history.append(float(dag.history_[-1]))
+            _, history_pass = self._fit_dag(V, miss, [rate], partial=True)
+            history.append(float(history_pass[-1]))
         else:
             batch_size = check_int(self.batch_size, "batch_size", 1)
             itol = check_tol(self.infer_tol, "infer_tol")
@@ -1221,8 +1003,9 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             Vk = np.where(np.isfinite(V), V, 0.0) if miss is not None else V
             n = V.shape[0]
             state = np.full((n, sum(self._sizes())), 0.5)
-            total = _gaussian.fit_epoch(self, Vk, miss, np.arange(n, dtype=np.intp), float(rate),
-                                        batch_size, itol, inner_tol_for(itol), imax, state)
+            total = _gaussian.fit_epoch(self.weights_, self.biases_, Vk, miss,
+                                        np.arange(n, dtype=np.intp), float(rate), batch_size,
+                                        itol, inner_tol_for(itol), imax, state)
             history.append(total / n)
         self._check_params()
         self.n_features_in_ = V.shape[1]
@@ -1230,15 +1013,15 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
         self.n_iter_ = len(history)
         return self
 
-    def _copy_from_dag(self, d):
-        """The weights and biases of ``d`` (``to_dag()`` of this net, trained) copied back."""
+    def _set_packed(self, w, h):
+        """Weights and biases from the DAG form's packed vectors (``_dag_structure()``'s
+        edge order: the layers' weight matrices raveled and concatenated)."""
         sizes = self._sizes()
-        off = np.concatenate([[0], np.cumsum(sizes)])
-        W, h = d.W_, d.h_
-        blocks = [W[off[l + 1]:off[l + 2], off[l]:off[l + 1]] for l in range(len(sizes) - 1)]
-        self.weights_ = [np.ascontiguousarray(b.toarray() if _is_sparse(b) else b)
-                         for b in blocks]
-        self.biases_ = [h[off[l]:off[l + 1]].copy() for l in range(len(sizes))]
+        off = np.concatenate([[0], np.cumsum([a * b for a, b in zip(sizes[:-1], sizes[1:])])])
+        self.weights_ = [np.ascontiguousarray(w[off[l]:off[l + 1]].reshape(sizes[l + 1], sizes[l]))
+                         for l in range(len(sizes) - 1)]
+        boff = np.concatenate([[0], np.cumsum(sizes)])
+        self.biases_ = [h[boff[l]:boff[l + 1]].copy() for l in range(len(sizes))]
 
     def _finish_fit(self, history, tol, budget):
         self.history_ = np.asarray(history, dtype=np.float64)
@@ -1249,27 +1032,48 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                              f"{budget} epochs; raise max_iter or loosen tol")
         return self
 
-    def _fit_dag(self, X, missing):
-        dag = self._training_dag()
-        copy_back = self._copy_from_dag
+    def _fit_dag(self, V, miss, rates=None, partial=False):
+        """Train the DAG form of the net (every inter-layer weight an edge) with its DAG
+        method on checked data; the weights and biases are set from the result.  Returns
+        ``(converged, history)``; ``fit`` sets ``history_`` from it, ``partial_fit`` adds."""
+        from mfengine._validation import effective_n_threads
+        from mfengine.sbn._hyper import schedule
 
-        user_callback = self.callback
+        method = self.method
+        _, itol, imax, _ = check_solve_args(method, self.infer_tol, self.infer_max_iter, None,
+                                            names=("infer_tol", "infer_max_iter"))
+        if rates is None:
+            rates = schedule(self.max_iter, self.learning_rate, 0.1)
+        batch_size = check_int(self.batch_size, "batch_size", 1)
+        tol = None if partial else check_tol(self.tol, "tol", allow_none=True)
+        progress = check_flag(self.progress, "progress")
+        callback = None if partial else check_callback(self.callback)
+        nets = self._net().dag(self._dag_structure())
+        items = nets.items(V, miss)
+        def after_epoch(epoch, w, h, value):
+            self._set_packed(w[0], h[0])
+            callback(epoch, self, value)
+            # edits the callback made to weights_/biases_ reach the net being trained
+            net = self._net()
+            return net.packed_weights()[None], np.concatenate(net.biases)[None]
 
-        def cb(epoch, d, value):
-            copy_back(d)
-            if user_callback is not None:
-                user_callback(epoch, self, value)
-                # edits the callback made to weights_/biases_ reach the net being trained
-                self._check_params()
-                d.W_ = self._csr_weights()
-                d.h_ = np.concatenate(self.biases_)
-
-        dag.set_params(callback=cb)
-        dag.fit(X, missing=missing)
-        copy_back(dag)
-        self.history_ = dag.history_
-        self.n_iter_ = dag.n_iter_
-        return self
+        on_epoch = None if callback is None else after_epoch
+        w, h, history, converged = fit_items(
+            nets, items, method, itol, imax, rates, batch_size, tol, progress,
+            None if partial else check_random_state(self.random_state), partial,
+            effective_n_threads(self.n_threads), f"fit ({method})", on_epoch)
+        self._set_packed(w[0], h[0])
+        self._check_params()
+        warn_unconverged(converged, f"SigmoidBeliefNet.fit(method={method!r}): the mean-field "
+                         "solves", "raise infer_max_iter or loosen infer_tol")
+        if not partial:
+            self.history_ = np.asarray(history, dtype=np.float64)
+            self.n_iter_ = len(history)
+            if tol is not None and not stop(history, tol):
+                warn_unconverged([False], "SigmoidBeliefNet.fit",
+                                 f"the mean objective still changed by more than tol={tol} in "
+                                 f"the last of {len(rates)} epochs; raise max_iter or loosen tol")
+        return converged, history
 
     # --- dask hooks
     # The data-parallel fit of mfengine._dask: it hands over a Partitions object (the row
@@ -1295,11 +1099,8 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                              f"units), got {n_cols}")
         if n_rows < 1:
             raise ValueError("X has no patterns: fit needs at least one")
-        if method in DAG_METHODS:      # train to_dag() data-parallel, copy back
-            dag = self._training_dag()
-            dag._dask_fit(parts)
-            self._copy_from_dag(dag)
-            self.history_, self.n_iter_ = dag.history_, dag.n_iter_
+        if method in DAG_METHODS:      # the DAG form, trained data-parallel
+            self._dask_fit_dag(parts)
             self.n_features_in_ = n_cols
             return self
         sums = parts.map(SigmoidBeliefNet._dask_check_rows, self)
@@ -1346,6 +1147,34 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
             bar.close()
         return self._finish_fit(history, tol, len(rates))
 
+    def _dask_fit_dag(self, parts):
+        """The DAG form trained data-parallel (``_learn.fit_partitions``)."""
+        import functools
+
+        from mfengine.sbn._hyper import schedule
+        from mfengine.sbn._learn import check_partition, fit_partitions
+
+        method = self.method
+        _, itol, imax, _ = check_solve_args(method, self.infer_tol, self.infer_max_iter, None,
+                                            names=("infer_tol", "infer_max_iter"))
+        rates = schedule(self.max_iter, self.learning_rate, 0.1)
+        batch_size = check_int(self.batch_size, "batch_size", 1)
+        tol = check_tol(self.tol, "tol", allow_none=True)
+        progress = check_flag(self.progress, "progress")
+        if int(parts.offsets[-1]) == 0:
+            raise ValueError("X has no patterns: fit needs at least one")
+        check = functools.partial(_check_layered_data, n_visible=self.n_visible)
+        parts.map(check_partition, check)
+        nets = self._net().dag(self._dag_structure())
+        w, h, history, converged = fit_partitions(
+            nets, parts, check, method, itol, imax, rates, batch_size, tol, progress,
+            check_random_state(self.random_state), f"fit ({method}, dask)")
+        self._set_packed(w[0], h[0])
+        self._check_params()
+        warn_unconverged(converged, f"SigmoidBeliefNet.fit(method={method!r}): the mean-field "
+                         "solves", "raise infer_max_iter or loosen infer_tol")
+        return self._finish_fit(history, tol, len(rates))
+
     @staticmethod
     def _dask_check_rows(block, net):
         """Validate a block where it is; returns its column sums and row count."""
@@ -1371,6 +1200,23 @@ class SigmoidBeliefNet(PersistMixin, DensityMixin, BaseEstimator):
                 state = state.copy()
             state[local] = np.concatenate(r.mu[:-1], axis=1)
         return (gW, gb, float(r.bound.sum()), r.converged), state
+
+
+def _check_layered_data(V, missing, n_visible, name="X", min_rows=0):
+    """Binary data of ``n_visible`` columns (0/1 except under ``missing``) as C-contiguous
+    float64, and the missing mask as uint8 (or None)."""
+    nv = n_visible
+    V = as_float_matrix(V, name, n_cols=nv, allow_nan=missing is not None, min_rows=min_rows,
+                        cols_from=f" (one per visible unit: the net's sizes[-1] = {nv})")
+    miss = check_missing(missing, V.shape)
+    if miss is not None:
+        bad = ~np.isfinite(V) & ~miss.astype(bool)
+        if np.any(bad):
+            raise ValueError(f"{name} contains NaN or infinite values at entries not marked missing")
+        check_binary(V, name, ignore=miss.astype(bool))
+    else:
+        check_binary(V, name)
+    return V, miss
 
 
 def _check_n_samples(n_samples):
