@@ -107,16 +107,12 @@ def check_missing(missing, shape, name="missing"):
 
 def check_random_state(seed):
     """Turn ``seed`` (None, int or Generator) into a ``numpy.random.Generator``."""
+    check_value(seed, "random_state", [RANDOM_STATE])
     if isinstance(seed, np.random.Generator):
         return seed
-    if seed is None or isinstance(seed, numbers.Integral):
-        if isinstance(seed, (bool, np.bool_)) or (seed is not None and seed < 0):
-            raise ValueError(f"random_state must be None, a non-negative int or a numpy "
-                             f"Generator, got {seed!r}")
-        return np.random.default_rng(seed)
     if isinstance(seed, np.random.RandomState):
         return np.random.default_rng(seed.randint(0, 2**31 - 1))
-    raise TypeError(f"random_state must be None, an int or a numpy Generator, got {type(seed).__name__}")
+    return np.random.default_rng(seed)
 
 
 #: Most units in one layer (or net): sizes and offsets then stay far from ptrdiff_t's range.
@@ -136,8 +132,7 @@ def effective_n_threads(n_threads):
         env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
         n = int(env) if env.isdigit() and int(env) > 0 else max_threads()
     else:
-        if isinstance(n_threads, bool) or not isinstance(n_threads, numbers.Integral) or n_threads == 0:
-            raise ValueError(f"n_threads must be a non-zero integer or None, got {n_threads!r}")
+        check_value(n_threads, "n_threads", [N_THREADS])
         n = int(n_threads)
         if n < 0:
             n = max(1, (os.cpu_count() or 1) + 1 + n)
@@ -262,7 +257,7 @@ def _is_flag(v):
 def _is_seed(v):
     if isinstance(v, (np.random.Generator, np.random.RandomState)) or v is None:
         return True
-    return isinstance(v, numbers.Integral) and not _is_flag(v) and 0 <= v < 2**128
+    return isinstance(v, numbers.Integral) and not _is_flag(v) and v >= 0
 
 
 #: Constraints that recur in every family.
@@ -270,7 +265,7 @@ BOOLEAN = Satisfies(_is_flag, "True or False")
 RANDOM_STATE = Satisfies(_is_seed, "None, a non-negative int or a numpy Generator")
 CALLABLE = Satisfies(callable, "a callable")
 N_THREADS = Satisfies(lambda v: v is None or (isinstance(v, numbers.Integral) and not _is_flag(v)
-                                               and v != 0 and abs(v) <= 2**31 - 1),
+                                               and v != 0),
                       "None or a non-zero int (negative: all cores but |n| - 1)")
 POSITIVE_TOL = Interval(numbers.Real, 0, None, closed="neither")
 #: Most sweeps or epochs of any loop: far beyond any useful budget, far inside int32.
@@ -479,3 +474,37 @@ def as_array(value, name, dtype=None):
         what = ("a ragged nested sequence (its rows differ in length)"
                 if "inhomogeneous" in str(exc) else f"not convertible ({exc})")
         raise type(exc)(f"{name} is not an array: {what}") from None
+
+
+# ------------------------------------------------------------------ scalar arguments
+#: The largest value of a C ptrdiff_t (and of numpy's intp) on the supported platforms.
+INTP_MAX = 2**63 - 1
+
+
+def check_int(value, name, low, high=INTP_MAX, owner=None):
+    """``value`` as a Python int in [low, high] (a bool is not an int here); else an
+    :class:`InvalidParameterError` naming ``name``."""
+    return int(check_value(value, name, [Interval(numbers.Integral, low, high)], owner))
+
+
+def check_real(value, name, low=None, high=None, closed="both", allow_none=False, owner=None):
+    """``value`` as a finite float in the interval from ``low`` to ``high`` (``closed`` says
+    which ends belong, as :class:`Interval`), or None when ``allow_none``."""
+    allowed = [Interval(numbers.Real, low, high, closed)] + ([None] if allow_none else [])
+    value = check_value(value, name, allowed, owner)
+    return None if value is None else float(value)
+
+
+def check_tol(value, name, allow_none=False, owner=None):
+    """``value`` as a positive finite float (a tolerance), or None when ``allow_none``."""
+    return check_real(value, name, 0, None, "neither", allow_none, owner)
+
+
+def check_flag(value, name, owner=None):
+    """``value`` as a bool, refusing anything but True and False."""
+    return bool(check_value(value, name, [BOOLEAN], owner))
+
+
+def check_callback(callback, owner=None):
+    """``callback`` if it is None or callable."""
+    return check_value(callback, "callback", [None, CALLABLE], owner)

@@ -16,10 +16,12 @@ from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin, DensityMixin
 from sklearn.utils import check_array
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, check_scalar, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from mfengine._base import PersistMixin, warn_unconverged
-from mfengine._validation import RANDOM_STATE, Interval, check_binary, check_missing, check_random_state
+from mfengine._em import EMMonitor, run_em
+from mfengine._validation import (RANDOM_STATE, Interval, check_binary, check_int,
+                                  check_missing, check_random_state, check_real)
 
 __all__ = ["BernoulliMixture", "MixtureClassifier"]
 
@@ -34,34 +36,6 @@ _EPS = 1e-10
 _MAX_ITER_LIMIT = 10**6
 #: Largest size (components, batch, sweeps) accepted: what a C int holds.
 _MAX_SIZE = 2**31 - 1
-
-
-def _check_int(value, name, min_val, max_val=_MAX_SIZE):
-    """``value`` as an int in [min_val, max_val]; TypeError/ValueError naming ``name``."""
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    check_scalar(value, name, numbers.Integral, min_val=min_val, max_val=max_val)
-    return int(value)
-
-
-def _check_flag(value, name):
-    """``value`` as a bool, refusing anything but True and False."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
-
-
-def _check_real(value, name, min_val=None, include_min=True, allow_none=False):
-    """``value`` as a finite float (>= or > ``min_val``), or None when ``allow_none``."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be a number, got {value!r}")
-    check_scalar(value, name, numbers.Real, min_val=min_val,
-                 include_boundaries="left" if include_min else "neither")
-    if not np.isfinite(float(value)):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return float(value)
 
 
 def _binary_input_tags(tags):
@@ -210,44 +184,45 @@ def _normalise_log(joint):
 
 # --------------------------------------------------------------------------- EM
 def _em(X, K, max_iter, alpha, tol, rng):
-    """EM for a Bernoulli mixture on binary ``X``; returns a dict of the fitted quantities."""
+    """EM for a Bernoulli mixture on binary ``X`` (:func:`mfengine._em.run_em`); returns a
+    dict of the fitted quantities."""
     n, d = X.shape
     # Initialise: K distinct patterns (with repeats only when n < K), blended with the mean.
     idx = rng.choice(n, size=K, replace=n < K)
     means = np.clip(0.5 * X[idx] + 0.5 * X.mean(axis=0), _EPS, 1.0 - _EPS)
     weights = np.full(K, 1.0 / K)
-    ll_hist, obj_hist = [], []
-    prev = -np.inf
-    converged = False
-    it = 0
-    for it in range(max_iter + 1):
-        # E-step (also gives the objective at the current parameters)
+    ll_hist = []
+
+    def e_step(params):
+        means, weights = params
         log_p, log_q = np.log(means), np.log1p(-means)
         joint = X @ log_p.T + (1.0 - X) @ log_q.T + np.log(weights)
         log_px = logsumexp(joint, axis=1)
         ll = float(log_px.mean())
-        obj = ll + _log_prior(means, weights, alpha) / n
-        ll_hist.append(ll)
-        obj_hist.append(obj)
-        if tol is not None and obj - prev < tol:
-            converged = True
-            break
-        if it == max_iter:
-            break
-        prev = obj
+        return ll + _log_prior(means, weights, alpha) / n, (joint, log_px, ll)
+
+    def m_step(params, stats):
+        # MAP under the Beta / Dirichlet priors
+        means, _ = params
+        joint, log_px, _ = stats
         resp = np.exp(joint - log_px[:, None])
-        # M-step (MAP under the Beta / Dirichlet priors)
         Nk = resp.sum(axis=0)
         p = (resp.T @ X + alpha) / (Nk[:, None] + 2.0 * alpha)
         # A component with no responsibility and alpha=0 keeps its old means.
         empty = Nk + 2.0 * alpha <= 0.0
         if np.any(empty):
             p[empty] = means[empty]
-        means = np.clip(p, _EPS, 1.0 - _EPS)
         weights = np.maximum((Nk + alpha) / (n + K * alpha), 1e-300)
-        weights /= weights.sum()
-    return dict(means=means, weights=weights, n_iter=it, converged=converged,
-                log_likelihood_history=np.array(ll_hist), history=np.array(obj_hist))
+        return np.clip(p, _EPS, 1.0 - _EPS), weights / weights.sum()
+
+    monitor = EMMonitor(tol)
+    (means, weights), _, _ = run_em(
+        (means, weights), e_step, m_step, max_iter, monitor,
+        fell=lambda saved, params, value, stats: (params, value, stats, False),
+        on_record=lambda value, stats: ll_hist.append(stats[2]))
+    return dict(means=means, weights=weights, n_iter=len(monitor.history) - 1,
+                converged=monitor.converged, log_likelihood_history=np.array(ll_hist),
+                history=np.array(monitor.history))
 
 
 def _log_prior(means, weights, alpha):
@@ -386,10 +361,10 @@ class BernoulliMixture(PersistMixin, DensityMixin, BaseEstimator):
             _check_mixture_params(self.means_, self.weights_, self.n_features_in_)
 
     def _check_hyper(self):
-        return (_check_int(self.n_components, "n_components", 1),
-                _check_int(self.max_iter, "max_iter", 0, _MAX_ITER_LIMIT),
-                _check_real(self.alpha, "alpha", 0.0),
-                _check_real(self.tol, "tol", 0.0, allow_none=True))
+        return (check_int(self.n_components, "n_components", 1, _MAX_SIZE),
+                check_int(self.max_iter, "max_iter", 0, _MAX_ITER_LIMIT),
+                check_real(self.alpha, "alpha", 0.0),
+                check_real(self.tol, "tol", 0.0, allow_none=True))
 
     def fit(self, X, y=None):
         """Fit the mixture to binary data by EM.
@@ -493,7 +468,7 @@ class BernoulliMixture(PersistMixin, DensityMixin, BaseEstimator):
             The patterns, as float64 0/1.
         """
         check_is_fitted(self)
-        n = _check_int(n_samples, "n_samples", 0)
+        n = check_int(n_samples, "n_samples", 0, _MAX_SIZE)
         means, weights = _check_mixture_params(self.means_, self.weights_, self.n_features_in_)
         rng = check_random_state(random_state)
         comp = rng.choice(weights.shape[0], size=n, p=weights)

@@ -14,16 +14,15 @@ from sklearn.utils.validation import check_is_fitted
 
 from mfengine._base import ConvergenceWarning, PersistMixin, warn_unconverged
 from mfengine._validation import (BOOLEAN, LEARNING_RATE, N_THREADS, POSITIVE_TOL, RANDOM_STATE,
-                                  Interval, Satisfies, check_random_state, effective_n_threads)
+                                  Interval, Satisfies, check_flag, check_int, check_random_state,
+                                  check_real, effective_n_threads)
 from mfengine.baselines import (
     _MAX_ITER_LIMIT,
+    _MAX_SIZE,
     _GenerativeClassifierMixin,
     _binary_input_tags,
     _check_binary_values,
-    _check_flag,
     _check_class_log_prior,
-    _check_int,
-    _check_real,
     _check_targets,
     _validate_array,
     _validate_binary,
@@ -211,7 +210,7 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
         return tuple(int(h) for h in hidden)
 
     def _rates(self):
-        epochs = _check_int(self.max_iter, "max_iter", 1, _MAX_ITER_LIMIT)
+        epochs = check_int(self.max_iter, "max_iter", 1, _MAX_ITER_LIMIT)
         lr = self.learning_rate
         if lr is None:
             return default_schedule(epochs)
@@ -230,7 +229,7 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
                 raise ValueError(
                     f"learning_rate has {len(rates)} per-epoch rates but max_iter={epochs}"
                 )
-        return [_check_real(r, "learning_rate", 0.0) for r in rates]
+        return [check_real(r, "learning_rate", 0.0) for r in rates]
 
     # ------------------------------------------------------------------ the nets
     def _net(self, c, **params):
@@ -288,7 +287,7 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
         from mfengine._progress import progress_bar
 
         hidden, rates, warm = self._fit_settings()
-        _check_flag(self.progress, "progress")
+        check_flag(self.progress, "progress")
         previous = (np.asarray(self.classes_), self.n_features_in_) if warm else None
         X, y = _validate_array(self, X, y=y, reset=True)
         classes, y_idx, counts = _check_targets(y)
@@ -452,12 +451,12 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
         layer sizes, the per-epoch learning rates, and whether to continue the current nets."""
         hidden = self._hidden_sizes()
         rates = self._rates()
-        _check_int(self.batch_size, "batch_size", 1)
-        _check_real(self.weight_scale, "weight_scale", 0.0)
-        _check_real(self.tol, "tol", 0.0, include_min=False, allow_none=True)
-        _check_real(self.infer_tol, "infer_tol", 0.0, include_min=False)
-        _check_int(self.infer_max_iter, "infer_max_iter", 1)
-        warm = _check_flag(self.warm_start, "warm_start") and hasattr(self, "net_weights_")
+        check_int(self.batch_size, "batch_size", 1, _MAX_SIZE)
+        check_real(self.weight_scale, "weight_scale", 0.0)
+        check_real(self.tol, "tol", 0.0, closed='neither', allow_none=True)
+        check_real(self.infer_tol, "infer_tol", 0.0, closed='neither')
+        check_int(self.infer_max_iter, "infer_max_iter", 1, _MAX_SIZE)
+        warm = check_flag(self.warm_start, "warm_start") and hasattr(self, "net_weights_")
         return hidden, rates, warm
 
     # --- dask hooks
@@ -524,6 +523,6 @@ def default_schedule(max_iter):
     >>> default_schedule(4)
     [0.1, 0.1, 0.02, 0.02]
     """
-    max_iter = _check_int(max_iter, "max_iter", 1, _MAX_ITER_LIMIT)
+    max_iter = check_int(max_iter, "max_iter", 1, _MAX_ITER_LIMIT)
     first = (max_iter + 1) // 2
     return [0.1] * first + [0.02] * (max_iter - first)

@@ -8,81 +8,16 @@ import os
 
 import numpy as np
 
+from mfengine._validation import INTP_MAX as INT64_MAX
+from mfengine._validation import N_THREADS, check_int, check_value
+from mfengine._validation import check_real as _check_real
 from mfengine._validation import effective_n_threads
 
 __all__ = ["INT64_MAX", "check_int", "check_real", "check_lengths", "n_threads_for"]
 
-#: The largest value of a C ptrdiff_t (and of numpy's intp) on the supported platforms.
-INT64_MAX = 2**63 - 1
-
-
-def check_int(value, name, low, high=INT64_MAX):
-    """``value`` as a Python int in ``[low, high]``, or a ValueError naming ``name``.
-
-    Parameters
-    ----------
-    value : object
-        The value to check; ``bool`` is refused.
-    name : str
-        The argument's public name, for the message.
-    low, high : int
-        The inclusive range (``high`` defaults to the largest ptrdiff_t).
-
-    Returns
-    -------
-    value : int
-        The value, as a Python int.
-
-    Raises
-    ------
-    ValueError
-        If ``value`` is not an integer in range.
-
-    Examples
-    --------
-    >>> check_int(2**62, "lag", 1)
-    4611686018427387904
-    """
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not low <= value <= high:
-        upper = "" if high == INT64_MAX else f" and <= {high}"
-        raise ValueError(f"{name} must be an integer >= {low}{upper}, got {value!r}")
-    return int(value)
-
-
 def check_real(value, name, allow_none=False):
-    """``value`` as a finite float >= 0 (or None when ``allow_none``), or a ValueError.
-
-    Parameters
-    ----------
-    value : object
-        The value to check; ``bool`` is refused.
-    name : str
-        The argument's public name, for the message.
-    allow_none : bool, default=False
-        Whether None is accepted (and returned).
-
-    Returns
-    -------
-    value : float or None
-        The value, as a float.
-
-    Raises
-    ------
-    ValueError
-        If ``value`` is not a finite number >= 0 (or None when allowed).
-
-    Examples
-    --------
-    >>> check_real(1e-4, "tol"), check_real(None, "tol", allow_none=True)
-    (0.0001, None)
-    """
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(float(value)) \
-            or value < 0:
-        none = " or None" if allow_none else ""
-        raise ValueError(f"{name} must be a finite number >= 0{none}, got {value!r}")
-    return float(value)
+    """``value`` as a finite float >= 0 (or None when ``allow_none``)."""
+    return _check_real(value, name, 0, None, "left", allow_none)
 
 
 def check_lengths(lengths, n_rows):
@@ -166,10 +101,7 @@ def n_threads_for(n_threads, n_items):
     >>> n_threads_for(10**9, 1)
     1
     """
-    if n_threads is not None and (isinstance(n_threads, bool)
-                                  or not isinstance(n_threads, numbers.Integral)
-                                  or n_threads == 0):
-        raise ValueError(f"n_threads must be a non-zero integer or None, got {n_threads!r}")
+    check_value(n_threads, "n_threads", [N_THREADS])
     if n_threads is not None:
         n_threads = max(-(os.cpu_count() or 1) - 1, min(int(n_threads), INT64_MAX))
     n = effective_n_threads(n_threads)

@@ -25,8 +25,9 @@ from sklearn.exceptions import NotFittedError
 from mfengine._base import InferenceResult, PersistMixin, user_stacklevel, warn_unconverged
 from mfengine._base import ConvergenceWarning
 from mfengine._progress import progress_bar
-from mfengine._validation import (BOOLEAN, as_array, N_THREADS, RANDOM_STATE, Interval, Options, Satisfies,
-                                  as_float_matrix, check_random_state)
+from mfengine._validation import (BOOLEAN, N_THREADS, RANDOM_STATE, Interval, Options, Satisfies,
+                                  as_array, as_float_matrix, check_random_state, check_value,
+                                  validate_params)
 from mfengine.hmm._checks import INT64_MAX, check_int, check_lengths, check_real, n_threads_for
 
 try:
@@ -346,35 +347,10 @@ class ContextHMM(PersistMixin, BaseEstimator):
         tags.input_tags.allow_nan = True       # NaN marks a missing value (marginalised)
         return tags
 
-    def _check_hyper(self, fitting=False):
-        """Validate the hyperparameters as they are now (any may have been assigned)."""
-        check_int(self.n_states, "n_states", 1)
-        if self.n_features is not None:
-            check_int(self.n_features, "n_features", 1)
-        check_int(self.lag, "lag", 1)
-        if not isinstance(self.context, str) or self.context not in _CONTEXTS:
-            raise ValueError(f"context must be one of {_CONTEXTS}, got {self.context!r}")
-        self._check_method(self.method, "method")
-        check_int(self.infer_max_iter, "infer_max_iter", 0)
-        check_real(self.infer_tol, "infer_tol")
-        self._start_names()
-        check_int(self.max_augmented_states, "max_augmented_states", 1)
-        if not isinstance(self.algorithm, str) or self.algorithm not in _ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {_ALGORITHMS}, got {self.algorithm!r}")
-        n_threads_for(self.n_threads, 1)
-        if fitting:
-            check_int(self.max_iter, "max_iter", 0)
-            check_int(self.bw_max_iter, "bw_max_iter", 0)
-            check_real(self.tol, "tol", allow_none=True)
-            check_real(self.context_init_scale, "context_init_scale")
-            for name in ("params", "init_params"):
-                val = getattr(self, name)
-                if not isinstance(val, str) or set(val) - set(_PARAM_CODES):
-                    raise ValueError(f"{name} must be a string of the letters "
-                                     f"{_PARAM_CODES!r} (s, t, m, r, l), got {val!r}")
-            for name in ("warm_start", "progress"):
-                if not isinstance(getattr(self, name), (bool, np.bool_)):
-                    raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+    def _check_hyper(self):
+        """Validate every hyperparameter as it is now (any may have been assigned) against the
+        declared ``_parameter_constraints``."""
+        validate_params(self)
 
     def _start_names(self):
         """``starts`` as a tuple of start names, or None for all of them."""
@@ -395,9 +371,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
 
     @staticmethod
     def _check_method(method, name="method", allowed=_METHODS):
-        if not isinstance(method, str) or method not in allowed:
-            raise ValueError(f"{name} must be one of {allowed}, got {method!r}")
-        return method
+        return check_value(method, name, [Options(*allowed)], "ContextHMM")
 
     def _n_features(self, X=None):
         if self.n_features is not None:
@@ -1026,7 +1000,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
             When ``tol`` is given and the last phase did not meet it within its iterations,
             or when the last E-step left sequences unconverged.
         """
-        self._check_hyper(fitting=True)
+        self._check_hyper()
         # X, or its first sequence when X is a list of them (a ragged one refused by name)
         first = X
         if isinstance(X, (list, tuple)) and X and as_array(X[0], "X[0]").ndim == 2:
@@ -1216,7 +1190,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
         each block.  The k-means of the initial means (scikit-learn's) reads the data on the
         client: set ``means_`` and leave "m" out of ``init_params`` to keep every pass on the
         workers."""
-        self._check_hyper(fitting=True)
+        self._check_hyper()
         N, n_cols = parts.shape
         D = int(self.n_features) if self.n_features is not None else n_cols
         if n_cols != D:

@@ -27,6 +27,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_array
 
+from mfengine._em import EMMonitor, StepFailed, run_em
 from mfengine._base import (ConvergenceWarning, InferenceResult, PersistMixin,
                             user_stacklevel, warn_unconverged)
 from mfengine._progress import progress_bar
@@ -36,9 +37,14 @@ from mfengine._validation import (
     POSITIVE_TOL,
     RANDOM_STATE,
     Interval,
+    Options,
     Satisfies,
     as_array,
+    check_flag,
+    check_int,
     check_random_state,
+    check_real,
+    check_value,
     check_sizes,
     effective_n_threads,
     sizes_from_biases,
@@ -125,54 +131,11 @@ class NLGBNInference(InferenceResult):
 
 
 # ---------------------------------------------------------------------------- validation
-def _check_int(value, name, min_val, max_val=_INTP_MAX):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    value = int(value)
-    if value < min_val or value > max_val:
-        raise ValueError(f"{name} must be an integer in [{min_val}, {max_val}], got {value}")
-    return value
-
-
-def _check_float(value, name, min_val, *, include_min=True, max_val=None):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    low_ok = value >= min_val if include_min else value > min_val
-    if not (np.isfinite(float(value)) and low_ok and (max_val is None or value <= max_val)):
-        bound = f"{'>=' if include_min else '>'} {min_val:g}"
-        top = "" if max_val is None else f" and <= {max_val:g}"
-        raise ValueError(f"{name} must be a finite number {bound}{top}, got {value!r}")
-    return value
-
-
-def _check_bool(value, name):
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
-
-
 def _check_n_threads(n_threads, name="n_threads"):
     """OpenMP thread count: ``effective_n_threads``'s answer, clamped to the cores there are."""
-    if n_threads is not None and (isinstance(n_threads, bool)
-                                  or not isinstance(n_threads, numbers.Integral)):
-        raise TypeError(f"{name} must be None or a non-zero integer, got {n_threads!r}")
-    try:
-        n = effective_n_threads(None if n_threads is None else int(n_threads))
-    except ValueError as exc:
-        raise ValueError(f"{name} must be None or a non-zero integer, got {n_threads!r}") from exc
+    check_value(n_threads, name, [N_THREADS])
+    n = effective_n_threads(None if n_threads is None else int(n_threads))
     return int(max(1, min(n, os.cpu_count() or 1)))
-
-
-def _check_random_state(random_state):
-    """``check_random_state`` with errors that name ``random_state``."""
-    try:
-        return check_random_state(random_state)
-    except (ValueError, TypeError) as exc:
-        if "random_state" in str(exc):
-            raise
-        raise type(exc)(f"random_state must be None, a non-negative int or a numpy Generator, "
-                        f"got {random_state!r} ({exc})") from None
 
 
 def _check_layer_sizes(sizes, n_features=None):
@@ -576,9 +539,9 @@ class NLGBN(PersistMixin, BaseEstimator):
         sizes = _check_layer_sizes(self.sizes, n_features)
         units = _check_units(self.units, sizes)
         # (+ 0.0 turns -0.0, which the check accepts as 0, into the 0.0 NumPy's normal takes)
-        scale = _check_float(self.weight_scale, "weight_scale", 0.0, max_val=1e100) + 0.0
+        scale = check_real(self.weight_scale, "weight_scale", 0.0, 1e100) + 0.0
         min_variance = self._check_min_variance()
-        rng = _check_random_state(self.random_state)
+        rng = check_random_state(self.random_state)
         try:
             weights = [
                 rng.normal(0.0, scale / np.sqrt(sizes[l]), size=(sizes[l + 1], sizes[l]))
@@ -593,7 +556,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         self._set_params(weights, biases, variances, units)
 
     def _check_min_variance(self):
-        value = _check_float(self.min_variance, "min_variance", 0.0, include_min=False)
+        value = check_real(self.min_variance, "min_variance", 0.0, closed='right')
         if not np.isfinite(1.0 / value) or value < _TINY:
             raise ValueError(f"min_variance must be at least {_TINY:g}, got {value!r}")
         return value
@@ -782,10 +745,10 @@ class NLGBN(PersistMixin, BaseEstimator):
         ValueError
             If an argument or a parameter is invalid, or the samples overflow float64.
         """
-        n_samples = _check_int(n_samples, "n_samples", 0)
-        return_all = _check_bool(return_all, "return_all")
+        n_samples = check_int(n_samples, "n_samples", 0)
+        return_all = check_flag(return_all, "return_all")
         net = self._network()
-        rng = _check_random_state(random_state)
+        rng = check_random_state(random_state)
         need = 8 * n_samples * (sum(net.sizes) if return_all else 2 * max(net.sizes))
         if n_samples * max(net.sizes) > _INTP_MAX // 16:
             raise ValueError(f"n_samples={n_samples} is too large: {need} bytes of samples")
@@ -814,9 +777,9 @@ class NLGBN(PersistMixin, BaseEstimator):
         return layers if return_all else layers[-1]
 
     def _infer_args(self, tol, max_iter, n_threads):
-        tol = _check_float(self.infer_tol if tol is None else tol,
-                           "infer_tol" if tol is None else "tol", 0.0, include_min=False)
-        max_iter = _check_int(self.infer_max_iter if max_iter is None else max_iter,
+        tol = check_real(self.infer_tol if tol is None else tol,
+                           "infer_tol" if tol is None else "tol", 0.0, closed='right')
+        max_iter = check_int(self.infer_max_iter if max_iter is None else max_iter,
                               "infer_max_iter" if max_iter is None else "max_iter", 1)
         if n_threads is None:
             n_threads = _check_n_threads(self.n_threads)
@@ -928,9 +891,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         """
         from mfengine._validation import check_random_state
 
-        if (isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral)
-                or not 0 <= n_samples <= 2**31 - 1):
-            raise ValueError(f"n_samples must be an integer in [0, 2**31 - 1], got {n_samples!r}")
+        n_samples = check_int(n_samples, "n_samples", 0, 2**31 - 1)
         rng = check_random_state(random_state)
         net = self._network()
         _, miss = self._check_data(X, missing, net.sizes[-1])
@@ -984,8 +945,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         if method == "importance":
             return self.log_likelihood(X, n_samples, "importance", random_state,
                                        missing=missing).estimate
-        if method not in (None, "nlgbn"):
-            raise ValueError(f"method must be None, 'nlgbn' or 'importance', got {method!r}")
+        check_value(method, "method", [None, Options("nlgbn", "importance")], "NLGBN")
         return self._infer(X, None, None, None, "NLGBN.score_samples", missing)[-1].bound
 
     def score(self, X, y=None, missing=None):
@@ -1069,10 +1029,9 @@ class NLGBN(PersistMixin, BaseEstimator):
         """
         from mfengine._base import LogLikelihoodEstimate
 
-        if method != "importance":
-            raise ValueError(f"method must be 'importance', got {method!r}")
-        n_samples = _check_int(n_samples, "n_samples", 2, 2**31 - 1)
-        rng = _check_random_state(random_state)
+        check_value(method, "method", [Options("importance")], "NLGBN.log_likelihood")
+        n_samples = check_int(n_samples, "n_samples", 2, 2**31 - 1)
+        rng = check_random_state(random_state)
         seed = int(rng.integers(0, 2**63, dtype=np.int64))
         net, X, mu, lv, res = self._infer(X, None, None, n_threads, "NLGBN.log_likelihood",
                                           missing)
@@ -1166,14 +1125,14 @@ class NLGBN(PersistMixin, BaseEstimator):
 
     def _check_fit_params(self):
         return dict(
-            max_iter=_check_int(self.max_iter, "max_iter", 0),
-            tol=None if self.tol is None else _check_float(self.tol, "tol", 0.0),
-            infer_tol=_check_float(self.infer_tol, "infer_tol", 0.0, include_min=False),
-            infer_max_iter=_check_int(self.infer_max_iter, "infer_max_iter", 1),
+            max_iter=check_int(self.max_iter, "max_iter", 0),
+            tol=None if self.tol is None else check_real(self.tol, "tol", 0.0),
+            infer_tol=check_real(self.infer_tol, "infer_tol", 0.0, closed='right'),
+            infer_max_iter=check_int(self.infer_max_iter, "infer_max_iter", 1),
             min_variance=self._check_min_variance(),
-            warm_start=_check_bool(self.warm_start, "warm_start"),
+            warm_start=check_flag(self.warm_start, "warm_start"),
             n_threads=_check_n_threads(self.n_threads),
-            progress=_check_bool(self.progress, "progress"),
+            progress=check_flag(self.progress, "progress"),
         )
 
     def fit(self, X, y=None, missing=None):
@@ -1260,53 +1219,61 @@ class NLGBN(PersistMixin, BaseEstimator):
         fit (:meth:`_dask_fit`) over partitions (the state: the partitions' posteriors, kept
         on the workers).  ``n``: the number of patterns; ``drawn``: the parameters were drawn
         by this fit (an overflow in the first E-step then names ``weight_scale``)."""
-        try:
-            bound, stats, conv, state = estep(net, None)
-        except ValueError as exc:
-            if drawn and ("too extreme" in str(exc) or "overflows" in str(exc)):
-                raise ValueError(f"{exc}; the initial parameters were drawn with weight_scale="
-                                 f"{self.weight_scale!r}: lower it") from None
-            raise
-        history = [bound]
-        kept_stats = stats
-        met_tol = False
+        undone = []          # why an iteration was undone (a drop of the bound, an overflow)
+
+        def e_step(params):
+            net, state, _ = params
+            try:
+                bound, stats, conv, new_state = estep(net, state)
+            except ValueError as exc:
+                if state is not None:
+                    raise StepFailed(f"a number was not finite ({exc})") from None
+                if drawn and ("too extreme" in str(exc) or "overflows" in str(exc)):
+                    raise ValueError(f"{exc}; the initial parameters were drawn with weight_scale="
+                                     f"{self.weight_scale!r}: lower it") from None
+                raise
+            return bound, (stats, conv, new_state)
+
+        def m_step(params, stats):
+            net = params[0]
+            try:
+                self._m_step(stats[0] / n, p["min_variance"], net)
+                return self._network(), stats[2], (self.weights_, self.biases_, self.variances_)
+            except ValueError as exc:
+                raise StepFailed(f"a number was not finite ({exc})") from None
+
+        def fell(saved, params, value, stats):
+            drop = saved[1] - value
+            if drop > 1e-9 * max(1.0, abs(saved[1])):
+                undone.append(f"the bound fell by {drop:.3g} nats per pattern")
+            # else float64 cannot raise it further: converged
+            return saved[0], saved[1], saved[2], True
+
+        monitor = EMMonitor(p["tol"], strict=False)
         with progress_bar(total=p["max_iter"], desc=desc, disable=not p["progress"]) as bar:
-            for it in range(p["max_iter"]):
-                saved = (self.weights_, self.biases_, self.variances_, state, conv)
-                problem = None
-                try:
-                    self._m_step(stats / n, p["min_variance"], net)
-                    net = self._network()
-                    new, stats, conv, state = estep(net, state)
-                    if not new >= history[-1]:
-                        drop = history[-1] - new
-                        if drop > 1e-9 * max(1.0, abs(history[-1])):
-                            problem = f"the bound fell by {drop:.3g} nats per pattern"
-                        else:
-                            problem = ""        # float64 cannot raise it further: converged
-                except ValueError as exc:
-                    problem = f"a number was not finite ({exc})"
-                if problem is not None:
-                    self.weights_, self.biases_, self.variances_, state, conv = saved
-                    if problem:
-                        warnings.warn(
-                            f"NLGBN.fit: EM iteration {it + 1} was undone because {problem}; the "
-                            f"model keeps the parameters of iteration {it} (X or the parameters "
-                            "may be too extreme for float64)",
-                            ConvergenceWarning, stacklevel=user_stacklevel(),
-                        )
-                    met_tol = not problem
-                    break
-                gain = new - history[-1]
-                kept_stats = stats
-                history.append(new)
-                bar.update(1)
-                bar.set_postfix(bound=f"{new:.3f}", refresh=False)   # no print before the delay
-                if p["tol"] is not None and gain <= p["tol"]:
-                    met_tol = True
-                    break
-        self.history_ = np.array(history)
-        self.n_iter_ = len(history) - 1
+            def on_record(value, stats):
+                if len(monitor.history) > 1:
+                    bar.update(1)
+                    bar.set_postfix(bound=f"{value:.3f}", refresh=False)  # no print before the delay
+
+            params, _, (kept_stats, conv, state) = run_em(
+                (net, None, (self.weights_, self.biases_, self.variances_)), e_step, m_step,
+                p["max_iter"], monitor, fell=fell, on_record=on_record)
+        # the parameters of the last E-step kept (an undone iteration's are dropped)
+        self.weights_, self.biases_, self.variances_ = params[2]
+        if monitor.stopped not in (None, "tol", "fell"):
+            undone.append(monitor.stopped)
+        if undone:
+            it = len(monitor.history) - 1
+            warnings.warn(
+                f"NLGBN.fit: EM iteration {it + 1} was undone because {undone[0]}; the "
+                f"model keeps the parameters of iteration {it} (X or the parameters "
+                "may be too extreme for float64)",
+                ConvergenceWarning, stacklevel=user_stacklevel(),
+            )
+        met_tol = monitor.converged and not undone
+        self.history_ = np.array(monitor.history)
+        self.n_iter_ = len(monitor.history) - 1
         # partial_fit continues from here: the statistics of the kept parameters' E-step
         self.stats_ = kept_stats / n
         self.n_batches_ = 1
@@ -1373,7 +1340,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         t = getattr(self, "n_batches_", 0)
         old = getattr(self, "stats_", None)
         if t:
-            t = _check_int(t, "n_batches_", 0)
+            t = check_int(t, "n_batches_", 0)
             old = _param_array(old, "stats_", batch.shape)
             eta = (t + 1.0) ** -0.6
             batch = (1.0 - eta) * old + eta * batch

@@ -28,6 +28,8 @@ import numbers
 
 import numpy as np
 
+from mfengine._validation import check_int, check_tol
+
 from cython.parallel cimport prange, parallel
 from libc.float cimport DBL_MAX
 from libc.math cimport fabs, log, sqrt

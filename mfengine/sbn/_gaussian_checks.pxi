@@ -11,16 +11,12 @@ _SIZE_LIMIT = np.iinfo(np.intp).max // 64   # unit and weight counts: byte sizes
 
 def _positive(x, name):
     """A positive finite float."""
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not (0.0 < x < np.inf):
-        raise ValueError(f"{name} must be a positive finite number, got {x!r}")
-    return float(x)
+    return check_tol(x, name)
 
 
 def _count(x, name, low=1):
     """An integer in [low, the largest intp]."""
-    if isinstance(x, bool) or not isinstance(x, numbers.Integral) or not (low <= x <= np.iinfo(np.intp).max):
-        raise ValueError(f"{name} must be an integer in [{low}, {np.iinfo(np.intp).max}], got {x!r}")
-    return int(x)
+    return check_int(x, name, low, np.iinfo(np.intp).max)
 
 
 def _array(a, name, dtype, shape, writable=False):

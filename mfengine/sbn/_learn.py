@@ -19,15 +19,39 @@ import warnings
 import numpy as np
 
 from mfengine._base import user_stacklevel
-from mfengine.sbn._hyper import stop
+from mfengine._validation import LEARNING_RATE, MAX_ITER_LIMIT, check_int, check_value
 from mfengine.sbn._solve import solve_items
 
-__all__ = ["MIN_NOISY_OR_BIAS", "objective_gradient", "fit_items", "fit_partitions",
+__all__ = ["MIN_NOISY_OR_BIAS", "schedule", "stop", "objective_gradient", "fit_items", "fit_partitions",
            "ascend", "check_partition", "partition_gradient", "initial_xi"]
 
 #: Smallest noisy-OR bias kept during learning: a zero bias makes a unit with all parents off
 #: unable to fire, and the bounds -inf.
 MIN_NOISY_OR_BIAS = 1e-3
+
+
+def schedule(max_iter, learning_rate, default):
+    """One learning rate per epoch: ``learning_rate`` repeated, or the given sequence (one per
+    epoch, as many as ``max_iter``), or ``default`` (a rate, or a pair (first half, second
+    half))."""
+    max_iter = check_int(max_iter, "max_iter", 1, MAX_ITER_LIMIT)
+    check_value(learning_rate, "learning_rate", [LEARNING_RATE])
+    if learning_rate is None:
+        if isinstance(default, tuple):
+            half = (max_iter + 1) // 2
+            return [default[0]] * half + [default[1]] * (max_iter - half)
+        return [default] * max_iter
+    if np.ndim(learning_rate) == 0:
+        return [float(learning_rate)] * max_iter
+    rates = [float(r) for r in learning_rate]
+    if len(rates) != max_iter:
+        raise ValueError(f"learning_rate holds {len(rates)} per-epoch rates but max_iter={max_iter}")
+    return rates
+
+
+def stop(history, tol):
+    """Whether the last epoch's objective changed by less than ``tol`` from the one before."""
+    return tol is not None and len(history) >= 2 and abs(history[-1] - history[-2]) < tol
 
 
 def objective_gradient(nets, w, h, clamp, net_of, method, mu, xi):

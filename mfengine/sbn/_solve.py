@@ -1,13 +1,13 @@
 """Running the belief-net kernels on problem records (:mod:`mfengine.sbn._problem`): arrays
 in, arrays out.  Argument checks of one solve, chunking for the progress bar, the DAG
 methods' dispatch, and the sampled ln P(x).  Nothing here reads an estimator."""
-import numbers
 import warnings
 
 import numpy as np
 
 from mfengine._base import user_stacklevel, warn_unconverged
-from mfengine._validation import effective_n_threads
+from mfengine._validation import (Options, check_int, check_random_state, check_tol,
+                                  check_value, effective_n_threads)
 from mfengine.sbn._result import BeliefNetResult, concatenate_results
 
 __all__ = ["METHODS", "DAG_METHODS", "inner_tol_for", "check_solve_args", "run_gaussian",
@@ -41,17 +41,9 @@ def check_solve_args(method, tol, max_iter, inner_tol, names=("tol", "max_iter")
 
     ``names`` are the names errors use for tol and max_iter (the constructor's
     ``infer_tol``/``infer_max_iter`` when the values came from there)."""
-    if not isinstance(method, str) or method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
-    if isinstance(tol, bool) or not (isinstance(tol, numbers.Real) and 0 < tol < np.inf):
-        raise ValueError(f"{names[0]} must be a positive finite number, got {tol!r}")
-    if (isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral)
-            or not 1 <= max_iter <= MAX_ITER_LIMIT):
-        raise ValueError(f"{names[1]} must be an integer in [1, {MAX_ITER_LIMIT}], got {max_iter!r}")
-    if inner_tol is not None and (isinstance(inner_tol, bool) or not (
-            isinstance(inner_tol, numbers.Real) and 0 < inner_tol < np.inf)):
-        raise ValueError(f"inner_tol must be a positive finite number, got {inner_tol!r}")
-    return method, float(tol), int(max_iter), None if inner_tol is None else float(inner_tol)
+    check_value(method, "method", [Options(*METHODS)])
+    return (method, check_tol(tol, names[0]), check_int(max_iter, names[1], 1, MAX_ITER_LIMIT),
+            check_tol(inner_tol, "inner_tol", allow_none=True))
 
 
 def _as_means(init_mu):
@@ -219,12 +211,7 @@ AIS_STEPS = 100
 def check_sampling_args(method, n_samples, random_state, n_steps=AIS_STEPS):
     """``method`` (one of SAMPLED_METHODS), ``n_samples`` (int >= 2), ``n_steps`` (int >= 1;
     "ais") and the 64-bit seed of the per-pattern streams drawn from ``random_state``."""
-    from mfengine._validation import check_random_state
-    from mfengine.sbn._hyper import check_int
-
-    if not isinstance(method, str) or method not in SAMPLED_METHODS:
-        raise ValueError(f"method must be one of {SAMPLED_METHODS} for log_likelihood, got "
-                         f"{method!r}")
+    check_value(method, "method", [Options(*SAMPLED_METHODS)], "log_likelihood")
     n_samples = check_int(n_samples, "n_samples", 2, MAX_SAMPLES)
     n_steps = check_int(n_steps, "n_steps", 1, 2**31 - 1)
     rng = check_random_state(random_state)

@@ -22,9 +22,9 @@ from mfengine._base import warn_unconverged
 from mfengine._validation import (ARRAY_LIKE, as_array, BOOLEAN, CALLABLE, LEARNING_RATE, MAX_ITER_LIMIT,
                                   N_THREADS, POSITIVE_TOL, RANDOM_STATE, Interval, Options,
                                   as_float_matrix, check_binary, check_missing,
-                                  check_random_state, check_sparse)
-from mfengine.sbn._hyper import check_callback, check_flag, check_int, check_tol, schedule, stop
-from mfengine.sbn._learn import check_partition, fit_items, fit_partitions
+                                  check_random_state, check_sparse, check_value)
+from mfengine._validation import check_callback, check_flag, check_int, check_tol
+from mfengine.sbn._learn import check_partition, fit_items, fit_partitions, schedule, stop
 from mfengine.sbn._problem import DagNets
 from mfengine.sbn._solve import DAG_METHODS, check_solve_args, report, run_dag
 from mfengine.sbn._structure import ACTIVATIONS, DagStructure, _is_sparse
@@ -114,9 +114,7 @@ def _edges(W, batch):
 
 
 def _check_activation(activation):
-    if not isinstance(activation, str) or activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
-    return activation
+    return check_value(activation, "activation", [Options(*ACTIVATIONS)])
 
 
 def _check_weights(W, h, activation, batch, names=("W", "h"), copy=False):
@@ -479,10 +477,8 @@ class _DagModel(BeliefNetModel):
         return self.structure.nnz
 
     def _check_kwargs(self, method, tol, max_iter, inner_tol, n_threads, progress):
-        method = self.method if method is None else method
-        if not isinstance(method, str) or method not in DAG_METHODS:
-            raise ValueError(f"method must be one of {DAG_METHODS} for a {type(self).__name__}, "
-                             f"got {method!r}")
+        method = check_value(self.method if method is None else method, "method",
+                             [Options(*DAG_METHODS)], type(self).__name__)
         return (*check_solve_args(method, self.infer_tol if tol is None else tol,
                                   self.infer_max_iter if max_iter is None else max_iter, inner_tol,
                                   names=("infer_tol" if tol is None else "tol",
@@ -763,13 +759,11 @@ class BeliefNet(_DagModel):
     def _fit_settings(self):
         """fit's method, solve settings and schedule, validated: (method, infer_tol,
         infer_max_iter, rates, batch_size, tol, progress)."""
-        method = self.method
-        if method not in DAG_METHODS:
-            raise ValueError(f"method must be one of {DAG_METHODS}, got {method!r}")
+        method = check_value(self.method, "method", [Options(*DAG_METHODS)], type(self).__name__)
         _, itol, imax, _ = check_solve_args(method, self.infer_tol, self.infer_max_iter, None,
                                             names=("infer_tol", "infer_max_iter"))
         rates = schedule(self.max_iter, self.learning_rate, 0.1)
-        batch_size = check_int(self.batch_size, "batch_size", 1)
+        batch_size = check_int(self.batch_size, "batch_size", 1, 2**31 - 1)
         tol = check_tol(self.tol, "tol", allow_none=True)
         progress = check_flag(self.progress, "progress")
         return method, itol, imax, rates, batch_size, tol, progress
@@ -841,7 +835,7 @@ class BeliefNet(_DagModel):
         X : ndarray of shape (n_samples, n_visible), or (n_samples, n_units)
             The sampled states (0.0 or 1.0).
         """
-        n_samples = check_int(n_samples, "n_samples", 0)
+        n_samples = check_int(n_samples, "n_samples", 0, 2**31 - 1)
         return_all = check_flag(return_all, "return_all")
         rng = check_random_state(random_state)
         self._params()
@@ -932,7 +926,7 @@ class BeliefNet(_DagModel):
         """
         self._params()
         V, miss = self._check_data(X, missing)
-        max_hidden = check_int(max_hidden, "max_hidden", 0)
+        max_hidden = check_int(max_hidden, "max_hidden", 0, 2**31 - 1)
         vis = np.flatnonzero(self.visible_)
         Vz = np.where(np.isfinite(V), V, 0.0)
         out = np.empty(V.shape[0])
@@ -1282,7 +1276,7 @@ class BeliefNetBatch(_DagModel):
         X : ndarray of shape (n_nets, n_samples, n_visible), or (n_nets, n_samples, n_units)
             The sampled states (0.0 or 1.0) of every net.
         """
-        n_samples = check_int(n_samples, "n_samples", 0)
+        n_samples = check_int(n_samples, "n_samples", 0, 2**31 - 1)
         return_all = check_flag(return_all, "return_all")
         rng = check_random_state(random_state)
         self._params()
@@ -1329,7 +1323,7 @@ class BeliefNetBatch(_DagModel):
         """
         self._params()
         V, miss = self._check_data(X, missing)
-        max_hidden = check_int(max_hidden, "max_hidden", 0)
+        max_hidden = check_int(max_hidden, "max_hidden", 0, 2**31 - 1)
         squeeze = V.ndim == 2
         if squeeze:
             V = V[:, None, :]

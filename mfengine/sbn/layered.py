@@ -30,8 +30,9 @@ from mfengine._validation import (
     check_sizes,
     sizes_from_biases,
 )
-from mfengine.sbn._hyper import check_callback, check_flag, check_int, check_tol, schedule, stop
-from mfengine.sbn._learn import fit_items
+from mfengine._validation import (check_callback, check_flag, check_int, check_real, check_tol,
+                                  check_value)
+from mfengine.sbn._learn import fit_items, schedule, stop
 from mfengine.sbn._problem import LayeredNet
 from mfengine.sbn._result import BeliefNetResult
 from mfengine.sbn._solve import (
@@ -231,9 +232,7 @@ class SigmoidBeliefNet(BeliefNetModel):
 
     def _init_params(self, n_visible=None):
         sizes = check_sizes(self.sizes, n_visible)
-        scale = self.weight_scale
-        if isinstance(scale, (bool, np.bool_)) or not (isinstance(scale, numbers.Real) and 0 <= scale < np.inf):
-            raise ValueError(f"weight_scale must be a finite non-negative number, got {scale!r}")
+        scale = check_real(self.weight_scale, "weight_scale", 0, None)
         rng = check_random_state(self.random_state)
         self.weights_ = [
             rng.normal(0.0, scale / np.sqrt(sizes[l]), size=(sizes[l + 1], sizes[l]))
@@ -665,7 +664,7 @@ class SigmoidBeliefNet(BeliefNetModel):
         """
         self._params()
         V, miss = self._check_data(X, missing)
-        max_hidden = check_int(max_hidden, "max_hidden", 0)
+        max_hidden = check_int(max_hidden, "max_hidden", 0, 2**31 - 1)
         H = self.n_hidden
         if H > max_hidden:
             raise ValueError(
@@ -849,9 +848,7 @@ class SigmoidBeliefNet(BeliefNetModel):
         ConvergenceWarning
             When ``tol`` is given and the last epoch still gained more than ``tol``.
         """
-        method = self.method
-        if not isinstance(method, str) or method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        method = check_value(self.method, "method", [Options(*METHODS)], "SigmoidBeliefNet")
         warm = check_flag(self.warm_start, "warm_start")
         check_callback(self.callback)
         drawn = not warm or "weights_" not in vars(self)
@@ -916,10 +913,10 @@ class SigmoidBeliefNet(BeliefNetModel):
         """fit's schedule and solve settings, validated: (rates, batch_size, tol, infer_tol,
         infer_max_iter, progress, random generator)."""
         return (schedule(self.max_iter, self.learning_rate, PAPER_RATES),
-                check_int(self.batch_size, "batch_size", 1),
+                check_int(self.batch_size, "batch_size", 1, 2**31 - 1),
                 check_tol(self.tol, "tol", allow_none=True),
                 check_tol(self.infer_tol, "infer_tol"),
-                check_int(self.infer_max_iter, "infer_max_iter", 1),
+                check_int(self.infer_max_iter, "infer_max_iter", 1, 2**31 - 1),
                 check_flag(self.progress, "progress"),
                 check_random_state(self.random_state))
 
@@ -978,9 +975,7 @@ class SigmoidBeliefNet(BeliefNetModel):
         >>> net.n_iter_, net.history_.shape
         (2, (2,))
         """
-        method = self.method
-        if not isinstance(method, str) or method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        method = check_value(self.method, "method", [Options(*METHODS)], "SigmoidBeliefNet")
         first = "weights_" not in vars(self) or "biases_" not in vars(self)
         if first:
             self._init_params(as_float_matrix(X, "X", allow_nan=True).shape[1])
@@ -993,9 +988,9 @@ class SigmoidBeliefNet(BeliefNetModel):
             _, history_pass = self._fit_dag(V, miss, [rate], partial=True)
             history.append(float(history_pass[-1]))
         else:
-            batch_size = check_int(self.batch_size, "batch_size", 1)
+            batch_size = check_int(self.batch_size, "batch_size", 1, 2**31 - 1)
             itol = check_tol(self.infer_tol, "infer_tol")
-            imax = check_int(self.infer_max_iter, "infer_max_iter", 1)
+            imax = check_int(self.infer_max_iter, "infer_max_iter", 1, 2**31 - 1)
             from mfengine.sbn import _gaussian
 
             if first and check_flag(self.init_visible_biases, "init_visible_biases"):
@@ -1037,14 +1032,13 @@ class SigmoidBeliefNet(BeliefNetModel):
         method on checked data; the weights and biases are set from the result.  Returns
         ``(converged, history)``; ``fit`` sets ``history_`` from it, ``partial_fit`` adds."""
         from mfengine._validation import effective_n_threads
-        from mfengine.sbn._hyper import schedule
 
         method = self.method
         _, itol, imax, _ = check_solve_args(method, self.infer_tol, self.infer_max_iter, None,
                                             names=("infer_tol", "infer_max_iter"))
         if rates is None:
             rates = schedule(self.max_iter, self.learning_rate, 0.1)
-        batch_size = check_int(self.batch_size, "batch_size", 1)
+        batch_size = check_int(self.batch_size, "batch_size", 1, 2**31 - 1)
         tol = None if partial else check_tol(self.tol, "tol", allow_none=True)
         progress = check_flag(self.progress, "progress")
         callback = None if partial else check_callback(self.callback)
@@ -1084,9 +1078,7 @@ class SigmoidBeliefNet(BeliefNetModel):
         gradients added on the client.  ``parts``: a ``mfengine._dask.Partitions``."""
         from mfengine._progress import progress_bar
 
-        method = self.method
-        if not isinstance(method, str) or method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        method = check_value(self.method, "method", [Options(*METHODS)], "SigmoidBeliefNet")
         warm = check_flag(self.warm_start, "warm_start")
         if check_callback(self.callback) is not None:
             raise ValueError("SigmoidBeliefNet.fit on a dask array does not take a callback")
@@ -1151,14 +1143,13 @@ class SigmoidBeliefNet(BeliefNetModel):
         """The DAG form trained data-parallel (``_learn.fit_partitions``)."""
         import functools
 
-        from mfengine.sbn._hyper import schedule
         from mfengine.sbn._learn import check_partition, fit_partitions
 
         method = self.method
         _, itol, imax, _ = check_solve_args(method, self.infer_tol, self.infer_max_iter, None,
                                             names=("infer_tol", "infer_max_iter"))
         rates = schedule(self.max_iter, self.learning_rate, 0.1)
-        batch_size = check_int(self.batch_size, "batch_size", 1)
+        batch_size = check_int(self.batch_size, "batch_size", 1, 2**31 - 1)
         tol = check_tol(self.tol, "tol", allow_none=True)
         progress = check_flag(self.progress, "progress")
         if int(parts.offsets[-1]) == 0:
@@ -1221,7 +1212,7 @@ def _check_layered_data(V, missing, n_visible, name="X", min_rows=0):
 
 def _check_n_samples(n_samples):
     """``n_samples`` as an int in [0, 2**31 - 1], named in the error."""
-    return check_int(n_samples, "n_samples", 0)
+    return check_int(n_samples, "n_samples", 0, 2**31 - 1)
 
 
 def _sigmoid(x):

@@ -20,8 +20,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, DensityMixin
 
 from mfengine._base import PersistMixin
-from mfengine._validation import check_random_state
-from mfengine.sbn._hyper import check_flag, check_int
+from mfengine._validation import check_flag, check_int, check_random_state
 from mfengine.sbn._solve import SAMPLED_METHODS, check_sampling_args, importance
 
 __all__ = ["BeliefNetModel"]
@@ -66,7 +65,7 @@ class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
             sizes[l]) array per layer, top first; for a ``BeliefNet`` (or batch) one array of
             shape (n_samples,) + ``infer(X).mu.shape`` over every unit.
         """
-        n_samples = check_int(n_samples, "n_samples", 0)
+        n_samples = check_int(n_samples, "n_samples", 0, 2**31 - 1)
         rng = check_random_state(random_state)
         r = self._solve(X, missing, method=method, keep="mu")
         return self._draw_states(r, rng, n_samples)

@@ -44,7 +44,8 @@ import numbers
 
 import numpy as np
 
-from mfengine._validation import effective_n_threads
+from mfengine._validation import (Satisfies, check_flag, check_int, check_tol, check_value,
+                                  effective_n_threads)
 from mfengine.sbn.sjj import barren_mask, check_means, check_nets
 
 try:
@@ -64,8 +65,9 @@ _ACT_CODE = {"sigmoid": 0, "noisy_or": 1}
 
 
 def _check_common(structure, w, h, net_of, clamp, order, activation):
-    if isinstance(order, bool) or not isinstance(order, numbers.Integral) or int(order) not in ORDERS:
-        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    check_value(order, "order", [Satisfies(lambda v: isinstance(v, numbers.Integral)
+                                          and not isinstance(v, bool) and int(v) in ORDERS,
+                                          f"one of {ORDERS}")])
     arrays, w, h, net_of, clamp = check_nets(structure, w, h, net_of, clamp, activation)
     return arrays, w, h, net_of, clamp, int(order), _ACT_CODE[activation]
 
@@ -206,16 +208,10 @@ def solve(structure, w, h, net_of, clamp, order, activation, tol=1e-10, max_iter
     """
     arrays, w, h, net_of, clamp, order, act = _check_common(structure, w, h, net_of, clamp,
                                                             order, activation)
-    if isinstance(tol, bool) or not isinstance(tol, numbers.Real) or not (0 < tol < np.inf):
-        raise ValueError(f"tol must be a positive number, got {tol!r}")
-    if (isinstance(max_iter, bool) or not isinstance(max_iter, numbers.Integral)
-            or not 0 <= max_iter < np.iinfo(np.intp).max):
-        raise ValueError(f"max_iter must be a non-negative integer, got {max_iter!r}")
-    if not isinstance(accelerate, (bool, np.bool_)):
-        raise TypeError(f"accelerate must be True or False, got {accelerate!r}")
-    if not isinstance(coordinate_descent, (bool, np.bool_)):
-        raise TypeError(f"coordinate_descent must be True or False, got {coordinate_descent!r}")
-    cd = bool(coordinate_descent)
+    check_tol(tol, "tol")
+    check_int(max_iter, "max_iter", 0, np.iinfo(np.intp).max - 1)
+    check_flag(accelerate, "accelerate")
+    cd = check_flag(coordinate_descent, "coordinate_descent")
     init = None if init_u is None else check_means(init_u, clamp, "init_u",
                                                    skip=barren_mask(arrays, clamp))
     threads = effective_n_threads(n_threads)

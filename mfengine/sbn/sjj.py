@@ -20,12 +20,11 @@ Every function here validates its arguments (shapes, dtypes, finiteness, ranges,
 consistency of the structure's index arrays) before any compiled code runs, and raises a
 ``ValueError`` or ``TypeError`` naming the argument.
 """
-import numbers
 
 import numpy as np
 from scipy.special import expit
 
-from mfengine._validation import as_array, check_binary, effective_n_threads
+from mfengine._validation import as_array, check_binary, check_int, check_real, effective_n_threads
 from mfengine.sbn._structure import DagStructure
 
 __all__ = ["solve", "evaluate", "gradient"]
@@ -339,18 +338,6 @@ def _check_xi(xi, n_items, n_cols, noisy, name):
     return xi.copy()
 
 
-def _check_tol(value, name):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (0.0 <= value < np.inf):
-        raise ValueError(f"{name} must be a finite non-negative number, got {value!r}")
-    return float(value)
-
-
-def _check_count(value, name):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < _INTP_MAX:
-        raise ValueError(f"{name} must be a non-negative integer below {_INTP_MAX}, got {value!r}")
-    return int(value)
-
-
 def _raise_status(rc, status, what, nbytes):
     _sjj = _kernel()
     if rc == _sjj.STATUS_EBADARG:   # pragma: no cover - the checks above make this unreachable
@@ -457,9 +444,9 @@ def solve(structure, w, h, net_of, clamp, tol=1e-6, inner_tol=1e-9, max_sweeps=2
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
     arrays, w, h, net_of, clamp = check_nets(structure, w, h, net_of, clamp, activation)
-    tol = _check_tol(tol, "tol")
-    inner_tol = _check_tol(inner_tol, "inner_tol")
-    max_sweeps = _check_count(max_sweeps, "max_sweeps")
+    tol = check_real(tol, "tol", 0, None)
+    inner_tol = check_real(inner_tol, "inner_tol", 0, None)
+    max_sweeps = check_int(max_sweeps, "max_sweeps", 0, _INTP_MAX - 1)
     threads = effective_n_threads(n_threads)
     noisy = activation == "noisy_or"
     if noisy and np.any(h <= 0.0):
