@@ -1,18 +1,32 @@
-"""Sphinx configuration of mfengine's API reference.
+"""Sphinx configuration of mfengine's documentation.
 
-Build it with (from the repository root, against an installed, built mfengine):
+Build it from the repository root, against an installed, built mfengine (Sphinx imports the
+package, and the gallery runs its examples)::
 
-    pip install ".[docs]" && sphinx-build -b html docs/api docs/_build/html
+    pip install ".[docs]" && sphinx-build -W -b html docs docs/_build/html
 
-The reference lists every name of ``mfengine.__all__``: this file writes the list
-(``generated/reference.rst``) from ``mfengine.__all__`` each time Sphinx starts, and autosummary
-makes one page per name from its numpydoc docstring.
+Written at every build, all under ignored directories:
+
+* ``api/generated/``: the API reference's list of names (``reference.rst``, read from
+  ``mfengine.__all__``) and autosummary's one page per name;
+* ``generated/gallery/``: the examples gallery, run from ``examples/gallery/plot_*.py``;
+* ``generated/imports.png`` and ``generated/imports.rst``: the import structure, drawn from
+  the package's source by ``_ext/import_graph.py``;
+* ``generated/solver_contract.txt``: the C API's contract, ``mfengine.solver.__doc__``.
 """
 import inspect
 import os
+import sys
 import types
 
 import mfengine  # the installed package: the compiled kernels must be built
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(HERE, "_ext"))
+
+# Long calls show a progress bar after two seconds; the gallery's output does not want them.
+os.environ.setdefault("MFENGINE_PROGRESS_DELAY", "1e9")
 
 project = "mfengine"
 author = "the mfengine authors"
@@ -25,13 +39,25 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
     "numpydoc",
+    "sphinx_gallery.gen_gallery",
+    "import_graph",
 ]
 
 templates_path = ["_templates"]
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_ext", "README.md"]
 html_theme = "alabaster"
-html_title = f"mfengine {release} API reference"
+html_title = f"mfengine {release}"
+html_theme_options = {
+    "description": "Mean-field inference and learning for belief networks",
+    "fixed_sidebar": True,
+    "page_width": "1160px",
+    "sidebar_width": "250px",
+    "body_max_width": "none",
+}
+html_sidebars = {"**": ["about.html", "navigation.html", "relations.html", "searchbox.html"]}
+html_static_path = []
 
+# -- API reference ------------------------------------------------------------------------
 autosummary_generate = True
 autosummary_imported_members = True
 autodoc_default_options = {"member-order": "groupwise"}
@@ -43,8 +69,6 @@ numpydoc_class_members_toctree = False
 # every build).  A fitted attribute named in a type is written in backquotes, as scikit-learn
 # does: "ndarray of shape (`n_iter_`,)" (a bare n_iter_ is a reStructuredText link).
 numpydoc_xref_param_type = False
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _kind(name):
@@ -71,13 +95,22 @@ SECTIONS = [
 ]
 
 
+def _write_if_changed(path, text):
+    """Write ``text`` unless the file already holds it (keeps Sphinx's incremental build)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    old = open(path).read() if os.path.exists(path) else None
+    if text != old:
+        with open(path, "w") as fh:
+            fh.write(text)
+
+
 def write_reference():
-    """Write generated/reference.rst: one autosummary table per kind of name in __all__."""
+    """Write api/generated/reference.rst: one autosummary table per kind of name in __all__."""
     names = [n for n in mfengine.__all__ if n != "__version__"]
     kinds = {n: _kind(n) for n in names}
     lines = [
-        "API reference",
-        "=============",
+        "Every public name",
+        "=================",
         "",
         f"Every public name of ``mfengine`` (``mfengine.__all__``), version {release}.",
         "",
@@ -100,16 +133,37 @@ def write_reference():
         lines += [f"``mfengine.{n}``: ``{getattr(mfengine, n)!r}``" for n in data]
         lines.append("")
     lines += ["Version", "-------", "", f"``mfengine.__version__``: ``{release!r}``", ""]
-    os.makedirs(os.path.join(HERE, "generated"), exist_ok=True)
-    path = os.path.join(HERE, "generated", "reference.rst")
-    text = "\n".join(lines)
-    old = open(path).read() if os.path.exists(path) else None
-    if text != old:  # unchanged text keeps Sphinx's incremental build
-        with open(path, "w") as fh:
-            fh.write(text)
+    _write_if_changed(os.path.join(HERE, "api", "generated", "reference.rst"), "\n".join(lines))
+
+
+def write_solver_contract():
+    """Write generated/solver_contract.txt: the C API's contract as the package states it."""
+    import mfengine.solver
+
+    _write_if_changed(os.path.join(HERE, "generated", "solver_contract.txt"),
+                      inspect.cleandoc(mfengine.solver.__doc__) + "\n")
 
 
 write_reference()
+write_solver_contract()
+
+# -- examples gallery ---------------------------------------------------------------------
+sphinx_gallery_conf = {
+    "examples_dirs": os.path.join(ROOT, "examples", "gallery"),
+    "gallery_dirs": "generated/gallery",
+    "filename_pattern": r"plot_",          # every plot_*.py runs at build time
+    "within_subsection_order": "FileNameSortKey",
+    "abort_on_example_error": True,
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "min_reported_time": 0,
+    "write_computation_times": False,      # per-example times are on each example's page
+    "reset_modules": ("matplotlib",),
+    "doc_module": (),
+    "backreferences_dir": None,
+    "show_memory": False,
+    "capture_repr": ("_repr_html_", "__repr__"),
+}
 
 
 # scikit-learn's base classes bring get_params/set_params (documented here: they are part of
