@@ -44,7 +44,8 @@ extensions = [
 ]
 
 templates_path = ["_templates"]
-exclude_patterns = ["_build", "_ext", "README.md"]
+# generated/imports.rst is included by architecture.rst, not a page of its own
+exclude_patterns = ["_build", "_ext", "generated/imports.rst"]
 html_theme = "alabaster"
 html_title = f"mfengine {release}"
 html_theme_options = {

@@ -97,7 +97,7 @@ def collect(pkg_root, csrc=None):
             return f"{base}.{name}"
         return base if base in modules else None
 
-    for mod, info in modules.items():
+    for mod, info in list(modules.items()):
         for path in info["path"]:
             text = open(path, encoding="utf-8").read()
             if path.endswith(".py"):
@@ -245,9 +245,12 @@ def draw(pkg_root, out, csrc=None):
     for a, b, style in sorted(edges):
         (x0, y0), (x1, y1) = pos[a], pos[b]
         rad = 0.25 if abs(x0 - x1) < 1e-9 else 0.12
+        kw = dict(styles[style])
+        if modules[a]["family"] != modules[b]["family"]:
+            kw["alpha"] *= 0.5          # edges between families drawn lighter
         ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-|>", mutation_scale=7,
                                      connectionstyle=f"arc3,rad={rad}", lw=0.7,
-                                     shrinkA=9, shrinkB=9, **styles[style]))
+                                     shrinkA=9, shrinkB=9, **kw))
     for m, (x, y) in pos.items():
         kind = modules[m]["kind"]
         label = m if kind == "c" else m.split(".", 1)[-1] if "." in m else m
