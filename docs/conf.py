@@ -153,7 +153,7 @@ sphinx_gallery_conf = {
     "examples_dirs": os.path.join(ROOT, "examples", "gallery"),
     "gallery_dirs": "generated/gallery",
     "filename_pattern": r"plot_",          # every plot_*.py runs at build time
-    "within_subsection_order": "FileNameSortKey",
+    "within_subsection_order": "gallery_order.GalleryOrder",   # docs/_ext/gallery_order.py
     "abort_on_example_error": True,
     "download_all_examples": False,
     "remove_config_comments": True,

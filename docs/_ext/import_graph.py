@@ -162,7 +162,7 @@ def collect(pkg_root, csrc=None):
     return modules, edges
 
 
-def layout(modules, per_row=3):
+def layout(modules, per_row=2):
     """Place each module: one column per family, one band per kind.
 
     Returns
@@ -230,7 +230,8 @@ def draw(pkg_root, out, csrc=None):
     pos, columns, bands = layout(modules)
     x_max = max(c[2] for c in columns)
     y_min = min(b[2] for b in bands)
-    fig, ax = plt.subplots(figsize=(1.05 * x_max + 0.6, 1.05 * (-y_min) + 1.6))
+    scale = 0.75                         # inches per layout unit
+    fig, ax = plt.subplots(figsize=(scale * x_max + 0.6, scale * (-y_min) + 1.4))
     for k, top, bottom in bands:
         ax.axhspan(bottom - 0.15, top + 0.15, color=COLOURS[k], alpha=0.18, lw=0)
         ax.text(-0.15, (top + bottom) / 2, KIND_LABELS[k], rotation=90, ha="right",
@@ -259,14 +260,14 @@ def draw(pkg_root, out, csrc=None):
         ax.add_patch(FancyBboxPatch((x - 1.0, y - 0.2), 2.0, 0.4,
                                     boxstyle="round,pad=0.02,rounding_size=0.08",
                                     fc=COLOURS[kind], ec="0.4", lw=0.6, zorder=3))
-        ax.text(x, y, label, ha="center", va="center", fontsize=7, zorder=4,
+        ax.text(x, y, label, ha="center", va="center", fontsize=7.5, zorder=4,
                 family="monospace")
     handles = [plt.Line2D([], [], label="import", **styles["import"]),
                plt.Line2D([], [], label="lazy import (by name)", **styles["lazy"]),
                plt.Line2D([], [], label="cimport", **styles["cimport"]),
                plt.Line2D([], [], label="C #include / cdef extern", **styles["c"])]
     ax.legend(handles=handles, loc="lower right", fontsize=8, frameon=False,
-              bbox_to_anchor=(1.0, 1.0 + 0.2 / (1.05 * (-y_min) + 1.6)), ncol=4)
+              bbox_to_anchor=(1.0, 1.0), ncol=4)
     ax.set_xlim(-0.6, x_max + 0.1)
     ax.set_ylim(y_min - 0.3, 1.0)
     ax.axis("off")
