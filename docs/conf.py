@@ -56,7 +56,7 @@ html_theme_options = {
     "body_max_width": "none",
 }
 html_sidebars = {"**": ["about.html", "navigation.html", "relations.html", "searchbox.html"]}
-html_static_path = []
+html_static_path = ["_static"]   # custom.css: alabaster loads it
 
 # -- API reference ------------------------------------------------------------------------
 autosummary_generate = True
