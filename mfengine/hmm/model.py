@@ -24,6 +24,7 @@ from sklearn.exceptions import NotFittedError
 
 from mfengine._base import InferenceResult, PersistMixin, user_stacklevel, warn_unconverged
 from mfengine._base import ConvergenceWarning
+from mfengine._em import EMMonitor, run_em
 from mfengine._progress import progress_bar
 from mfengine._validation import (BOOLEAN, N_THREADS, RANDOM_STATE, Interval, Options, Satisfies,
                                   as_array, as_float_matrix, check_random_state, check_value,
@@ -1090,37 +1091,39 @@ class ContextHMM(PersistMixin, BaseEstimator):
                 f"{_MAX_MAGNITUDE:g} their squared distances to the data leave the range of "
                 "float64; rescale X or fit without warm_start")
         tol = None if self.tol is None else float(self.tol) * n_rows
-        history, bw_n_iter, converged, last_r = [], 0, False, None
         n_bw = 0 if warm else int(self.bw_max_iter)
         n_mf = int(self.max_iter)
         tables = [k for k, code, present in ((0, "m", True), (1, "r", self._right),
                                              (2, "l", self._left))
                   if code in self.params and present]
+        last_r = None
 
         with progress_bar(total=n_bw + n_mf, desc=desc, disable=not self.progress) as bar:
             # -- Baum-Welch on the first-order model (context means ignored)
-            prev, saved = -np.inf, None
-            for _ in range(n_bw):
+            def bw_e_step(P):
                 r, offsets = estep(P, first_order=True)
-                ll = float(r["bound"].sum())
-                if saved is not None and not ll >= prev:
-                    P, converged = saved, True     # the M-step lowered it: rounding; stop
-                    break
-                last_r = r
-                history.append(ll)
-                bar.update(1)
-                bar.set_postfix(phase="baum-welch", loglik=f"{ll:.4f}", refresh=False)
-                if tol is not None and ll - prev < tol:
-                    converged = True
-                    break
-                prev, saved = ll, P
+                return float(r["bound"].sum()), (r, offsets)
+
+            def bw_m_step(P, stats):
+                r, offsets = stats
                 sp, A = self._mstep_chain(P, r, offsets)
                 U = self._mstep_means(P, r, [0] if "m" in self.params else [])[0]
-                P = (sp, A, U, P[3], P[4])
+                return (sp, A, U, P[3], P[4])
+
+            def bw_record(value, stats):
+                bar.update(1)
+                bar.set_postfix(phase="baum-welch", loglik=f"{value:.4f}", refresh=False)
+
+            bw = EMMonitor(tol)
+            P, _, stats = run_em(P, bw_e_step, bw_m_step, n_bw, bw, last="none",
+                                 on_record=bw_record)
+            if stats is not None:
+                last_r = stats[0]
+            history, converged = list(bw.history), bw.converged
             bw_n_iter = len(history)
-            # -- mean-field EM
+            # -- mean-field EM, each E-step's coordinate ascent warm-started from the previous
+            # chain's potentials
             if n_mf > 0:
-                converged = False
                 scale = float(self.context_init_scale) * std
                 V, W = P[3], P[4]
                 if init_right:
@@ -1128,34 +1131,38 @@ class ContextHMM(PersistMixin, BaseEstimator):
                 if init_left:
                     W = np.ascontiguousarray(scale * rng.standard_normal((n, D)))
                 P = (P[0], P[1], P[2], V, W)
-                prev, logpot, saved = -np.inf, None, None
-                for it in range(n_mf + 1):
-                    # E-step: coordinate ascent warm-started from the previous chain's potentials
+                logpot = None
+
+                def mf_e_step(P):
                     r, offsets = estep(P, init=logpot)
-                    b = float(r["bound"].sum())
-                    if saved is not None and not b >= prev:
-                        # new transitions put the previous Q outside the chain family; with the
-                        # old ones it is inside, and the new means alone cannot lower the bound
-                        P_old = (saved[0], saved[1], P[2], P[3], P[4])
-                        r, offsets = estep(P_old, init=logpot)
-                        b = float(r["bound"].sum())
-                        if not b >= prev:
-                            P, converged = saved, True    # rounding at the precision limit
-                            break
-                        P = P_old
-                    last_r = r
-                    if it == n_mf:
-                        break   # only the check of the last M-step
-                    logpot = r["logpot"]
-                    history.append(b)
-                    bar.update(1)
-                    bar.set_postfix(phase="mean-field EM", bound=f"{b:.4f}", refresh=False)
-                    if tol is not None and b - prev < tol:
-                        converged = True
-                        break
-                    prev, saved = b, P
+                    return float(r["bound"].sum()), (r, offsets)
+
+                def mf_m_step(P, stats):
+                    r, offsets = stats
                     sp, A = self._mstep_chain(P, r, offsets)
-                    P = (sp, A) + self._mstep_means(P, r, tables)
+                    return (sp, A) + self._mstep_means(P, r, tables)
+
+                def mf_fell(saved, P, value, stats):
+                    # new transitions put the previous Q outside the chain family; with the old
+                    # ones it is inside, and the new means alone cannot lower the bound
+                    P_old = (saved[0][0], saved[0][1], P[2], P[3], P[4])
+                    b, stats = mf_e_step(P_old)
+                    if not b >= saved[1]:
+                        return saved[0], saved[1], saved[2], True   # rounding at the limit
+                    return P_old, b, stats, False
+
+                def mf_record(value, stats):
+                    nonlocal logpot
+                    logpot = stats[0]["logpot"]
+                    bar.update(1)
+                    bar.set_postfix(phase="mean-field EM", bound=f"{value:.4f}", refresh=False)
+
+                mf = EMMonitor(tol)
+                P, _, stats = run_em(P, mf_e_step, mf_m_step, n_mf, mf, last="check",
+                                     fell=mf_fell, on_record=mf_record)
+                last_r = stats[0]
+                history += mf.history
+                converged = mf.converged
 
         self.startprob_, self.transmat_ = P[0], P[1]
         # means never updated come back bit for bit (no round trip through the shift)
