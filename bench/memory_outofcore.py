@@ -5,7 +5,7 @@ run reads its first rows), then, in a fresh child process per measurement, score
 ``model.score_samples(X)`` where ``X`` is
 
 * ``memmap``: a NumPy memmap of the file (mfengine reads it chunk by chunk and hands the
-  pages back to the OS after each chunk: mfengine._base.map_chunked);
+  pages back to the OS after each chunk: mfengine._outofcore.map_chunked);
 * ``zarr``: a zarr array copied from it (if zarr is installed; 10^5 patterns by default);
 * ``memory``: the whole array loaded as float64 first (the usual way; 10^5 patterns only by
   default, since 10^6 would need 6.3 GB).

@@ -26,8 +26,9 @@ except ImportError as exc:  # pragma: no cover - exercised only on an unbuilt so
         "importing it from an unbuilt source tree."
     ) from exc
 
-from mfengine._base import (ConvergenceWarning, InferenceResult, LogLikelihoodEstimate,
-                            fit_chunked, load, map_chunked, score_chunked)
+from mfengine._base import ConvergenceWarning, InferenceResult, LogLikelihoodEstimate
+from mfengine._outofcore import fit_chunked, map_chunked, score_chunked
+from mfengine._persist import load
 from mfengine._config import get_config, get_include, show_config
 from mfengine.inference import gradient, infer
 from mfengine.sbn import BeliefNet, BeliefNetBatch, BeliefNetResult, SigmoidBeliefNet

@@ -35,7 +35,7 @@ Streaming ``partial_fit``
     ``model.partial_fit(X)`` on a dask array is one pass over its row blocks in order, each
     block computed and given to the family's own ``partial_fit`` (dask-ml's ``Incremental``
     pattern): the data reach the client one block at a time.  The pass is
-    ``mfengine._base``'s, the one on-disk arrays take; this module gives it the blocks
+    ``mfengine._outofcore``'s, the one on-disk arrays take; this module gives it the blocks
     (:func:`block_reader`).
 
 Data-parallel fit (the pattern of dask-ml's k-means: partitions compute, the client updates)
@@ -166,8 +166,8 @@ def route(model, name, func, args, kwargs):
         return _sequences(model, name, args, kwargs)
     if name == "fit":
         return fit(model, *args, **kwargs)
-    if name == "partial_fit":    # mfengine._base streams it, reading blocks with block_reader
-        raise TypeError("partial_fit on a dask array is one pass of mfengine._base's "
+    if name == "partial_fit":    # mfengine._outofcore streams it, reading blocks with block_reader
+        raise TypeError("partial_fit on a dask array is one pass of mfengine._outofcore's "
                         "streaming loop over block_reader's blocks, not a routed call")
     if name == "score":
         return _score(model, args, kwargs)
@@ -180,7 +180,7 @@ def route(model, name, func, args, kwargs):
 def block_reader(X, what):
     """A dask array's row blocks read in order, one at a time, for a streaming pass.
 
-    ``partial_fit`` on a dask array is :func:`mfengine._base._partial_fit_pass` (the pass
+    ``partial_fit`` on a dask array is :func:`mfengine._outofcore._partial_fit_pass` (the pass
     over chunks that on-disk arrays take too) reading its chunks from here: each block is
     computed and handed to the family's own ``partial_fit`` in turn (dask-ml's Incremental
     pattern: the data stream through the client one block at a time).

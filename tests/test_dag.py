@@ -207,9 +207,9 @@ def test_noisy_or_refuses_negative_parameters_and_bad_input():
     with pytest.raises(ValueError, match="max_hidden"):
         random_dag(25, "sigmoid", 0).exact_log_likelihood(np.zeros((1, 3)))
     # "gaussian" needs a layered net: a BeliefNet refuses it, naming the method argument
-    with pytest.raises(ValueError, match=r"method must be one of .* for a BeliefNet, got 'gaussian'"):
+    with pytest.raises(ValueError, match=r"'method' parameter of BeliefNet must be a str among .* Got 'gaussian'"):
         mf.infer(net, np.zeros((1, 1)), method="gaussian")
-    with pytest.raises(ValueError, match=r"method must be one of .* for a BeliefNet, got 'gaussian'"):
+    with pytest.raises(ValueError, match=r"'method' parameter of BeliefNet must be a str among .* Got 'gaussian'"):
         mf.BeliefNet(np.zeros((3, 3)), np.zeros(3), [2], method="gaussian").infer(np.zeros((1, 1)))
 
 

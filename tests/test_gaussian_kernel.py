@@ -475,7 +475,7 @@ RUN_CHILD = textwrap.dedent(
                               kw['n_threads'], True)
             out[name] = ["ok", repr(r.bound)]
         except Exception as e:
-            out[name] = [type(e).__name__, str(e)]
+            out[name] = ["ValueError" if isinstance(e, ValueError) else type(e).__name__, str(e)]
     print(json.dumps(out))
     """
 )

@@ -321,7 +321,7 @@ def test_starts_are_validated_and_kept():
     X, _ = h.sample(30, random_state=0)
     for bad in ["bogus", (), ("link", "link"), ("link", 3), 3, None, {"link": 1}]:
         h.starts = bad
-        with pytest.raises(ValueError, match="starts must be 'all', one of"):
+        with pytest.raises(ValueError, match="'starts' parameter of ContextHMM must be 'all', one of"):
             h.score(X)
     h.starts = ("own-means", "link")
     from sklearn.base import clone
@@ -629,11 +629,11 @@ def test_bad_input_raises_clear_errors():
         h.score(X, lengths=[4, 5])
     with pytest.raises(ValueError, match="lengths must all be >= 1"):
         h.score(X, lengths=[10, 0])
-    with pytest.raises(ValueError, match="method must be one of"):
+    with pytest.raises(ValueError, match="'method' parameter of ContextHMM must be a str among"):
         h.score(X, method="gibbs")
-    with pytest.raises(ValueError, match="context must be one of"):
+    with pytest.raises(ValueError, match="'context' parameter of ContextHMM must be a str among"):
         mf.ContextHMM(3, 2, lag=2, context="middle").score(X)
-    with pytest.raises(ValueError, match="lag must be an integer >= 1"):
+    with pytest.raises(ValueError, match="'lag' parameter of ContextHMM must be an int in the range \\[1,"):
         mf.ContextHMM(3, 2, lag=0).fit(X)
     with pytest.raises(NotFittedError, match="has no means_"):
         mf.ContextHMM(3, 2).score(X)

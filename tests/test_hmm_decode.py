@@ -144,7 +144,7 @@ def test_sample_posterior_naive_draws_each_state_from_its_marginal():
     freq = np.stack([(S == i).mean(0) for i in range(3)], axis=1)
     assert np.all(np.abs(freq - q) <= 5 * np.sqrt(q * (1 - q) / K) + 1e-3)
     assert h.sample_posterior(X, 0).shape == (0, 30)
-    with pytest.raises(ValueError, match="n_samples must be an integer >= 0"):
+    with pytest.raises(ValueError, match="'n_samples' parameter must be an int in the range \\[0,"):
         h.sample_posterior(X, -1)
     with pytest.raises(ValueError, match="sample_posterior: method='exact' gives ln P"):
         h.sample_posterior(X, 2, method="exact")
@@ -185,7 +185,7 @@ def test_errors_name_the_argument_at_fault():
     h.method = "structured"
     with pytest.raises(ValueError, match="decode: method='exact' gives ln P"):
         h.decode(X, [10, 10], method="exact")
-    with pytest.raises(ValueError, match="algorithm must be one of"):
+    with pytest.raises(ValueError, match="'algorithm' parameter of ContextHMM must be a str among"):
         h.decode(X, algorithm="exact")
 
 

@@ -54,7 +54,7 @@ def test_hyperparameters_live_in_the_constructor_and_clone_works():
     # nothing is validated at construction; the error comes at use and names the argument
     bad = mf.ContextHMM(2, 1, lag=-1, context="up", max_iter=-3)
     assert bad.lag == -1
-    with pytest.raises(ValueError, match="lag must be an integer >= 1"):
+    with pytest.raises(ValueError, match="'lag' parameter of ContextHMM must be an int in the range \\[1,"):
         bad.fit(np.zeros((5, 1)))
     # no fitted attribute exists before fit (scikit-learn's rule)
     assert not any(k.endswith("_") for k in vars(mf.ContextHMM()))
@@ -221,7 +221,7 @@ def test_sample_defaults_and_random_state():
     np.testing.assert_array_equal(a[0], b[0])      # the constructor's seed, each call
     c = h.sample(20, random_state=4)
     assert not np.array_equal(a[0], c[0])
-    with pytest.raises(ValueError, match="n_samples must be an integer >= 1"):
+    with pytest.raises(ValueError, match="'n_samples' parameter must be an int in the range \\[1,"):
         h.sample(0)
 
 

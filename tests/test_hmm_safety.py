@@ -155,9 +155,9 @@ def test_sweep_budget_and_lag_assigned_after_construction():
     """)
     budget = [l for l in out.splitlines() if l.startswith("budget")]
     lag = [l for l in out.splitlines() if l.startswith("lag")]
-    assert len(budget) == 48 and all(l.startswith("budget ValueError: infer_max_iter")
+    assert len(budget) == 48 and all(l.startswith("budget InvalidParameterError: The 'infer_max_iter' parameter")
                                      for l in budget), out
-    assert len(lag) == 48 and all(l.startswith("lag ValueError: lag") for l in lag), out
+    assert len(lag) == 48 and all(l.startswith("lag InvalidParameterError: The 'lag' parameter") for l in lag), out
     assert out.count("huge True") == 3
 
 
@@ -220,7 +220,7 @@ def test_thread_count_is_clamped_before_openmp():
     """)
     lines = out.splitlines()
     assert sum(l.endswith("True") for l in lines) == 5
-    assert out.count("ValueError: n_threads") == 2
+    assert out.count("InvalidParameterError: The 'n_threads' parameter") == 2
 
 
 def test_a_failed_allocation_is_a_memory_error_naming_the_size():

@@ -1,7 +1,7 @@
 """Data larger than memory without a cluster: on-disk arrays scored a chunk of rows at a time.
 
 ``infer``, ``score_samples``, ``score``, ``predict`` and ``predict_proba`` take a NumPy memmap
-(or a zarr array) and read it chunk by chunk (mfengine._base.map_chunked): the answers equal
+(or a zarr array) and read it chunk by chunk (mfengine._outofcore.map_chunked): the answers equal
 the in-memory ones, a progress bar shows, and the memory used does not grow with the number
 of patterns.
 """
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import mfengine as mf
-from mfengine._base import map_chunked, score_chunked
+from mfengine._outofcore import map_chunked, score_chunked
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,7 @@ def test_partial_fit_on_disk_is_one_pass(net_and_disk):
                                    random_state=0, progress=False)
 
     whole = make().partial_fit(X)
-    from mfengine._base import _partial_fit_pass
+    from mfengine._outofcore import _partial_fit_pass
 
     chunked = _partial_fit_pass(make(), (disk,), {}, chunk_size=50)   # whole mini-batches
     for a, b in zip(whole.weights_ + whole.biases_, chunked.weights_ + chunked.biases_):
@@ -163,7 +163,7 @@ def test_partial_fit_on_disk_is_one_pass(net_and_disk):
 
 
 def test_fit_chunked_epochs(net_and_disk):
-    from mfengine._base import fit_chunked
+    from mfengine._outofcore import fit_chunked
 
     _, X, disk = net_and_disk
     if not hasattr(mf.SigmoidBeliefNet, "partial_fit"):
@@ -182,7 +182,7 @@ def test_fit_chunked_epochs(net_and_disk):
 
 
 def test_hmm_sequences_on_disk(tmp_path):
-    from mfengine._base import _map_sequences_chunked
+    from mfengine._outofcore import _map_sequences_chunked
 
     h = mf.ContextHMM(2, 1, lag=3, context="right", progress=False)
     h.means_ = np.array([[-1.0], [1.0]])

@@ -275,7 +275,7 @@ CHILD = textwrap.dedent(
                                         kw['progress_callback'])
             out[name] = ["ok", repr(total)]
         except Exception as e:
-            out[name] = [type(e).__name__, str(e)]
+            out[name] = ["ValueError" if isinstance(e, ValueError) else type(e).__name__, str(e)]
     print(json.dumps(out))
     """
 )

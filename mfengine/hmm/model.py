@@ -817,9 +817,8 @@ class ContextHMM(PersistMixin, BaseEstimator):
         return out
 
     def _decode(self, X, lengths, algorithm, method, what):
-        algorithm = self.algorithm if algorithm is None else algorithm
-        if not isinstance(algorithm, str) or algorithm not in _ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {_ALGORITHMS}, got {algorithm!r}")
+        algorithm = check_value(self.algorithm if algorithm is None else algorithm, "algorithm",
+                                [Options(*_ALGORITHMS)], "ContextHMM")
         Xc, offsets, method, r = self._public_solve(X, lengths, method, what,
                                                     allowed=("structured", "naive"))
         if algorithm == "viterbi" and method == "structured":

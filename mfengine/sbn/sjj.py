@@ -24,7 +24,8 @@ consistency of the structure's index arrays) before any compiled code runs, and 
 import numpy as np
 from scipy.special import expit
 
-from mfengine._validation import as_array, check_binary, check_int, check_real, effective_n_threads
+from mfengine._validation import (Options, as_array, check_binary, check_int, check_real, check_value,
+                                  effective_n_threads)
 from mfengine.sbn._structure import DagStructure
 
 __all__ = ["solve", "evaluate", "gradient"]
@@ -235,8 +236,7 @@ def check_nets(structure, w, h, net_of, clamp, activation):
     ...
     ValueError: h must have 2 columns, got 3
     """
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    check_value(activation, "activation", [Options(*ACTIVATIONS)])
     arrays = check_structure(structure)
     n, nnz = arrays[0].size - 1, arrays[1].size
     w = as_matrix(w, "w", n_cols=nnz)
@@ -441,8 +441,7 @@ def solve(structure, w, h, net_of, clamp, tol=1e-6, inner_tol=1e-9, max_sweeps=2
     >>> bool(bound[0] <= np.log(0.5 * (0.5 + 1 / (1 + np.exp(-2.0)))))
     True
     """
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    check_value(activation, "activation", [Options(*ACTIVATIONS)])
     arrays, w, h, net_of, clamp = check_nets(structure, w, h, net_of, clamp, activation)
     tol = check_real(tol, "tol", 0, None)
     inner_tol = check_real(inner_tol, "inner_tol", 0, None)
