@@ -5,264 +5,34 @@ Units are in topological order.  Unit i fires with probability f(z_i), with
 ``z_i = h[i] + sum_{j < i} W[i, j] S_j`` and f the sigmoid 1/(1 + e^{-z}), or the noisy-OR
 1 - e^{-z} (non-negative weights and biases).  A boolean mask says which units are visible.
 
-This module holds the models (one net, or a batch of nets sharing a structure), ancestral
-sampling and exact enumeration; ``mf.infer`` runs the mean-field methods on them.
+This module holds the base of the DAG nets and ``BeliefNet`` (one net); ``BeliefNetBatch``
+(many nets of one structure) is in :mod:`mfengine.sbn.batch`.
 """
 
+import contextlib
 import copy
+import functools
 import numbers
 
-import contextlib
-import functools
-
 import numpy as np
-from scipy.special import logsumexp
 
 from mfengine._base import warn_unconverged
-from mfengine._validation import (ARRAY_LIKE, as_array, BOOLEAN, CALLABLE, LEARNING_RATE, MAX_ITER_LIMIT,
+from mfengine._validation import (ARRAY_LIKE, BOOLEAN, CALLABLE, LEARNING_RATE, MAX_ITER_LIMIT,
                                   N_THREADS, POSITIVE_TOL, RANDOM_STATE, Interval, Options,
-                                  as_float_matrix, check_binary, check_missing,
-                                  check_random_state, check_sparse, check_value)
-from mfengine._validation import check_callback, check_flag, check_int, check_tol
+                                  as_array, as_float_matrix, check_binary, check_callback,
+                                  check_flag, check_int, check_random_state, check_tol,
+                                  check_value)
+from mfengine.sbn._checks import (check_activation, check_dag_data,
+                                  check_visible, check_weights, edges, is_sparse_batch, w_shape)
+from mfengine.sbn._exact import (MAX_ENUMERATED_HIDDEN, log_joint_checked, log_probs,
+                                 log_sum_states, sum_log_probs)
 from mfengine.sbn._learn import check_partition, fit_items, fit_partitions, schedule, stop
 from mfengine.sbn._problem import DagNets
 from mfengine.sbn._solve import DAG_METHODS, check_solve_args, report, run_dag
 from mfengine.sbn._structure import ACTIVATIONS, DagStructure, _is_sparse
 from mfengine.sbn.model import BeliefNetModel
 
-__all__ = ["BeliefNet", "BeliefNetBatch", "DagStructure", "ACTIVATIONS"]
-
-
-#: Largest number of hidden units that ``exact_log_likelihood`` enumerates by default.
-MAX_ENUMERATED_HIDDEN = 20
-
-
-def _log_probs(z, activation):
-    """ln f(z) and ln(1 - f(z)), stably (for noisy-OR, ln f(0) = -inf)."""
-    if activation == "sigmoid":
-        return -np.logaddexp(0.0, -z), -np.logaddexp(0.0, z)
-    # noisy-OR: f = 1 - e^{-z}; ln f = log(-expm1(-z)), ln(1 - f) = -z
-    with np.errstate(divide="ignore"):
-        return np.log(-np.expm1(-z)), -z
-
-
-_LOG_P_OVERFLOW = ("a log-probability is below -1.8e308, beyond the range of float64: the "
-                   "weights (W_) and biases (h_) are too large in magnitude for the "
-                   "log-probabilities of the units to be summed")
-
-
-def _sum_log_probs(S, l1, l0):
-    """ln P of configurations: the sum over units of ln f(z) (units on) or ln(1 - f(z)) (off),
-    0 * (-inf) counting as 0 (a noisy-OR unit with z = 0 is off for sure).  Returns the sums
-    and where a sum of finite terms left the double range (weights and biases near 1e308):
-    there the -inf would wrongly say that the configuration is impossible."""
-    terms = np.where(S > 0, l1, 0.0) + np.where(S > 0, 0.0, l0)
-    with np.errstate(over="ignore"):
-        total = np.sum(terms, axis=-1)
-    overflow = ~np.isfinite(total)
-    if np.any(overflow):
-        overflow &= np.all(np.isfinite(terms), axis=-1)
-    return total, overflow
-
-
-def _log_joint_checked(parts):
-    """The sums of ``_sum_log_probs``, refused where one left the double range."""
-    total, overflow = parts
-    if np.any(overflow):
-        raise OverflowError(f"log_joint: {_LOG_P_OVERFLOW}")
-    return total
-
-
-def _log_sum_states(parts, axis):
-    """ln of the sum over states (``axis``) of P, from ``_sum_log_probs``: a state whose ln P
-    overflowed adds nothing where another one is finite; where none is, the sum itself is out
-    of range and refused."""
-    lp, overflow = parts
-    out = logsumexp(lp, axis=axis)
-    if np.any(np.isneginf(out) & np.any(overflow, axis=axis)):
-        raise OverflowError(f"exact_log_likelihood: {_LOG_P_OVERFLOW}")
-    return out
-
-
-def _is_sparse_batch(W):
-    """Whether W is a batch's weights given as a sequence of scipy.sparse matrices."""
-    return isinstance(W, (list, tuple)) and len(W) > 0 and any(_is_sparse(w) for w in W)
-
-
-def _w_shape(W, name="W_"):
-    """The shape of W: (n_units, n_units), (n_nets, n_units, n_units), or that of a sparse
-    batch (a list of CSR matrices)."""
-    if _is_sparse_batch(W):
-        return (len(W),) + tuple(getattr(W[0], "shape", None) or as_array(W[0], name).shape)
-    return tuple(W.shape) if _is_sparse(W) else as_array(W, name).shape
-
-
-def _edges(W, batch):
-    """What DagStructure reads: the nonzero pattern of W (over every net of a batch)."""
-    if isinstance(W, list):          # a sparse batch: the union of the nets' nonzero entries
-        import scipy.sparse
-
-        coo = [w.tocoo() for w in W]
-        rows = np.concatenate([c.row[c.data != 0.0] for c in coo])
-        cols = np.concatenate([c.col[c.data != 0.0] for c in coo])
-        pattern = scipy.sparse.csr_matrix((np.ones(rows.size), (rows, cols)), shape=W[0].shape)
-        pattern.sum_duplicates()
-        return pattern
-    if _is_sparse(W):
-        return W
-    return np.any(W != 0.0, axis=0) if batch else W != 0.0
-
-
-def _check_activation(activation):
-    return check_value(activation, "activation", [Options(*ACTIVATIONS)])
-
-
-def _check_weights(W, h, activation, batch, names=("W", "h"), copy=False):
-    """W and h as float64 arrays: square, strictly lower triangular, finite; noisy-OR
-    parameters non-negative.  ``batch``: W is (n_nets, n, n) and h (n_nets, n).  ``names``
-    are the names errors use; ``copy`` forces fresh arrays (never the caller's)."""
-    name_W, name_h = names
-    if _is_sparse(W) and not batch:
-        return _check_sparse_weights(W, h, activation, names, copy)
-    if batch and _is_sparse_batch(W):
-        return _check_sparse_batch(W, h, activation, names, copy)
-    if batch and _is_sparse(W):
-        raise TypeError(f"{name_W}: a batch's weights are (n_nets, n_units, n_units); give sparse "
-                        f"ones as a list of n_nets scipy.sparse matrices, got one {W.shape} matrix")
-    if copy:
-        W, h = np.array(as_array(W, name_W)), np.array(as_array(h, name_h))
-    W = as_array(W, name_W)
-    if W.dtype.kind not in "biuf":
-        raise TypeError(f"{name_W} must be numeric, got dtype {W.dtype}")
-    nd = 3 if batch else 2
-    if W.ndim != nd or W.shape[-1] != W.shape[-2] or W.shape[-1] < 1 or (batch and W.shape[0] < 1):
-        want = "(n_nets, n_units, n_units) with n_nets >= 1" if batch else "square (n_units, n_units)"
-        raise ValueError(f"{name_W} must be a {want} array, got shape {W.shape}")
-    W = np.ascontiguousarray(W, dtype=np.float64)
-    n = W.shape[-1]
-    if not np.all(np.isfinite(W)):
-        raise ValueError(f"{name_W} contains NaN or infinite values")
-    upper = np.triu(np.ones((n, n), dtype=bool))
-    bad = (W != 0.0) & upper
-    if np.any(bad):
-        idx = tuple(int(k) for k in np.argwhere(bad)[0])
-        raise ValueError(
-            f"{name_W} must be strictly lower triangular (units in topological order): "
-            f"{name_W}{list(idx)} = {W[idx]!r} is a weight from unit {idx[-1]} to unit {idx[-2]} "
-            "with j >= i")
-    h = as_array(h, name_h)
-    if h.dtype.kind not in "biuf":
-        raise TypeError(f"{name_h} must be numeric, got dtype {h.dtype}")
-    want = W.shape[:-1]
-    if h.shape != want:
-        raise ValueError(f"{name_h} must have shape {want}, got {h.shape}")
-    h = np.ascontiguousarray(h, dtype=np.float64)
-    if not np.all(np.isfinite(h)):
-        raise ValueError(f"{name_h} contains NaN or infinite values")
-    if activation == "noisy_or":
-        if np.any(W < 0):
-            raise ValueError(f"noisy-OR units need non-negative weights; {name_W} has negative entries")
-        if np.any(h < 0):
-            raise ValueError(f"noisy-OR units need non-negative biases; {name_h} has negative entries")
-    return W, h
-
-
-def _check_sparse_weights(W, h, activation, names, copy):
-    """The checks of ``_check_weights`` for one scipy.sparse W, in time linear in its nonzero
-    entries; W comes back as a CSR matrix of float64 with sorted indices."""
-    name_W, name_h = names
-    if W.ndim != 2 or W.shape[0] != W.shape[1] or W.shape[0] < 1:
-        raise ValueError(f"{name_W} must be a square (n_units, n_units) matrix, got shape {W.shape}")
-    if W.dtype.kind not in "biuf":
-        raise TypeError(f"{name_W} must be numeric, got dtype {W.dtype}")
-    W = check_sparse(W, name_W).astype(np.float64, copy=copy)
-    W.sum_duplicates()
-    W.sort_indices()
-    if not np.all(np.isfinite(W.data)):
-        raise ValueError(f"{name_W} contains NaN or infinite values")
-    coo = W.tocoo()
-    bad = (coo.data != 0.0) & (coo.col >= coo.row)
-    if np.any(bad):
-        k = int(np.flatnonzero(bad)[0])
-        i, j = int(coo.row[k]), int(coo.col[k])
-        raise ValueError(
-            f"{name_W} must be strictly lower triangular (units in topological order): "
-            f"{name_W}[{i}, {j}] = {coo.data[k]!r} is a weight from unit {j} to unit {i} with "
-            "j >= i")
-    n = W.shape[0]
-    h = as_array(h, name_h)
-    if h.dtype.kind not in "biuf":
-        raise TypeError(f"{name_h} must be numeric, got dtype {h.dtype}")
-    if h.shape != (n,):
-        raise ValueError(f"{name_h} must have shape {(n,)}, got {h.shape}")
-    h = np.array(h, dtype=np.float64) if copy else np.ascontiguousarray(h, dtype=np.float64)
-    if not np.all(np.isfinite(h)):
-        raise ValueError(f"{name_h} contains NaN or infinite values")
-    if activation == "noisy_or":
-        if np.any(W.data < 0):
-            raise ValueError(f"noisy-OR units need non-negative weights; {name_W} has negative entries")
-        if np.any(h < 0):
-            raise ValueError(f"noisy-OR units need non-negative biases; {name_h} has negative entries")
-    return W, h
-
-
-def _check_sparse_batch(W, h, activation, names, copy):
-    """The checks of ``_check_weights`` for a batch given as a sequence of n_nets scipy.sparse
-    (n_units, n_units) matrices (an entry may also be a dense array): a list of CSR matrices
-    of float64 with sorted indices, and h as an (n_nets, n_units) array; time linear in the
-    nonzero entries."""
-    import scipy.sparse
-
-    name_W, name_h = names
-    h = as_array(h, name_h)
-    if h.dtype.kind not in "biuf":
-        raise TypeError(f"{name_h} must be numeric, got dtype {h.dtype}")
-    if h.ndim != 2 or h.shape[0] != len(W):
-        raise ValueError(f"{name_h} must have shape (n_nets, n_units) with n_nets = {len(W)} "
-                         f"(the matrices of {name_W}), got {h.shape}")
-    out, hs = [], []
-    for k, Wk in enumerate(W):
-        if not _is_sparse(Wk):
-            A = as_array(Wk, f"{name_W}[{k}]")
-            if A.dtype.kind not in "biuf" or A.ndim != 2:
-                raise TypeError(f"{name_W}[{k}] must be a scipy.sparse matrix or a 2-D numeric "
-                                f"array, got {type(Wk).__name__}")
-            Wk = scipy.sparse.csr_matrix(A)
-        if out and Wk.shape != out[0].shape:
-            raise ValueError(f"{name_W}[{k}] has shape {Wk.shape}, {name_W}[0] {out[0].shape}: "
-                             "the nets of a batch have the same units")
-        Wk, hk = _check_sparse_weights(Wk, h[k], activation, (f"{name_W}[{k}]", f"{name_h}[{k}]"),
-                                       copy)
-        out.append(Wk)
-        hs.append(hk)
-    return out, np.ascontiguousarray(np.stack(hs))
-
-
-def _check_visible(visible, n):
-    """The boolean mask of the visible units, from a mask or increasing unit indices."""
-    vis = as_array(visible, "visible")
-    if vis.dtype == np.bool_:
-        if vis.shape != (n,):
-            raise ValueError(f"visible as a mask must have shape ({n},), got {vis.shape}")
-        mask = vis.copy()
-    else:
-        if vis.ndim != 1 or (vis.size and vis.dtype.kind not in "iu"):
-            raise TypeError("visible must be a boolean mask or a sequence of unit indices")
-        if vis.size and (vis.min() < 0 or vis.max() >= n):
-            raise ValueError(f"visible indices must lie in [0, {n}), got {vis.tolist()}")
-        # in range, so exact as intp: np.diff of unsigned indices would wrap around ([4, 3] as
-        # uint64 would pass for increasing)
-        vis = vis.astype(np.intp)
-        if np.any(np.diff(vis) <= 0):
-            raise ValueError(
-                f"visible indices must be strictly increasing (column k of X is unit "
-                f"visible[k], in unit order), got {vis.tolist()}; reorder the columns of X "
-                "to match sorted indices")
-        mask = np.zeros(n, dtype=bool)
-        mask[vis.astype(np.intp)] = True
-    if not mask.any():
-        raise ValueError("visible selects no unit: at least one unit must be visible")
-    return mask
+__all__ = ["BeliefNet", "DagStructure", "ACTIVATIONS"]
 
 
 
@@ -315,7 +85,7 @@ class _DagModel(BeliefNetModel):
         is refused.  All or nothing: a refused call changes none of them.  ``save`` keeps
         which attributes are copies and, where the constructor's ``W`` would not rebuild it,
         the edge set, so a loaded model behaves as this one."""
-        activation = _check_activation(self.activation)
+        activation = check_activation(self.activation)
         d = vars(self)
         src = d.get("_src") or {}
         copies = {k for k, _ in _COPIED if k in d and k in src and src[k][1] is d[k]}
@@ -325,30 +95,30 @@ class _DagModel(BeliefNetModel):
         structure = d.get("_structure")
         renewed = False
         if fill:
-            W, h = _check_weights(self.W, self.h, activation, self._batch, copy=True)
-            visible = _check_visible(self.visible, _w_shape(W)[-1])
+            W, h = check_weights(self.W, self.h, activation, self._batch, copy=True)
+            visible = check_visible(self.visible, w_shape(W)[-1])
             fresh = {"W_": W, "h_": h, "visible_": visible}
             for k in fill:
                 cur[k] = fresh[k]
             if "W_" in fill:
-                structure, renewed = DagStructure(_edges(W, self._batch)), True
+                structure, renewed = DagStructure(edges(W, self._batch)), True
         learned = None if renewed else d.get("activation_")
         if learned is not None and learned != activation:
             raise ValueError(
                 f"activation={self.activation!r}, but W_ and h_ were learned by fit for "
                 f"{learned!r} units: fit again (with warm_start=False) or set activation back")
-        shape = _w_shape(cur["W_"])
+        shape = w_shape(cur["W_"])
         if structure is not None and tuple(shape[-2:]) != (structure.n_units, structure.n_units):
             raise ValueError(f"W_ must have shape {(structure.n_units, structure.n_units)} per net "
                              f"(the net's units), got {shape}")
         now = copies | set(fill)
         try:
-            W, h = _check_weights(cur["W_"], cur["h_"], activation, self._batch, names=("W_", "h_"))
+            W, h = check_weights(cur["W_"], cur["h_"], activation, self._batch, names=("W_", "h_"))
         except (TypeError, ValueError):
             if "W_" in now or "h_" in now:   # the constructor's W or h at fault: name them
-                _check_weights(self.W, self.h, activation, self._batch)
+                check_weights(self.W, self.h, activation, self._batch)
             raise
-        n = _w_shape(W)[-1]
+        n = w_shape(W)[-1]
         vis = as_array(cur["visible_"], "visible_")
         if vis.dtype != np.bool_ or vis.shape != (n,) or not vis.any():
             raise ValueError(f"visible_ must be a boolean mask of shape ({n},) with a visible unit")
@@ -385,21 +155,21 @@ class _DagModel(BeliefNetModel):
         when W_ was assigned): the constructor's ``W``'s when they cover W_ (a learned weight
         may be exactly 0 on an edge), else W_'s own."""
         W0 = self.W
-        if not (_is_sparse(W0) or _is_sparse_batch(W0)):
+        if not (_is_sparse(W0) or is_sparse_batch(W0)):
             W0 = np.asarray(W0)
-        same = _is_sparse_batch(W0) == isinstance(W, list) and (
-            (len(W0),) + tuple(np.shape(W0[0])) if _is_sparse_batch(W0) else _w_shape(W0)
-        ) == _w_shape(W)
+        same = is_sparse_batch(W0) == isinstance(W, list) and (
+            (len(W0),) + tuple(np.shape(W0[0])) if is_sparse_batch(W0) else w_shape(W0)
+        ) == w_shape(W)
         if same:
             try:    # check W as the constructor would
-                W0 = _check_weights(list(W0) if _is_sparse_batch(W0) else W0, self.h, activation,
+                W0 = check_weights(list(W0) if is_sparse_batch(W0) else W0, self.h, activation,
                                     self._batch)[0]
-                s = DagStructure(_edges(W0, self._batch))
+                s = DagStructure(edges(W0, self._batch))
                 if s.covers(W):
                     return s
             except (TypeError, ValueError):
                 pass
-        return DagStructure(_edges(W, self._batch))
+        return DagStructure(edges(W, self._batch))
 
     def _saved_private(self):
         """What ``save`` keeps beside the fitted attributes, and which it leaves out: the
@@ -459,7 +229,7 @@ class _DagModel(BeliefNetModel):
     @property
     def n_units(self):
         """Number of units."""
-        return _w_shape(self._params().W_)[-1]
+        return w_shape(self._params().W_)[-1]
 
     @property
     def n_visible(self):
@@ -676,7 +446,7 @@ class BeliefNet(_DagModel):
         self.h_ = np.ascontiguousarray(h, dtype=np.float64)
         src = vars(self).get("_src") or {}
         vars(self)["_src"] = {k: v for k, v in src.items() if k == "visible_"}   # W_, h_ learned
-        self.activation_ = _check_activation(self.activation)
+        self.activation_ = check_activation(self.activation)
 
     # ------------------------------------------------------------------ learning
     def fit(self, X, y=None, missing=None):
@@ -870,20 +640,20 @@ class BeliefNet(_DagModel):
         self._params()
         S = as_float_matrix(S, "S", n_cols=self.W_.shape[0])
         check_binary(S, "S")
-        return _log_joint_checked(self._log_joint(S))
+        return log_joint_checked(self._log_joint(S))
 
     def _log_joint(self, S):
-        """ln P of the configurations S and where it overflowed (``_sum_log_probs``)."""
+        """ln P of the configurations S and where it overflowed (``sum_log_probs``)."""
         if _is_sparse(self.W_):
             flat = S.reshape(-1, S.shape[-1])
             z = np.asarray((self.W_ @ flat.T).T).reshape(S.shape) + self.h_
         else:
             z = S @ self.W_.T + self.h_
-        l1, l0 = _log_probs(z, self.activation)
-        return _sum_log_probs(S, l1, l0)
+        l1, l0 = log_probs(z, self.activation)
+        return sum_log_probs(S, l1, l0)
 
     def _check_data(self, X, missing=None):
-        return _check_dag_data(X, missing, int(self.visible_.sum()))
+        return check_dag_data(X, missing, int(self.visible_.sum()))
 
     def exact_log_likelihood(self, X, missing=None, max_hidden=MAX_ENUMERATED_HIDDEN):
         """Exact ln P(x) per pattern, by enumeration.
@@ -992,8 +762,8 @@ class BeliefNet(_DagModel):
                 z = np.asarray((W @ flat.T).T).reshape(S.shape) + h
             else:
                 z = S @ W.T + h
-            l1, l0 = _log_probs(z, self.activation)
-            out[start : start + chunk] = _log_sum_states(_sum_log_probs(S, l1, l0), axis=1)
+            l1, l0 = log_probs(z, self.activation)
+            out[start : start + chunk] = log_sum_states(sum_log_probs(S, l1, l0), axis=1)
         return out
 
     def _enumerate(self, v, clamped, summed):
@@ -1008,7 +778,7 @@ class BeliefNet(_DagModel):
             S = np.empty((vc.shape[0], 2**K, n_units))
             S[:, :, summed] = states[None, :, :]
             S[:, :, clamped] = vc[:, None, :]
-            out[start : start + chunk] = _log_sum_states(self._log_joint(S), axis=1)
+            out[start : start + chunk] = log_sum_states(self._log_joint(S), axis=1)
         return out
 
     # --- dask hooks
@@ -1028,27 +798,12 @@ class BeliefNet(_DagModel):
             nets = self._nets()
             if int(parts.offsets[-1]) == 0:
                 raise ValueError("X has no patterns: fit needs at least one")
-            check = functools.partial(_check_dag_data, n_visible=int(self.visible_.sum()))
+            check = functools.partial(check_dag_data, n_visible=int(self.visible_.sum()))
             parts.map(check_partition, check)
         w, h, history, converged = fit_partitions(
             nets, parts, check, method, itol, imax, rates, batch_size, tol, progress,
             check_random_state(self.random_state), f"fit ({method}, dask)")
         return self._finish_fit(w, h, history, converged, [], tol, len(rates), method)
-
-
-def _check_dag_data(X, missing, n_visible):
-    """X as C-contiguous float64 (n, n_visible), binary outside the missing entries, and the
-    missing mask as bool (or None)."""
-    V = as_float_matrix(X, "X", n_cols=n_visible, allow_nan=missing is not None)
-    miss = check_missing(missing, V.shape)
-    if miss is None:
-        check_binary(V, "X")
-        return V, None
-    miss = miss.astype(bool)
-    if np.any(~np.isfinite(V) & ~miss):
-        raise ValueError("X contains NaN or infinite values at entries not marked missing")
-    check_binary(V, "X", ignore=miss)
-    return V, miss
 
 
 @contextlib.contextmanager
@@ -1062,291 +817,3 @@ def _refused_leaves_state(net):
         vars(net).clear()
         vars(net).update(state)
         raise
-
-
-class BeliefNetBatch(_DagModel):
-    """Many belief nets over one DAG, solved in one compiled, parallel call.
-
-    The nets share their edges, visible units and activation; each has its own weights and
-    biases.
-
-    Parameters
-    ----------
-    W : array_like of shape (n_nets, n_units, n_units), or a list of scipy.sparse matrices
-        ``W[k, i, j]`` is net k's weight from unit j to unit i (j < i).  The edge set is every
-        (i, j) that is nonzero in at least one net.  A list (or tuple) of n_nets scipy.sparse
-        (n_units, n_units) matrices gives the same nets without any n_units x n_units array:
-        construction, ``sample`` and inference then take memory and time linear in the
-        nonzero entries; inference and sampling give the dense batch's answers bit for bit
-        (exact enumeration, which sums the sparse products in another order, to rounding).
-    h : array_like of shape (n_nets, n_units)
-        Biases.
-    visible : array_like
-        A boolean mask or strictly increasing indices, shared by every net.
-    activation : {"sigmoid", "noisy_or"}, default="sigmoid"
-        The units' activation.
-    method : {"sjj", "plefka11", "plefka12", "plefka22"}, default="sjj"
-        The objective of ``infer`` and ``score_samples``.
-    infer_tol : float, default=1e-6
-        Tolerance of each mean-field solve.
-    infer_max_iter : int, default=200
-        Most sweeps of one solve.
-    n_threads : int, optional
-        OpenMP threads over nets and patterns.
-    progress : bool, default=True
-        Show a progress bar on calls that run longer than two seconds.
-
-    Attributes
-    ----------
-    W_, h_ : ndarray
-        The checked float64 parameters (``W_`` a list of CSR matrices for a sparse ``W``).
-    visible_ : ndarray of bool of shape (n_units,)
-        The visible units.
-
-    See Also
-    --------
-    BeliefNet : One net.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import mfengine as mf
-    >>> W = np.tril(np.random.default_rng(0).uniform(0, 1, (100, 6, 6)), -1)
-    >>> batch = mf.BeliefNetBatch(W, np.full((100, 6), 0.1), [3, 4, 5], "noisy_or")
-    >>> batch.score_samples(np.zeros((100, 3))).shape
-    (100,)
-    """
-
-    _batch = True
-    _parameter_constraints = _COMMON_CONSTRAINTS
-
-    def __init__(self, W, h, visible, activation="sigmoid", *, method="sjj", infer_tol=1e-6,
-                 infer_max_iter=200, n_threads=None, progress=True):
-        self.W = W
-        self.h = h
-        self.visible = visible
-        self.activation = activation
-        self.method = method
-        self.infer_tol = infer_tol
-        self.infer_max_iter = infer_max_iter
-        self.n_threads = n_threads
-        self.progress = progress
-
-    @classmethod
-    def from_nets(cls, nets, **params):
-        """A batch from ``BeliefNet`` objects with the same visible units and activation.
-
-        The batch is sparse when any net is (``W_`` a list of CSR matrices, nothing of size
-        n_units**2).
-
-        Parameters
-        ----------
-        nets : sequence of BeliefNet
-            The nets, non-empty.
-        **params
-            Constructor parameters of the batch.
-
-        Returns
-        -------
-        batch : BeliefNetBatch
-        """
-        nets = list(nets)
-        if not nets or not all(isinstance(n, BeliefNet) for n in nets):
-            raise TypeError("from_nets needs a non-empty sequence of BeliefNet")
-        first = nets[0]._params()
-        for k, net in enumerate(nets):
-            net._params()
-            if net.n_units != first.n_units or not np.array_equal(net.visible_, first.visible_):
-                raise ValueError(f"nets[{k}] has other units or visible units than nets[0]")
-            if net.activation != first.activation:
-                raise ValueError(f"nets[{k}] has activation {net.activation!r}, nets[0] "
-                                 f"{first.activation!r}")
-        if any(_is_sparse(n.W_) for n in nets):   # sparse nets stay sparse: nothing n_units**2
-            import scipy.sparse
-
-            W = [n.W_.copy() if _is_sparse(n.W_) else scipy.sparse.csr_matrix(n.W_) for n in nets]
-        else:
-            W = np.stack([n.W_ for n in nets])
-        return cls(W, np.stack([n.h_ for n in nets]), first.visible_, first.activation, **params)
-
-    def __len__(self):
-        return _w_shape(self._params().W_)[0]
-
-    def __getitem__(self, k):
-        if isinstance(k, (bool, np.bool_)) or not isinstance(k, (int, np.integer)):
-            raise TypeError(f"a BeliefNetBatch is indexed by a net number k (an int), got {k!r}")
-        n_nets = len(self)
-        if not -n_nets <= k < n_nets:
-            raise IndexError(f"net index k={k} is out of range for {n_nets} nets")
-        # the net's own copies (editing them leaves the batch alone) and the batch's settings
-        shared = {k: v for k, v in self.get_params(deep=False).items()
-                  if k not in ("W", "h", "visible", "activation")}
-        W = self.W_[k]
-        return BeliefNet(W.copy(), self.h_[k].copy(), self.visible_.copy(), self.activation,
-                         **shared)
-
-    @property
-    def n_nets(self):
-        """Number of nets."""
-        return len(self)
-
-
-    def _check_data(self, X, missing=None):
-        """X as C-contiguous float64 of shape (n_nets, n_visible) or (n_nets, m, n_visible),
-        binary outside the missing entries, and the missing mask as bool of X's shape (one of
-        shape (n_visible,) applies to every pattern), or None."""
-        V = as_array(X, "X")
-        if V.dtype.kind not in "biuf":
-            raise TypeError(f"X must be numeric, got dtype {V.dtype}")
-        n_nets, n_visible = _w_shape(self.W_)[0], int(self.visible_.sum())
-        if V.ndim not in (2, 3) or V.shape[0] != n_nets or V.shape[-1] != n_visible:
-            raise ValueError(f"X must have shape ({n_nets}, {n_visible}) or "
-                             f"({n_nets}, m, {n_visible}), got {np.shape(X)}")
-        V = np.ascontiguousarray(V, dtype=np.float64)
-        if np.any(np.isinf(V)):
-            raise ValueError("X contains infinite values (only NaN may stand at a missing entry)")
-        if missing is None:
-            if np.any(np.isnan(V)):
-                raise ValueError("X contains NaN or infinite values")
-            check_binary(V, "X")
-            return V, None
-        shape = np.shape(missing)
-        if shape not in (V.shape, (n_visible,)):
-            raise ValueError(f"missing must have X's shape {V.shape} (or ({n_visible},)), got "
-                             f"{shape}")
-        flat = (-1, n_visible)
-        miss = check_missing(np.reshape(missing, flat) if shape == V.shape else missing,
-                             V.reshape(flat).shape).astype(bool).reshape(V.shape)
-        if np.any(np.isnan(V) & ~miss):
-            raise ValueError("X contains NaN or infinite values at entries not marked missing")
-        check_binary(V, "X", ignore=miss)
-        return V, miss
-
-    def log_joint(self, S):
-        """The log-probability ln P(S) of complete states, per net.
-
-        Parameters
-        ----------
-        S : array_like of shape (n_nets, ..., n_units)
-            Binary states.
-
-        Returns
-        -------
-        log_p : ndarray of shape (n_nets, ...)
-            The log-probability under each net, in nats.
-        """
-        self._params()
-        try:
-            S = as_array(S, "S", np.float64)
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(f"S must be an array of 0/1 states: {exc}") from exc
-        n_nets, n_units = _w_shape(self.W_)[0], _w_shape(self.W_)[-1]
-        if S.ndim < 2 or S.shape[0] != n_nets or S.shape[-1] != n_units:
-            raise ValueError(f"S must have shape ({n_nets}, ..., {n_units}), got {S.shape}")
-        check_binary(S, "S")
-        return _log_joint_checked(self._log_joint(S, self.W_, self.h_))
-
-    def _log_joint(self, S, W, h):
-        """ln P of the states S under each net and where it overflowed (``_sum_log_probs``)."""
-        if isinstance(W, list):      # a sparse batch: net by net, no n_units**2 array
-            z = np.empty(S.shape)
-            for k, Wk in enumerate(W):
-                flat = S[k].reshape(-1, S.shape[-1])
-                z[k] = (np.asarray((Wk @ flat.T).T) + h[k]).reshape(S.shape[1:])
-        else:
-            z = np.einsum("k...j,kij->k...i", S, W) + h.reshape(
-                (W.shape[0],) + (1,) * (S.ndim - 2) + (W.shape[-1],))
-        l1, l0 = _log_probs(z, self.activation)
-        return _sum_log_probs(S, l1, l0)
-
-    def sample(self, n_samples=1, random_state=None, return_all=False):
-        """Draw patterns from every net by ancestral sampling.
-
-        Parameters
-        ----------
-        n_samples : int, default=1
-            Patterns per net.
-        random_state : None, int or numpy.random.Generator, default=None
-            Seed of the draw.
-        return_all : bool, default=False
-            Return the states of every unit instead of the visible ones.
-
-        Returns
-        -------
-        X : ndarray of shape (n_nets, n_samples, n_visible), or (n_nets, n_samples, n_units)
-            The sampled states (0.0 or 1.0) of every net.
-        """
-        n_samples = check_int(n_samples, "n_samples", 0, 2**31 - 1)
-        return_all = check_flag(return_all, "return_all")
-        rng = check_random_state(random_state)
-        self._params()
-        from mfengine._validation import effective_n_threads
-        from mfengine.sbn import _sample
-
-        s = self._structure
-        W = self._packed_w()                      # (n_nets, nnz)
-        k = W.shape[0]
-        # uniforms from the seeded generator, overwritten by the states in compiled code
-        S = _draw_uniforms(rng, (k, n_samples, s.n_units), n_samples)
-        rc = _sample.sample(s.par_ptr, s.par_idx, W,
-                            np.ascontiguousarray(self.h_, dtype=np.float64),
-                            np.repeat(np.arange(k, dtype=np.intp), n_samples),
-                            S.reshape(k * n_samples, s.n_units),
-                            self.activation == "noisy_or", effective_n_threads(self.n_threads))
-        if rc != _sample.STATUS_OK:
-            raise RuntimeError(f"mfengine: the sampling kernel refused its arguments (status {rc})")
-        return S if return_all else S[:, :, self.visible_]
-
-    def exact_log_likelihood(self, X, missing=None, max_hidden=MAX_ENUMERATED_HIDDEN):
-        """Exact ln P(v) of every net and pattern, by enumerating the hidden states.
-
-        Parameters
-        ----------
-        X : array_like of shape (n_nets, n_visible) or (n_nets, m, n_visible)
-            Binary data.
-        missing : array_like of bool, optional
-            Missing entries (X's shape, or (n_visible,) for every pattern), summed over like
-            hidden units, net by net as ``BeliefNet.exact_log_likelihood`` does (units with
-            no observed descendant sum out exactly and are not enumerated).
-        max_hidden : int, default=20
-            Refuse to enumerate more hidden (and missing) units than this.
-
-        Returns
-        -------
-        log_p : ndarray of shape (n_nets,) or (n_nets, m)
-            The log-probability of each net's pattern(s), in nats.
-
-        Raises
-        ------
-        ValueError
-            Above ``max_hidden`` hidden units.
-        """
-        self._params()
-        V, miss = self._check_data(X, missing)
-        max_hidden = check_int(max_hidden, "max_hidden", 0, 2**31 - 1)
-        squeeze = V.ndim == 2
-        if squeeze:
-            V = V[:, None, :]
-        if miss is not None:            # net by net (about 10x slower than the batch's sum)
-            out = np.array([self[k].exact_log_likelihood(V[k], miss.reshape(V.shape)[k],
-                                                         max_hidden)
-                            for k in range(V.shape[0])])
-            return out[:, 0] if squeeze else out
-        K = self.n_hidden
-        if K > max_hidden:
-            raise ValueError(f"exact_log_likelihood enumerates 2**n_hidden states; n_hidden = {K} "
-                             f"is above max_hidden={max_hidden}")
-        n_nets, n_units = _w_shape(self.W_)[0], _w_shape(self.W_)[-1]
-        hid = np.flatnonzero(~self.visible_)
-        states = ((np.arange(2**K)[:, None] >> np.arange(K)) & 1).astype(np.float64)
-        m = V.shape[1]
-        out = np.empty((n_nets, m))
-        chunk = max(1, 2**22 // max(1, m * 2**K * n_units))
-        for a in range(0, n_nets, chunk):
-            sub = slice(a, a + chunk)
-            k = V[sub].shape[0]
-            S = np.empty((k, m, 2**K, n_units))
-            S[:, :, :, hid] = states
-            S[:, :, :, self.visible_] = V[sub][:, :, None, :]
-            out[sub] = _log_sum_states(self._log_joint(S, self.W_[sub], self.h_[sub]), axis=2)
-        return out[:, 0] if squeeze else out

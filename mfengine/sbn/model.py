@@ -1,7 +1,7 @@
 """The verbs every belief net shares, written once for the layered and the DAG nets.
 
 ``BeliefNetModel`` is the base of :class:`~mfengine.sbn.layered.SigmoidBeliefNet` and of
-:class:`~mfengine.sbn.dag.BeliefNet` / :class:`~mfengine.sbn.dag.BeliefNetBatch`.  Its verbs
+:class:`~mfengine.sbn.dag.BeliefNet` / :class:`~mfengine.sbn.batch.BeliefNetBatch`.  Its verbs
 (``score_samples``, ``score``, ``log_likelihood``, ``impute``, ``sample_posterior``) are built
 on four hooks each net provides:
 
