@@ -129,3 +129,57 @@ def layered_log_likelihood(weights, biases, V, miss):
             ll = (v * o) @ ls1.T + ((1.0 - v) * o) @ ls0.T
         out[start : start + step] = logsumexp(ll + log_prior_last[None, :], axis=1)
     return finite_log_p(out, "exact_log_likelihood")
+
+
+def _zs(W, h, S):
+    """The units' inputs z = W s + h of the states S (..., n_units), W dense or sparse."""
+    if hasattr(W, "tocsr"):
+        flat = S.reshape(-1, S.shape[-1])
+        return np.asarray((W @ flat.T).T).reshape(S.shape) + h
+    return S @ W.T + h
+
+
+def dag_posterior(W, h, activation, visible, V, miss, max_hidden):
+    """Exact ln P(v) and posterior means of every unit of one DAG net, by enumerating the
+    joint states of its free units (the hidden ones and, per pattern, the missing visible
+    ones): ``(log_p (n,), mu (n, n_units))``; an observed unit's mean is its value.
+
+    ``W`` (dense or sparse), ``h``, ``visible`` (bool mask) are the checked parameters; ``V``
+    (n, n_visible) the checked data, ``miss`` its missing mask (bool) or None.  Refuses (a
+    ValueError naming ``max_hidden``) a pattern with more than ``max_hidden`` free units."""
+    n_units = h.shape[0]
+    vis = np.flatnonzero(visible)
+    n = V.shape[0]
+    log_p, mu = np.empty(n), np.empty((n, n_units))
+    Vz = np.where(np.isfinite(V), V, 0.0)
+    if miss is None:
+        groups = [(np.zeros(vis.size, dtype=bool), np.arange(n))]
+    else:
+        keys, inverse = np.unique(miss, axis=0, return_inverse=True)
+        groups = [(keys[g], np.flatnonzero(inverse.ravel() == g)) for g in range(len(keys))]
+    for mask, rows in groups:
+        free = ~visible.copy()
+        free[vis[mask]] = True
+        summed, clamped = np.flatnonzero(free), vis[~mask]
+        K = summed.size
+        if K > max_hidden:
+            raise ValueError(f"exact inference by enumeration sums over 2**{K} joint states of "
+                             f"the hidden and missing units, above max_hidden={max_hidden}; "
+                             "exact inference of larger nets needs a bipartite noisy-OR net "
+                             "(diseases and findings)")
+        states = ((np.arange(2**K)[:, None] >> np.arange(K)) & 1).astype(np.float64)
+        chunk = max(1, 2**21 // max(1, 2**K * n_units))
+        for a in range(0, rows.size, chunk):
+            r = rows[a:a + chunk]
+            S = np.empty((r.size, 2**K, n_units))
+            S[:, :, summed] = states[None, :, :]
+            S[:, :, clamped] = Vz[r][:, ~mask][:, None, :]
+            with np.errstate(over="ignore", invalid="ignore"):
+                l1, l0 = log_probs(_zs(W, h, S), activation)
+                lp, overflow = sum_log_probs(S, l1, l0)
+            lpx = log_sum_states((lp, overflow), axis=1)
+            log_p[r] = lpx
+            with np.errstate(invalid="ignore", under="ignore"):
+                wts = np.exp(lp - lpx[:, None])
+            mu[r] = np.einsum("ck,cku->cu", wts, S)
+    return log_p, mu

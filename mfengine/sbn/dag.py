@@ -24,8 +24,10 @@ from mfengine._validation import (ARRAY_LIKE, BOOLEAN, CALLABLE, LEARNING_RATE, 
                                   check_value)
 from mfengine.sbn._checks import (check_activation, check_dag_data,
                                   check_visible, check_weights, edges, is_sparse_batch, w_shape)
-from mfengine.sbn._exact import (MAX_ENUMERATED_HIDDEN, log_joint_checked, log_probs,
-                                 log_sum_states, sum_log_probs)
+from mfengine.sbn._exact import (MAX_ENUMERATED_HIDDEN, dag_posterior, log_joint_checked,
+                                 log_probs, log_sum_states, sum_log_probs)
+from mfengine.sbn._exact_noisy_or import bipartite_blocks, exact_bipartite
+from mfengine.sbn._result import BeliefNetResult
 from mfengine.sbn._learn import check_partition, fit_items, fit_partitions, schedule, stop
 from mfengine.sbn._problem import DagNets
 from mfengine.sbn._solve import DAG_METHODS, check_solve_args, report, run_dag
@@ -268,11 +270,17 @@ class _DagModel(BeliefNetModel):
         missing : array_like of bool, optional
             Missing visible entries, marginalised exactly: X's shape, or (n_visible,) for
             every pattern (X may hold NaN or any finite value there).
-        method : {"sjj", "plefka11", "plefka12", "plefka22"}, optional
+        method : {"sjj", "plefka11", "plefka12", "plefka22", "exact"}, optional
             Default: the model's ``method``.  "sjj": the strict lower bound of Saul, Jaakkola
             & Jordan, by coordinate ascent (every update raises it).  "plefka11/12/22":
             -G of the Plefka schemes of Bhattacharyya & Keerthi, an approximation of ln P(v)
-            that is not a bound.
+            that is not a bound.  "exact" (a ``BeliefNet``): the exact ln P(v) as ``bound``
+            and the exact posterior means as ``mu``, by a junction tree over the positive
+            findings' parents on a bipartite noisy-OR net (diseases and findings: every case
+            whose largest table is within ``2**25`` entries, typically up to 30-40 positive
+            findings on a 600-disease net), else by enumerating the hidden and missing units
+            (at most 20); beyond either a ValueError names the size.  On the junction-tree
+            path the unrecorded findings' means are not computed (NaN).
         tol : float, optional
             Stop an item when its objective changes by less than ``tol`` nats in a sweep.
             Default: ``infer_tol``.
@@ -310,12 +318,53 @@ class _DagModel(BeliefNetModel):
                init_mu=None, inner_tol=None, progress=None, keep="all"):
         """``infer``, keeping all of the result, or (``keep``) only the means ("mu") or the
         bounds ("bound"): see ``run_dag``."""
+        if isinstance(method, str) and method == "exact":
+            return self._solve_exact(X, missing, keep)
         method, tol, max_iter, inner_tol, n_threads, progress = self._check_kwargs(
             method, tol, max_iter, inner_tol, n_threads, progress)
         nets, items, _, _ = self._dag_problem(X, missing)
         r = run_dag(nets, items, method, tol, max_iter, inner_tol, n_threads, init_mu, progress,
                     keep)
         return report(r, f"{type(self).__name__}.infer(method={method!r})")
+
+    def _solve_exact(self, X, missing, keep):
+        """``infer(method="exact")``: the junction tree of ``_exact_noisy_or`` on a bipartite
+        noisy-OR net, else enumeration (``_exact.dag_posterior``)."""
+        if self._batch:
+            raise ValueError("method='exact' is for a BeliefNet; score a batch's nets with "
+                             "exact_log_likelihood, or one net at a time (batch[k])")
+        nets, _, V, miss = self._dag_problem(X, missing, items=False)
+        blocks = self._bipartite_blocks()
+        if blocks is not None:
+            E = V if miss is None else np.where(miss, np.nan, V)
+            log_p, marg, _ = exact_bipartite(blocks.h_disease, blocks.h_finding, blocks.W_fd,
+                                             E)
+            mu = np.full((V.shape[0], nets.n_units), np.nan)
+            mu[:, blocks.diseases] = marg
+            mu[:, blocks.findings] = E
+        else:
+            log_p, mu = dag_posterior(self.W_, self.h_, self.activation, self.visible_, V, miss,
+                                      MAX_ENUMERATED_HIDDEN)
+        n = V.shape[0]
+        return BeliefNetResult(bound=log_p, converged=np.ones(n, dtype=bool),
+                               n_iter=np.zeros(n, dtype=np.intp), method="exact", tol=0.0,
+                               mu=None if keep == "bound" else mu, xi=None)
+
+    def _bipartite_blocks(self):
+        """The net's diagnosis-net blocks (``_exact_noisy_or.bipartite_blocks``), or None when
+        it is not a bipartite noisy-OR net; kept while W_ and h_ stay the same objects."""
+        d = vars(self)
+        cached = d.get("_bipartite")
+        if cached is not None and cached[0] is d["W_"] and cached[1] is d["h_"]:
+            return cached[2]
+        blocks = None
+        if self.activation == "noisy_or":
+            try:
+                blocks = bipartite_blocks(self.W_, self.h_, self.visible_, "noisy_or")
+            except ValueError:      # not bipartite: enumeration
+                blocks = None
+        d["_bipartite"] = (d["W_"], d["h_"], blocks)
+        return blocks
 
 
 class BeliefNet(_DagModel):

@@ -67,6 +67,9 @@ class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
         """
         n_samples = check_int(n_samples, "n_samples", 0, 2**31 - 1)
         rng = check_random_state(random_state)
+        if isinstance(method, str) and method == "exact":
+            raise ValueError("method='exact' gives the exact posterior's marginals, not a "
+                             "factorised posterior to draw from; use a mean-field method")
         r = self._solve(X, missing, method=method, keep="mu")
         return self._draw_states(r, rng, n_samples)
 
@@ -83,8 +86,9 @@ class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
             None: the net's ``method``.  A mean-field method ("gaussian" for a
             ``SigmoidBeliefNet``, "sjj", "plefka11", "plefka12", "plefka22"): its objective
             at the solution ("sjj": a lower bound on ln P(x); the Plefka methods: -G, an
-            approximation that is not a bound).  "importance" or "ais": the sampled estimate
-            of ln P(x) (``log_likelihood(X, ...).estimate``).
+            approximation that is not a bound).  "exact" (a ``BeliefNet``): ln P(x) itself
+            (see ``infer``).  "importance" or "ais": the sampled estimate of ln P(x)
+            (``log_likelihood(X, ...).estimate``).
         n_samples : int, default=1000
             Samples (or annealing chains) per pattern ("importance", "ais" only).
         random_state : None, int or numpy.random.Generator, default=None
@@ -245,4 +249,9 @@ class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
             return np.where(miss.astype(bool), pred[:, visible], V)
         r = self._solve(X, missing, method=method, keep="mu")
         _, _, V, miss = self._dag_problem(X, missing, items=False)
-        return np.where(miss.astype(bool), self._flat_means(r)[:, visible], V)
+        out = np.where(miss.astype(bool), self._flat_means(r)[:, visible], V)
+        if not np.all(np.isfinite(out)):     # the exact junction tree leaves them out
+            raise ValueError("method='exact' on a diagnosis net gives the diseases' posteriors "
+                             "only, not the unrecorded findings'; impute with "
+                             "method='importance'")
+        return out
