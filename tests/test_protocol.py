@@ -311,11 +311,30 @@ def test_plefka_objective_above_zero_warns(kind):
     assert above > 0
     msg = [str(w.message) for w in record if w.category is RuntimeWarning][0]
     assert f"{above} of {r.bound.size} patterns" in msg
-    # a Plefka objective within range does not warn
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)
-        warnings.simplefilter("ignore", mf.ConvergenceWarning)
+    # a Plefka objective within range does not warn that it is above 0
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
         make(kind).infer(data(kind), method="plefka12")
+    assert not [w for w in record if "above 0" in str(w.message)]
+
+
+@pytest.mark.parametrize("kind", ["BeliefNet", "BeliefNetBatch", "SigmoidBeliefNet"])
+def test_plefka_below_the_certified_bound_warns_and_is_not_converged(kind):
+    """-G below the strict bound of the same pattern (a certified lower bound on ln P(x))
+    contradicts it: the call warns with the numbers and the method to use, and ``converged``
+    is False exactly there."""
+    model, X = make(kind), data(kind)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        r = model.infer(X, method="plefka12")
+    below = r.bound < r.certificate - 1e-9 * np.maximum(1.0, np.abs(r.certificate))
+    assert below.any(), "this net's Plefka answer should contradict its certificate somewhere"
+    msg = [str(w.message) for w in record if "certified lower bound" in str(w.message)]
+    assert len(msg) == 1 and f"{int(below.sum())} of {below.size} patterns" in msg[0]
+    assert "method='sjj'" in msg[0]
+    assert not np.any(r.converged[below])
+    exact = model.exact_log_likelihood(X)          # the certificate is a true lower bound
+    assert np.all(r.certificate <= exact + 1e-9 * np.maximum(1.0, np.abs(exact)))
 
 
 # ----------------------------------------------------------------------------- persistence

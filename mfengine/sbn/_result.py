@@ -20,7 +20,10 @@ class BeliefNetResult(InferenceResult):
         approximation -G of ln P(v), which may lie on either side of it.  For a
         ``BeliefNetBatch`` the shape is (n_nets,) or (n_nets, m), following ``X``.
     converged : ndarray of bool, shaped like ``bound``
-        Whether the objective changed by less than ``tol`` in the last sweep.
+        Whether the solve converged to a solution the package stands behind: its objective
+        changed by less than ``tol`` in the last sweep and, for the Plefka methods, its -G
+        is not contradicted by a certificate (at most 0, and not below the certified lower
+        bound in ``certificate``).  "exact" results are always converged.
     n_iter : ndarray of int, shaped like ``bound``
         Sweeps (or fixed-point iterations) taken per pattern.
     method : str
@@ -36,6 +39,13 @@ class BeliefNetResult(InferenceResult):
         Each unit's variational parameter ("gaussian" and "sjj"), laid out like ``mu``; for
         noisy-OR units ("sjj") the q of every edge instead, (n_patterns, nnz) in the
         structure's parent order; None for the Plefka methods, which have none.
+    certificate : ndarray or None
+        For the Plefka methods on DAG nets: a certified lower bound on ln P(v) for the same
+        patterns (the strict "sjj" bound: solved, warm-started at the Plefka means, on
+        noisy-OR nets; evaluated at the Plefka means on sigmoid nets), shaped like
+        ``bound``.  A -G below it contradicts the certificate (the Plefka solution is then
+        not a good approximation: ``converged`` is False there and the call warns).  None
+        for the other methods.
 
     See Also
     --------
@@ -52,6 +62,7 @@ class BeliefNetResult(InferenceResult):
 
     mu: object = None
     xi: object = None
+    certificate: object = None
 
 
 def concatenate_results(parts, method, tol):
@@ -71,4 +82,5 @@ def concatenate_results(parts, method, tol):
         tol=tol,
         mu=cat([r.mu for r in parts]),
         xi=cat([r.xi for r in parts]),
+        certificate=cat([r.certificate for r in parts]),
     )

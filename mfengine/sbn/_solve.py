@@ -11,8 +11,8 @@ from mfengine._validation import (Options, check_int, check_random_state, check_
 from mfengine.sbn._result import BeliefNetResult, concatenate_results
 
 __all__ = ["METHODS", "DAG_METHODS", "inner_tol_for", "check_solve_args", "run_gaussian",
-           "solve_items", "run_dag", "report", "SAMPLED_METHODS", "check_sampling_args",
-           "importance"]
+           "solve_items", "run_dag", "certificate", "certified", "report", "SAMPLED_METHODS",
+           "check_sampling_args", "importance"]
 
 METHODS = ("gaussian", "sjj", "plefka11", "plefka12", "plefka22")
 #: Methods for belief nets over any DAG (a layered net is converted with ``to_dag``).
@@ -159,9 +159,13 @@ def run_dag(nets, items, method, tol, max_iter, inner_tol, n_threads, init_mu, p
         bound, mu, xi, n_iter, conv = solve_items(
             nets, nets.w, nets.h, clamp[sl], net_of[sl], method, tol, max_iter, nt,
             None if mu0 is None else mu0[sl], inner_tol)
+        cert = None
+        if method.startswith("plefka"):
+            cert = certificate(nets, clamp[sl], net_of[sl], mu, tol, max_iter, nt)
+            conv = np.asarray(conv, dtype=bool) & certified(bound, cert)
         return BeliefNetResult(bound=bound, converged=conv, n_iter=n_iter, method=method,
                                tol=tol, mu=None if keep == "bound" else mu,
-                               xi=xi if keep == "all" else None)
+                               xi=xi if keep == "all" else None, certificate=cert)
 
     most = None
     if keep != "all" and method == "sjj" and nets.noisy_or:
@@ -172,23 +176,70 @@ def run_dag(nets, items, method, tol, max_iter, inner_tol, n_threads, init_mu, p
     r.n_iter = r.n_iter.reshape(shape)
     r.mu = None if r.mu is None else r.mu.reshape(shape + r.mu.shape[-1:])
     r.xi = None if r.xi is None else r.xi.reshape(shape + r.xi.shape[-1:])
+    if r.certificate is not None:
+        r.certificate = r.certificate.reshape(shape)
     return r
 
 
+def certificate(nets, clamp, net_of, u, tol, max_iter, n_threads):
+    """A certified lower bound on ln P(v) for each item, to hold a Plefka answer against: the
+    strict ("sjj") bound, which holds at any means and variational parameters.  On noisy-OR
+    nets it is solved (warm-started at the Plefka means ``u``; its coordinate ascent only
+    raises it), which costs about as much as the Plefka solve; on sigmoid nets it is
+    evaluated at ``u`` with every xi at 1/2 (one pass over the edges)."""
+    from mfengine.sbn import sjj
+
+    free = np.isnan(clamp)
+    start = np.where(free, np.clip(u, 1e-12, 1.0 - 1e-12), 0.5)
+    if nets.noisy_or:
+        return solve_items(nets, nets.w, nets.h, clamp, net_of, "sjj", tol, max_iter, n_threads,
+                           start)[0]
+    return sjj.evaluate(nets.structure, nets.w, nets.h, net_of, clamp, start,
+                        np.full(clamp.shape, 0.5), activation=nets.activation,
+                        n_threads=n_threads)
+
+
+def certified(bound, cert):
+    """Where an objective (-G) stands: at most 0 (a log-probability of binary data) and not
+    below the certified lower bound ``cert`` beyond round-off."""
+    bound = np.asarray(bound, dtype=np.float64)
+    slack = 1e-9 * np.maximum(1.0, np.abs(cert))
+    return (bound <= 0.0) & (bound >= cert - slack)
+
+
 def report(result, what):
-    """Warn about unconverged patterns and about a Plefka objective outside the range of a
-    log-probability (ln P(v) <= 0 for binary data); returns ``result``."""
-    warn_unconverged(result.converged, what,
-                     "raise max_iter (or infer_max_iter) or loosen tol; for the Plefka methods "
-                     "try method='sjj', whose coordinate ascent always converges")
+    """Warn about unconverged patterns, about a Plefka objective outside the range of a
+    log-probability (ln P(v) <= 0 for binary data), and about one below the certified lower
+    bound of the same patterns; returns ``result``."""
+    bound = np.asarray(result.bound)
+    cert = getattr(result, "certificate", None)
+    contradicted = np.zeros(bound.shape, dtype=bool)
     if result.method.startswith("plefka"):
-        bad = int(np.count_nonzero(~(np.asarray(result.bound) <= 0.0)))
+        above = ~(bound <= 0.0)
+        if cert is not None:
+            contradicted = ~above & ~certified(bound, cert)
+        bad = int(np.count_nonzero(above))
         if bad:
             warnings.warn(
-                f"{what}: -G is above 0 (or not finite) for {bad} of {np.size(result.bound)} "
+                f"{what}: -G is above 0 (or not finite) for {bad} of {bound.size} "
                 "patterns, outside the range of a log-probability of binary data: the Plefka "
                 "expansion has broken down for these weights; use method='sjj', a true lower "
                 "bound.", RuntimeWarning, stacklevel=user_stacklevel())
+        if contradicted.any():
+            k = np.flatnonzero(contradicted.ravel())
+            eg = ", ".join(f"{bound.ravel()[i]:.6g} < {cert.ravel()[i]:.6g}" for i in k[:3])
+            warnings.warn(
+                f"{what}: -G lies below the certified lower bound on ln P(x) (the strict "
+                f"'sjj' bound) for {k.size} of {bound.size} patterns (-G < bound: {eg}): "
+                "the Plefka solution is a poor approximation there (its means cannot be "
+                "trusted either); use method='sjj', a certified lower bound with its "
+                "posterior, or method='exact' where it is tractable.  `converged` is False "
+                "for these patterns.", RuntimeWarning, stacklevel=user_stacklevel())
+    if result.method.startswith("plefka"):
+        contradicted |= ~(bound <= 0.0)      # warned above: not counted as unconverged too
+    warn_unconverged(np.asarray(result.converged) | contradicted, what,
+                     "raise max_iter (or infer_max_iter) or loosen tol; for the Plefka methods "
+                     "try method='sjj', whose coordinate ascent always converges")
     return result
 
 
