@@ -45,9 +45,6 @@ typedef struct {
     double *aq, *bq;              /* the same in child order (pos[e]: edge e's place there) */
     double *ta, *tb;              /* one unit's trial factors (max fan-in) */
     double *Ph, *Rh, *iA, *iB, *Iv;   /* one unit's per-child terms (max fan-out) */
-    int prefetch;                 /* 1: prefetch the next unit's scattered state on nets of
-                                     16384 units and more; 0 only for the benchmarks'
-                                     same-run comparisons (the answers do not depend on it) */
 } mf_sjj_fast_state;
 
 /* Coordinate ascent for one sigmoid item on the fast path: each sweep one safeguarded Newton
@@ -67,6 +64,11 @@ int mf_sjj_fast_solve(mf_sjj_fast_state *s, double *hist, double tol, double gto
  * out. */
 void mf_sjj_fast_final(const mf_sjj_fast_state *s, const unsigned char *skip,
                        unsigned char *careful, double *total, double *err);
+
+/* Whether mf_sjj_fast_solve prefetches the next unit's scattered state on nets of 16384 units
+ * and more (on by default; off only for the benchmarks' same-run comparisons, the answers do
+ * not depend on it).  Returns the previous setting.  Not thread-safe: set it between solves. */
+int mf_sjj_fast_set_prefetch(int on);
 
 #ifdef __cplusplus
 }

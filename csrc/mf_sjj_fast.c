@@ -35,6 +35,18 @@
  * a spare) in one cache line, so that a parent's or a child's state read at random costs one
  * miss, not 2-6 (one per array).  SJJF_U(a, i, ST): the unit-i entry of such an array. */
 #define SJJF_U(a, i, ST) ((a)[(ptrdiff_t) (i) * (ST)])
+/* The benchmarks' switch (mf_sjj_fast_set_prefetch).  A file-level flag rather than a field of
+ * the state: read from the state, the same test changed GCC's register allocation of the
+ * whole solve and cost 1% more instructions on the fast path (callgrind). */
+static int sjjf_prefetch_on = 1;
+
+int mf_sjj_fast_set_prefetch(int on)
+{
+    int old = sjjf_prefetch_on;
+    sjjf_prefetch_on = on != 0;
+    return old;
+}
+
 /* With records, the per-edge factors a = e^{-xi_c w}, b = a e^w are kept as one pair per edge
  * in parent order (ap[2 e], ap[2 e + 1]) for the xi pass, which reads them in order, and no
  * child-order copy: the mean pass takes a child edge's factors anew from the child's xi (in
@@ -394,7 +406,7 @@ SJJF_INLINE double sjjf_bound(const mf_sjj_fast_state *s, const int ST)
 }
 
 /* Unit i's term (mu_i - xi_i) Z_i - ln(e^A + e^B) from scratch in product form, and in *o_M
- * the magnitude sum M' of its rounding allowance (see fast_bound_at). */
+ * the magnitude sum M' of its rounding allowance (see fast_bound_at in _sjj_fast.pxi). */
 SJJF_INLINE double sjjf_final_unit_impl(const mf_sjj_fast_state *s, ptrdiff_t i, double *o_M,
                                         const int contig)
 {
@@ -425,7 +437,7 @@ SJJF_INLINE double sjjf_final_unit_impl(const mf_sjj_fast_state *s, ptrdiff_t i,
 }
 
 /* The fast path's share of the reported bound (mf_sjj.h; the allowance is derived in
- * fast_bound_at, mfengine/sbn/_sjj.pyx). */
+ * fast_bound_at, mfengine/sbn/_sjj_fast.pxi). */
 SJJF_CLONES
 void mf_sjj_fast_final(const mf_sjj_fast_state *s, const unsigned char *skip,
                        unsigned char *careful, double *total, double *err)
@@ -527,7 +539,7 @@ SJJF_INLINE int sjjf_solve_impl(mf_sjj_fast_state *s, double *hist, double tol, 
     }
     prev = sjjf_bound(s, ST);
     if (hist != NULL) hist[0] = prev;
-    const int pf = s->prefetch && n >= SJJF_PF_MIN_UNITS;
+    const int pf = sjjf_prefetch_on && n >= SJJF_PF_MIN_UNITS;
     while (sweep < max_sweeps) {
         for (i = 0; i < n; i++) {
             if (pf && i + 1 < n)
