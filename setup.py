@@ -97,7 +97,8 @@ directives = {
 # is built (MFENGINE_ONLY narrows that for development); a family's C code may be split over
 # files matching its pattern, and each pattern must match at least one file.
 EXTENSIONS = [
-    ("mfengine._openmp", "mfengine/_openmp.pyx", ["csrc/mf_sbn.c", "csrc/mf_parallel.c"]),
+    ("mfengine._openmp", "mfengine/_openmp.pyx", ["csrc/mf_openmp.c", "csrc/mf_sbn.c",
+                                                   "csrc/mf_parallel.c"]),
     ("mfengine.sbn._gaussian", "mfengine/sbn/_gaussian.pyx", ["csrc/mf_sbn.c", "csrc/mf_parallel.c"]),
     ("mfengine.sbn._sjj", "mfengine/sbn/_sjj.pyx", ["csrc/mf_sjj*.c", "csrc/mf_parallel.c"]),
     ("mfengine.sbn._plefka", "mfengine/sbn/_plefka.pyx", ["csrc/mf_parallel.c"]),

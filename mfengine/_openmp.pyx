@@ -1,55 +1,8 @@
 # Build facts about OpenMP, queried at run time.
-cdef extern from *:
-    """
-    #ifdef _OPENMP
-    #include <omp.h>
-    #define MF_OPENMP 1
-    static int mf_omp_max_threads(void) { return omp_get_max_threads(); }
-    #else
-    #define MF_OPENMP 0
-    static int mf_omp_max_threads(void) { return 1; }
-    #endif
-    """
-    int MF_OPENMP
+cdef extern from "mf_openmp.h" nogil:
+    int mf_openmp_enabled()
     int mf_omp_max_threads()
-
-cdef extern from *:
-    """
-    #include <stdlib.h>
-    #include <time.h>
-    /* Each of nt threads sums products over its own buffer of n doubles (n a power of two),
-     * iters / nt times: the same total work on any thread count.  Wall seconds, or -1 when a
-     * buffer could not be allocated. */
-    static double mf_core_probe(int nt, long n, long iters)
-    {
-        struct timespec t0, t1;
-        int failed = 0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        #ifdef _OPENMP
-        #pragma omp parallel num_threads(nt) reduction(|:failed)
-        #endif
-        {
-            double *b = (double *)malloc((size_t)n * sizeof(double)), s = 0.0;
-            long k, r, mask = n - 1;
-            if (b == NULL) {
-                failed = 1;
-            } else {
-                for (k = 0; k < n; k++)
-                    b[k] = (double)k * 1e-9;
-                for (r = 0; r < iters / nt; r++)
-                    for (k = 0; k < n; k++)
-                        s += b[k] * b[(k * 7) & mask];
-                /* keep the sum: a store the compiler cannot drop */
-                b[0] = s;
-                failed |= b[0] != b[0];
-                free(b);
-            }
-        }
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        return failed ? -1.0 : (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    }
-    """
-    double mf_core_probe(int nt, long n, long iters) nogil
+    double mf_core_probe(int nt, long n, long iters)
 
 
 cdef extern from "mf_sbn.h":
@@ -58,7 +11,7 @@ cdef extern from "mf_sbn.h":
 
 def openmp_enabled():
     """True when the extensions were compiled with OpenMP."""
-    return bool(MF_OPENMP)
+    return bool(mf_openmp_enabled())
 
 
 def max_threads():
