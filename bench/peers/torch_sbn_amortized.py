@@ -67,9 +67,10 @@ quiet.  The learning at a checkpoint depends only on the patterns seen, so this 
 the uncontended run; each checkpoint still logs the real training seconds, the CPU seconds
 per training second and the load average.
 
-Outputs (under bench/results/, which git ignores): ``<stem>.json``, rewritten at each
-checkpoint, and ``<stem>.npz``, the final nets (``p_weights_0``, ``p_biases_0``, ... in
-float64, readable by :func:`load_mfengine_net`, and the inference net ``q_*``).
+Outputs (under bench/results/, which git ignores): ``<stem>.json`` and ``<stem>.npz``, both
+rewritten at each checkpoint and at the end; the .npz holds the nets (``p_weights_0``,
+``p_biases_0``, ... in float64, readable by :func:`load_mfengine_net`, and the inference net
+``q_*``).
 
 Command lines
 -------------
@@ -422,6 +423,7 @@ def train(args):
               "sizes": SIZES, "grad": args.grad, "lr": args.lr, "batch": args.batch, "threads": args.threads,
               "seed": args.seed, "budget_seconds": args.minutes * 60.0,
               "clock": args.clock, "rate": args.rate,
+              "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"),
               "eval_samples": args.eval_samples, "torch": torch.__version__,
               "train_dtype": "float32", "eval_dtype": args.eval_dtype, "checkpoints": []}
 
@@ -446,6 +448,7 @@ def train(args):
                "train_objective": obj_sum / max(obj_count, 1), **res}
         record["checkpoints"].append(row)
         record["eval_seconds_total"] = sum(r["eval_seconds"] for r in record["checkpoints"])
+        np.savez(npz_path, **peer.export())      # the latest nets, should the run be cut short
         with open(json_path, "w") as fh:
             json.dump(record, fh, indent=1)
         print(f"  t={row['clock_seconds']:7.1f}s (wall {train_s:7.1f}s)  epochs {row['epochs']:6.2f}  {row['patterns_per_second']:8.0f}"
@@ -511,10 +514,12 @@ def throughput(args):
             est = (Vimco(peer, args.k, grad=grad) if method == "vimco"
                    else Nvil(peer, SIZES[-1], grad=grad))
             opt = torch.optim.Adam(est.params, lr=args.lr, fused=True)
-            batches = [Xt[rng.integers(0, Xt.shape[0], args.batch)] for _ in range(120)]
+            # rows drawn beforehand, gathered in the timed loop as training does
+            batches = [rng.integers(0, Xt.shape[0], args.batch) for _ in range(120)]
 
             def steps(bs):
-                for x in bs:
+                for rows in bs:
+                    x = Xt[rows]
                     opt.zero_grad(set_to_none=True)
                     est.gradients(x)
                     opt.step()
