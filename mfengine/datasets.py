@@ -5,7 +5,10 @@ class.  Those are not redistributable, so mfengine uses scikit-learn's bundled 8
 (1797 images, grey levels 0-16, no download) thresholded to binary.  It has about 125 training
 images per class: a far smaller problem than the paper's.
 """
+import gzip
 import numbers
+import os
+import zlib
 
 import numpy as np
 
@@ -14,6 +17,8 @@ from mfengine._validation import (BOOLEAN, MAX_UNITS, RANDOM_STATE, Interval, Ra
 
 __all__ = [
     "load_binary_digits",
+    "load_fashion_mnist",
+    "FASHION_MNIST_DIR",
     "make_bars",
     "DIGITS_SHAPE",
     "make_continuous_bars",
@@ -26,6 +31,9 @@ DIGITS_SHAPE = (8, 8)
 
 #: How many images a generator may be asked for.
 _COUNT = Interval(numbers.Integral, 0, 2**40)
+
+#: Where Debian's ``dataset-fashion-mnist`` package puts the Fashion-MNIST IDX files.
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 
 
 def _require_sklearn():
@@ -337,3 +345,139 @@ def make_diagnosis_net(n_diseases=600, n_findings=4000, parents_per_finding=10, 
     visible = np.zeros(n, dtype=bool)
     visible[n_diseases:] = True
     return BeliefNet(W, h, visible, activation="noisy_or")
+
+
+# The IDX header: two zero bytes, a type code (0x08: unsigned byte) and the number of
+# dimensions, then one big-endian uint32 per dimension.
+_IDX_UBYTE = 0x08
+_FASHION_STEMS = {
+    "train_images": ("train-images-idx3-ubyte", 3),
+    "train_labels": ("train-labels-idx1-ubyte", 1),
+    "test_images": ("t10k-images-idx3-ubyte", 3),
+    "test_labels": ("t10k-labels-idx1-ubyte", 1),
+}
+
+
+def _find_idx(directory, stem):
+    """The path of ``stem`` in ``directory``, gzipped (``.gz``) or plain, or None."""
+    for name in (stem + ".gz", stem):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
+def _read_idx(path, ndim):
+    """An unsigned-byte IDX array of ``ndim`` dimensions from ``path`` (gzip told by content)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise ValueError(f"{path}: not a readable gzip file ({exc})") from None
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0:
+        raise ValueError(f"{path}: not an IDX file (its first bytes {raw[:4].hex()!r} are not "
+                         f"the IDX magic number 0000{_IDX_UBYTE:02x}{ndim:02x})")
+    if raw[2] != _IDX_UBYTE or raw[3] != ndim:
+        raise ValueError(f"{path}: expected an unsigned-byte IDX file of {ndim} dimension(s) "
+                         f"(magic 0000{_IDX_UBYTE:02x}{ndim:02x}), got magic {raw[:4].hex()}")
+    header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise ValueError(f"{path}: truncated IDX header ({len(raw)} bytes, {header} needed)")
+    shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
+    need = int(np.prod(shape, dtype=np.int64))
+    have = len(raw) - header
+    if have != need:
+        what = "truncated" if have < need else "longer than its header says"
+        raise ValueError(f"{path}: IDX file {what}: shape {shape} needs {need} data bytes, "
+                         f"the file has {have}")
+    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
+
+
+def load_fashion_mnist(path=None, threshold=127, return_labels=False):
+    """Load Fashion-MNIST (Xiao, Rasul & Vollgraf 2017) from its IDX files, binarised to {0, 1}.
+
+    The four files ``train-images-idx3-ubyte``, ``t10k-images-idx3-ubyte`` (and, with
+    ``return_labels``, ``train-labels-idx1-ubyte``, ``t10k-labels-idx1-ubyte``) are read from
+    ``path``, each gzipped (``.gz``) or plain; gzip is recognised by the file's content.
+    Nothing is downloaded: on Debian, ``apt-get install dataset-fashion-mnist`` installs the
+    files in `FASHION_MNIST_DIR`.  A pixel (grey level 0-255) becomes 1 when it is
+    ``> threshold``: a fixed binarisation, not a random one.
+
+    Parameters
+    ----------
+    path : str or path-like, optional
+        The folder holding the files.  Default: `FASHION_MNIST_DIR`
+        (``/usr/share/datasets/fashion-mnist``).
+    threshold : int or float, default=127
+        A pixel becomes 1 when its grey level is greater than this; in [0, 255).
+    return_labels : bool, default=False
+        Also return the class labels (0-9).
+
+    Returns
+    -------
+    X_train : ndarray of shape (60000, 784)
+        Binary training images (float64 0/1), each row a 28x28 image in row-major order;
+        for IDX files of other sizes, of shape (n_train, rows * cols).
+    X_test : ndarray of shape (10000, 784)
+        Binary test images.
+    y_train : ndarray of shape (60000,)
+        With ``return_labels`` only: labels 0-9 (int64) of the training images.
+    y_test : ndarray of shape (10000,)
+        With ``return_labels`` only: labels of the test images.
+
+    Raises
+    ------
+    FileNotFoundError
+        If a file is missing from ``path`` (the message names the folder and the package
+        that installs the files).
+    ValueError
+        If a file is not an unsigned-byte IDX file of the right rank (wrong magic number),
+        is truncated or too long, is a broken gzip file, or if the images and labels of a
+        split differ in number; or if ``threshold`` is out of range.
+
+    See Also
+    --------
+    load_binary_digits : Small 8x8 binary digits that need no files.
+
+    Examples
+    --------
+    The files are not shipped with mfengine, so this example is not run as a test:
+
+    >>> from mfengine.datasets import load_fashion_mnist
+    >>> X_train, X_test = load_fashion_mnist()  # doctest: +SKIP
+    >>> X_train.shape, X_test.shape  # doctest: +SKIP
+    ((60000, 784), (10000, 784))
+    >>> X_train, X_test, y_train, y_test = load_fashion_mnist(return_labels=True)  # doctest: +SKIP
+    """
+    if isinstance(threshold, (bool, np.bool_)) or not (
+            isinstance(threshold, numbers.Real) and 0 <= threshold < 255):
+        raise ValueError(f"threshold must be a number in [0, 255), got {threshold!r}")
+    return_labels = bool(return_labels)
+    directory = os.fspath(FASHION_MNIST_DIR if path is None else path)
+    wanted = ["train_images", "test_images"]
+    if return_labels:
+        wanted += ["train_labels", "test_labels"]
+    found = {key: _find_idx(directory, _FASHION_STEMS[key][0]) for key in wanted}
+    missing = [_FASHION_STEMS[k][0] for k, v in found.items() if v is None]
+    if missing:
+        raise FileNotFoundError(
+            f"Fashion-MNIST not found in {directory!r}: no {', '.join(missing)} (.gz or plain). "
+            f"On Debian, 'apt-get install dataset-fashion-mnist' installs the files in "
+            f"{FASHION_MNIST_DIR}; or pass path= the folder that holds them.")
+    arrays = {key: _read_idx(found[key], _FASHION_STEMS[key][1]) for key in wanted}
+    out = []
+    for split in ("train", "test"):
+        img = arrays[split + "_images"]
+        X = (img.reshape(img.shape[0], -1) > threshold).astype(np.float64)
+        out.append(X)
+    if return_labels:
+        for split in ("train", "test"):
+            n_img = arrays[split + "_images"].shape[0]
+            y = arrays[split + "_labels"]
+            if y.shape[0] != n_img:
+                raise ValueError(f"{found[split + '_labels']}: {y.shape[0]} labels for the "
+                                 f"{n_img} images of {found[split + '_images']}")
+            out.append(y.astype(np.int64))
+    return tuple(out)
