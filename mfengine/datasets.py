@@ -395,6 +395,8 @@ def _read_idx(path, ndim):
     return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(shape)
 
 
+@validate_args(threshold=[Interval(numbers.Real, 0, 255, closed="left")],
+               return_labels=[BOOLEAN])
 def load_fashion_mnist(path=None, threshold=127, return_labels=False):
     """Load Fashion-MNIST (Xiao, Rasul & Vollgraf 2017) from its IDX files, binarised to {0, 1}.
 
@@ -451,10 +453,6 @@ def load_fashion_mnist(path=None, threshold=127, return_labels=False):
     ((60000, 784), (10000, 784))
     >>> X_train, X_test, y_train, y_test = load_fashion_mnist(return_labels=True)  # doctest: +SKIP
     """
-    if isinstance(threshold, (bool, np.bool_)) or not (
-            isinstance(threshold, numbers.Real) and 0 <= threshold < 255):
-        raise ValueError(f"threshold must be a number in [0, 255), got {threshold!r}")
-    return_labels = bool(return_labels)
     directory = os.fspath(FASHION_MNIST_DIR if path is None else path)
     wanted = ["train_images", "test_images"]
     if return_labels:
