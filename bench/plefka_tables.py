@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 
 import mfengine as mf
-from mfengine.sbn.dag import BeliefNetBatch
+from mfengine.sbn.batch import BeliefNetBatch
 
 SIZES = (2, 4, 6)
 METHODS = ("plefka11", "plefka12", "plefka22", "sjj")

@@ -5,7 +5,8 @@ from scipy.optimize import minimize, minimize_scalar
 
 import mfengine as mf
 from mfengine.sbn import sjj
-from mfengine.sbn.dag import BeliefNetBatch, DagStructure
+from mfengine.sbn.batch import BeliefNetBatch
+from mfengine.sbn.dag import DagStructure
 
 from reference_sjj import (barren_mask, log_joint_dense, mean_field_elbo, sjj_noisy_or,
                            sjj_sigmoid)
