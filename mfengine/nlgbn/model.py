@@ -18,13 +18,11 @@ checks the layout of what it is given again (``mf_nlgbn_net_check``).
 """
 import copy
 import numbers
-import os
 import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
-from sklearn.utils import check_array
 
 from mfengine._em import EMMonitor, StepFailed, run_em
 from mfengine._base import ConvergenceWarning, PersistMixin, user_stacklevel, warn_unconverged
@@ -43,9 +41,6 @@ from mfengine._validation import (
     check_random_state,
     check_real,
     check_value,
-    check_sizes,
-    effective_n_threads,
-    sizes_from_biases,
 )
 
 try:
@@ -55,19 +50,30 @@ except ImportError as exc:  # pragma: no cover - only on an unbuilt source tree
         "mfengine.nlgbn._estep (the compiled E-step) is missing; build the package with "
         f"'pip install .' ({exc})"
     ) from exc
+from mfengine.nlgbn._checks import (
+    UNIT_TYPES,
+    _CODE,
+    _INTP_MAX,
+    _TINY,
+    _check_data,
+    _check_fit_args,
+    _check_given_params,
+    _check_infer_args,
+    _check_layer_sizes,
+    _check_min_variance,
+    _check_n_threads,
+    _check_posterior,
+    _check_units,
+    _check_X,
+    _param_array,
+    _param_list,
+)
 from mfengine.nlgbn._result import NLGBNInference
 
 __all__ = ["NLGBN", "NLGBNInference", "UNIT_TYPES"]
 
-#: The unit types, in the order of their codes in the compiled kernel.
-UNIT_TYPES = ("linear", "binary", "rectified", "sigmoidal")
-_CODE = {name: code for code, name in enumerate(UNIT_TYPES)}
-
 #: Smallest model variance of a hidden unit after an M-step.
 MIN_HIDDEN_VARIANCE = 1e-6
-
-_INTP_MAX = int(np.iinfo(np.intp).max)
-_TINY = np.finfo(np.float64).tiny
 
 #: What to try when a per-pattern solve stops on its budget.
 _HINT = "raise infer_max_iter (or pass max_iter=) or loosen infer_tol (or pass tol=)"
@@ -83,101 +89,6 @@ def _unit_output(kind, x):
     from scipy.special import ndtr
 
     return ndtr(x)
-
-
-# ---------------------------------------------------------------------------- validation
-def _check_n_threads(n_threads, name="n_threads"):
-    """OpenMP thread count: ``effective_n_threads``'s answer, clamped to the cores there are."""
-    check_value(n_threads, name, [N_THREADS])
-    n = effective_n_threads(None if n_threads is None else int(n_threads))
-    return int(max(1, min(n, os.cpu_count() or 1)))
-
-
-def _check_layer_sizes(sizes, n_features=None):
-    """``sizes`` as a tuple of ints (check_sizes), refusing NaN, inf and huge networks first; a
-    last entry None is the number of columns of the training data, ``n_features``."""
-    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
-        raise TypeError(f"sizes must be a sequence of layer sizes, got {sizes!r}")
-    if len(sizes) and sizes[-1] is None:
-        if n_features is None:
-            raise ValueError(
-                f"sizes={list(sizes)} leaves the number of visible units to the data: fit the "
-                "model before sampling or scoring with it (or give sizes[-1])"
-            )
-        sizes = list(sizes[:-1]) + [n_features]
-    for n in sizes:
-        if isinstance(n, numbers.Real) and not isinstance(n, numbers.Integral) and not np.isfinite(n):
-            raise ValueError(f"sizes must hold whole numbers of units, got {sizes!r}")
-    sizes = check_sizes(sizes)
-    n_weights = sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
-    stat = 4 * sum(sizes) + sum((a + 1) ** 2 + b * (a + 1) for a, b in zip(sizes[:-1], sizes[1:]))
-    if max(n_weights, stat, sum(sizes)) > _INTP_MAX // 16:
-        raise ValueError(f"sizes={list(sizes)} is too large: the network's arrays would not fit "
-                         "in memory's address range")
-    return sizes
-
-
-def _check_units(units, sizes, name="units"):
-    """One tuple of type names per layer; ``name`` is the argument's public name."""
-    L = len(sizes)
-    if units is None:
-        units = ["rectified"] * (L - 1) + ["linear"]
-    elif isinstance(units, str):
-        units = [units] * (L - 1) + ["linear"]
-    if isinstance(units, (str, bytes)) or not hasattr(units, "__len__") or len(units) != L:
-        raise ValueError(f"{name} must give one entry per layer ({L} layers), got {units!r}")
-    out = []
-    for l, spec in enumerate(units):
-        if isinstance(spec, str):
-            names = [spec] * sizes[l]
-        else:
-            try:
-                names = list(spec)
-            except TypeError:
-                raise TypeError(f"{name}[{l}] must be a type name or a sequence of "
-                                f"{sizes[l]} type names, got {spec!r}") from None
-        if len(names) != sizes[l]:
-            raise ValueError(
-                f"{name}[{l}] must be a type name or {sizes[l]} type names, got {spec!r}"
-            )
-        for kind in names:
-            if not isinstance(kind, str) or kind not in _CODE:
-                raise ValueError(
-                    f"{name}[{l}] contains unknown unit type {kind!r}; choose from {UNIT_TYPES}"
-                )
-        out.append(tuple(str(k) for k in names))
-    if any(kind != "linear" for kind in out[-1]):
-        raise ValueError(
-            f"{name} of the visible (last) layer must be 'linear': the data are the visible "
-            "units' pre-activations"
-        )
-    return tuple(out)
-
-
-def _param_array(value, name, shape):
-    """A model parameter as a float64 C-contiguous copy of the given shape with finite values."""
-    if isinstance(value, np.ndarray) and value.dtype == object:
-        raise TypeError(f"{name} has dtype object; it must be a numeric array")
-    try:
-        arr = np.asarray(value)
-    except Exception as exc:  # noqa: BLE001 - numpy's message is kept
-        raise TypeError(f"{name} could not be converted to an array: {exc}") from exc
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
-    if shape is not None and arr.shape != tuple(shape):
-        raise ValueError(f"{name} must have shape {tuple(shape)}, got {arr.shape}")
-    arr = np.array(arr, dtype=np.float64, order="C")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or infinite values")
-    return arr
-
-
-def _param_list(value, name, length):
-    if isinstance(value, np.ndarray) or not isinstance(value, (list, tuple)):
-        raise TypeError(f"{name} must be a list of arrays, one per layer, got {type(value).__name__}")
-    if length is not None and len(value) != length:
-        raise ValueError(f"{name} must hold {length} arrays, got {len(value)}")
-    return list(value)
 
 
 class _Network:
@@ -449,20 +360,7 @@ class NLGBN(PersistMixin, BaseEstimator):
             If the lists or the arrays' shapes do not fit one another, a value is not finite or
             a variance is not positive.
         """
-        weights, biases, variances = list(weights), list(biases), list(variances)
-        if len(weights) < 1 or len(biases) != len(weights) + 1 or len(variances) != len(biases):
-            raise ValueError(
-                "need one weight matrix between adjacent layers and one bias and one variance "
-                f"vector per layer; got {len(weights)} weight matrices, {len(biases)} bias "
-                f"vectors and {len(variances)} variance vectors"
-            )
-        sizes = sizes_from_biases(biases)
-        W = [_param_array(w, f"weights[{l}]", (sizes[l + 1], sizes[l])) for l, w in enumerate(weights)]
-        B = [_param_array(b, f"biases[{l}]", (sizes[l],)) for l, b in enumerate(biases)]
-        V = [_param_array(v, f"variances[{l}]", (sizes[l],)) for l, v in enumerate(variances)]
-        for l, v in enumerate(V):
-            if np.any(v < _TINY):
-                raise ValueError(f"variances[{l}] must be finite and positive")
+        sizes, W, B, V = _check_given_params(weights, biases, variances)
         net = cls(list(sizes), units=units)
         net._set_params(W, B, V, _check_units(units, sizes))
         _Network(net.weights_, net.biases_, net.variances_, net.units_).flat()
@@ -495,7 +393,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         units = _check_units(self.units, sizes)
         # (+ 0.0 turns -0.0, which the check accepts as 0, into the 0.0 NumPy's normal takes)
         scale = check_real(self.weight_scale, "weight_scale", 0.0, 1e100) + 0.0
-        min_variance = self._check_min_variance()
+        min_variance = _check_min_variance(self.min_variance)
         rng = check_random_state(self.random_state)
         try:
             weights = [
@@ -509,12 +407,6 @@ class NLGBN(PersistMixin, BaseEstimator):
         variances = [np.ones(n) for n in sizes]
         variances[-1][:] = max(1.0, min_variance)
         self._set_params(weights, biases, variances, units)
-
-    def _check_min_variance(self):
-        value = check_real(self.min_variance, "min_variance", 0.0, closed='right')
-        if not np.isfinite(1.0 / value) or value < _TINY:
-            raise ValueError(f"min_variance must be at least {_TINY:g}, got {value!r}")
-        return value
 
     def _network(self):
         """The current parameters, validated (drawn first if the model has none)."""
@@ -585,60 +477,6 @@ class NLGBN(PersistMixin, BaseEstimator):
     def _initial_state(self, n, net=None):
         net = self._network() if net is None else net
         return net.prior_state(n)
-
-    @staticmethod
-    def _check_X(X, n_features, name="X", allow_nan=False):
-        if isinstance(X, np.ndarray) and X.dtype.kind in "USV":
-            raise TypeError(f"{name} must be numeric, got dtype {X.dtype}")
-        try:
-            X = check_array(X, dtype=np.float64, order="C", ensure_min_samples=0,
-                            input_name=name,
-                            ensure_all_finite=({"all": False, True: "allow-nan"}.get(allow_nan, True)))
-        except TypeError as exc:
-            raise TypeError(f"{name}: {exc}") from exc
-        except ValueError as exc:
-            msg = str(exc).split("\n")[0]
-            if "convert" in msg:
-                raise TypeError(f"{name} must be numeric: {msg}") from exc
-            if name not in msg:
-                msg = f"{name}: {msg}"
-            raise ValueError(msg) from exc
-        if n_features is not None and X.shape[1] != n_features:
-            said = (f"X has {X.shape[1]} features, but NLGBN is expecting {n_features} features "
-                    "as input: " if name == "X" else "")
-            raise ValueError(f"{said}{name} must have {n_features} columns (one per visible "
-                             f"unit: the last of sizes, or the rows of weights_[-1]), got "
-                             f"{X.shape[1]}")
-        return X
-
-    def _check_data(self, X, missing, n_features):
-        """X (NaN allowed: a missing entry) and the missing mask: returns (X with its missing
-        entries set to 0, uint8 mask or None when nothing is missing).  ``missing`` may be None,
-        a boolean (n_patterns, n_features) mask or one (n_features,) row for every pattern;
-        NaN entries of X are missing too."""
-        X = self._check_X(X, n_features, allow_nan=True if missing is None else "all")
-        nan = np.isnan(X)
-        if missing is None:
-            miss = nan
-        else:
-            arr = np.asarray(missing)
-            if arr.dtype != np.bool_:
-                if arr.dtype.kind in "iu" and np.all((arr == 0) | (arr == 1)):
-                    arr = arr.astype(bool)
-                else:
-                    raise TypeError(f"missing must be a boolean mask, got dtype {arr.dtype}")
-            if arr.ndim == 1 and arr.shape[0] == X.shape[1]:
-                arr = np.broadcast_to(arr, X.shape)
-            if arr.shape != X.shape:
-                raise ValueError(f"missing must have shape {X.shape} (or ({X.shape[1]},)), got "
-                                 f"{arr.shape}")
-            miss = arr | nan
-            if np.any(np.isinf(X) & ~miss):
-                raise ValueError("X contains infinity at entries not marked missing")
-        if not miss.any():
-            return X, None
-        X = np.where(miss, 0.0, X)
-        return np.ascontiguousarray(X), np.ascontiguousarray(miss, dtype=np.uint8)
 
     def _solve(self, X, mu, lv, tol, max_sweeps, n_threads, want_stats=False, flat=None,
                inputs="X", miss=None):
@@ -731,21 +569,11 @@ class NLGBN(PersistMixin, BaseEstimator):
             raise MemoryError(f"n_samples={n_samples} needs about {need} bytes") from None
         return layers if return_all else layers[-1]
 
-    def _infer_args(self, tol, max_iter, n_threads):
-        tol = check_real(self.infer_tol if tol is None else tol,
-                           "infer_tol" if tol is None else "tol", 0.0, closed='right')
-        max_iter = check_int(self.infer_max_iter if max_iter is None else max_iter,
-                              "infer_max_iter" if max_iter is None else "max_iter", 1)
-        if n_threads is None:
-            n_threads = _check_n_threads(self.n_threads)
-        else:
-            n_threads = _check_n_threads(n_threads)
-        return tol, max_iter, n_threads
-
     def _infer(self, X, tol, max_iter, n_threads, what, missing=None):
-        tol, max_iter, n_threads = self._infer_args(tol, max_iter, n_threads)
+        tol, max_iter, n_threads = _check_infer_args(tol, max_iter, n_threads, self.infer_tol,
+                                                     self.infer_max_iter, self.n_threads)
         net = self._network()
-        X, miss = self._check_data(X, missing, net.sizes[-1])
+        X, miss = _check_data(X, missing, net.sizes[-1])
         mu, lv = net.prior_state(X.shape[0])
         bound, sweeps, conv, _ = self._solve(X, mu, lv, tol, max_iter, n_threads, flat=net.flat(),
                                              miss=miss)
@@ -849,7 +677,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         n_samples = check_int(n_samples, "n_samples", 0, 2**31 - 1)
         rng = check_random_state(random_state)
         net = self._network()
-        _, miss = self._check_data(X, missing, net.sizes[-1])
+        _, miss = _check_data(X, missing, net.sizes[-1])
         r = self.infer(X, missing)
         layers = [m[None] + s[None] * rng.standard_normal((n_samples,) + m.shape)
                   for m, s in zip(r.mu[:-1], r.sigma[:-1])]
@@ -1066,29 +894,14 @@ class NLGBN(PersistMixin, BaseEstimator):
         """
         n_threads = _check_n_threads(self.n_threads if n_threads is None else n_threads)
         net = self._network()
-        X = self._check_X(X, net.sizes[-1])
-        H = sum(net.sizes[:-1])
-        mu = self._check_X(mu, H, "mu").copy()
-        sigma = self._check_X(sigma, H, "sigma")
-        if mu.shape[0] != X.shape[0] or sigma.shape[0] != X.shape[0]:
-            raise ValueError("mu and sigma must have one row per pattern of X")
-        if np.any(sigma <= 0):
-            raise ValueError("sigma must be positive")
-        lv = np.ascontiguousarray(2.0 * np.log(sigma))
+        X, mu, lv = _check_posterior(X, mu, sigma, net.sizes[-1], sum(net.sizes[:-1]))
         return self._solve(X, mu, lv, 1.0, 0, n_threads, flat=net.flat(),
                            inputs="X, mu, sigma")[0]
 
     def _check_fit_params(self):
-        return dict(
-            max_iter=check_int(self.max_iter, "max_iter", 0),
-            tol=None if self.tol is None else check_real(self.tol, "tol", 0.0),
-            infer_tol=check_real(self.infer_tol, "infer_tol", 0.0, closed='right'),
-            infer_max_iter=check_int(self.infer_max_iter, "infer_max_iter", 1),
-            min_variance=self._check_min_variance(),
-            warm_start=check_flag(self.warm_start, "warm_start"),
-            n_threads=_check_n_threads(self.n_threads),
-            progress=check_flag(self.progress, "progress"),
-        )
+        return _check_fit_args(self.max_iter, self.tol, self.infer_tol, self.infer_max_iter,
+                               self.min_variance, self.warm_start, self.n_threads,
+                               self.progress)
 
     def fit(self, X, y=None, missing=None):
         """Variational EM (Frey & Hinton, section 2.3).
@@ -1132,12 +945,12 @@ class NLGBN(PersistMixin, BaseEstimator):
     def _fit(self, X, missing=None):
         """fit's work; returns the training posterior (mu, log sigma^2) for the tests."""
         p = self._check_fit_params()
-        X, miss = self._check_data(X, missing, None)
+        X, miss = _check_data(X, missing, None)
         drawn = not (p["warm_start"] and self._has_params())
         if drawn:
             self._draw_params(n_features=X.shape[1])
         net = self._network()
-        X = self._check_X(X, net.sizes[-1])
+        X = _check_X(X, net.sizes[-1])
         if X.shape[0] == 0:
             raise ValueError("X must hold at least one pattern to fit")
         net = self._variance_floors(p, net)
@@ -1273,13 +1086,13 @@ class NLGBN(PersistMixin, BaseEstimator):
             If X or a hyperparameter is invalid, or a number is not finite.
         """
         p = self._check_fit_params()
-        X, miss = self._check_data(X, missing, None)
+        X, miss = _check_data(X, missing, None)
         if not self._has_params():
             self._draw_params(n_features=X.shape[1])
             for name in ("stats_", "n_batches_", "history_"):
                 self.__dict__.pop(name, None)
         net = self._network()
-        X = self._check_X(X, net.sizes[-1])
+        X = _check_X(X, net.sizes[-1])
         if X.shape[0] == 0:
             raise ValueError("X must hold at least one pattern for partial_fit")
         floors = [MIN_HIDDEN_VARIANCE] * (len(net.sizes) - 1) + [p["min_variance"]]
@@ -1401,7 +1214,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         """One partition's E-step (run where the block is; NaN entries are missing),
         warm-started from its previous posteriors: its summed bound and statistics."""
         model, net, solve = shared
-        Xb, miss = model._check_data(np.asarray(block), None, net.sizes[-1])
+        Xb, miss = _check_data(np.asarray(block), None, net.sizes[-1])
         if state is None:
             mu, lv = net.prior_state(Xb.shape[0])
         else:
