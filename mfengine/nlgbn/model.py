@@ -35,21 +35,12 @@ from mfengine._validation import (
     Interval,
     Options,
     Satisfies,
-    as_array,
     check_flag,
     check_int,
     check_random_state,
     check_real,
     check_value,
 )
-
-try:
-    from mfengine.nlgbn import _estep
-except ImportError as exc:  # pragma: no cover - only on an unbuilt source tree
-    raise ImportError(
-        "mfengine.nlgbn._estep (the compiled E-step) is missing; build the package with "
-        f"'pip install .' ({exc})"
-    ) from exc
 from mfengine.nlgbn._checks import (
     UNIT_TYPES,
     _CODE,
@@ -66,9 +57,10 @@ from mfengine.nlgbn._checks import (
     _check_units,
     _check_X,
     _param_array,
-    _param_list,
 )
+from mfengine.nlgbn._problem import Network
 from mfengine.nlgbn._result import NLGBNInference
+from mfengine.nlgbn._solve import _estep, prior_state
 
 __all__ = ["NLGBN", "NLGBNInference", "UNIT_TYPES"]
 
@@ -89,111 +81,6 @@ def _unit_output(kind, x):
     from scipy.special import ndtr
 
     return ndtr(x)
-
-
-class _Network:
-    """The validated parameters of a network (float64 copies) and the kernel's view of them."""
-
-    def __init__(self, weights, biases, variances, units):
-        biases = _param_list(biases, "biases_", None)
-        if len(biases) < 2:
-            raise ValueError(f"biases_ must hold one vector per layer (at least two), got {len(biases)}")
-        B = []
-        for l, b in enumerate(biases):
-            b = as_array(b, f"biases_[{l}]") if not isinstance(b, np.ndarray) else b
-            if getattr(b, "ndim", None) != 1:
-                raise ValueError(f"biases_[{l}] must be 1-D, got shape {np.shape(b)}")
-            B.append(_param_array(b, f"biases_[{l}]", None))
-        if isinstance(units, tuple) and all(isinstance(u, tuple) for u in units):
-            # units_ holds one name per unit: the layer sizes the biases must have
-            want = tuple(len(u) for u in units)
-            if len(B) != len(want):
-                raise ValueError(f"biases_ and units_ disagree: units_ has {len(want)} layers, "
-                                 f"biases_ holds {len(B)} vectors (one per layer)")
-            for l, (b, n) in enumerate(zip(B, want)):
-                if b.shape != (n,):
-                    raise ValueError(f"biases_[{l}] has shape {b.shape} but units_[{l}] names "
-                                     f"{n} units")
-        sizes = tuple(b.shape[0] for b in B)
-        if any(n < 1 for n in sizes):
-            raise ValueError(f"every layer needs at least one unit; biases_ gives sizes {sizes}")
-        L = len(sizes)
-        W = [_param_array(w, f"weights_[{l}]", (sizes[l + 1], sizes[l]))
-             for l, w in enumerate(_param_list(weights, "weights_", L - 1))]
-        V = [_param_array(v, f"variances_[{l}]", (sizes[l],))
-             for l, v in enumerate(_param_list(variances, "variances_", L))]
-        for l, v in enumerate(V):
-            if np.any(v < _TINY):
-                raise ValueError(f"variances_[{l}] must be positive (at least {_TINY:g}), "
-                                 f"found {v[v < _TINY][0]!r}")
-        if not isinstance(units, tuple) or len(units) != L or not all(isinstance(u, tuple) for u in units):
-            raise ValueError(f"units_ must be a tuple of {L} tuples of unit type names (one per "
-                             f"layer), got {units!r}")
-        self.units = _check_units(units, sizes, name="units_")
-        self.sizes, self.weights, self.biases, self.variances = sizes, W, B, V
-
-    def flat(self):
-        """The kernel's arrays (see csrc/mf_nlgbn.h for their layout)."""
-        sizes = np.array(self.sizes, dtype=np.intp)
-        L = len(sizes)
-        offset = np.zeros(L + 1, dtype=np.intp)
-        offset[1:] = np.cumsum(sizes)
-        U = int(offset[-1])
-        woff = np.zeros(L - 1, dtype=np.intp)
-        for l in range(1, L - 1):
-            woff[l] = woff[l - 1] + sizes[l - 1] * sizes[l]
-        WT = np.concatenate([np.ascontiguousarray(w.T).ravel() for w in self.weights])
-        bias = np.concatenate(self.biases)
-        prec = 1.0 / np.concatenate(self.variances)
-        acoef = np.zeros(U)
-        with np.errstate(over="ignore", invalid="ignore"):
-            for l, w in enumerate(self.weights):
-                pc = prec[offset[l + 1]:offset[l + 2]]
-                acoef[offset[l]:offset[l + 1]] = 0.5 * ((w * w) * pc[:, None]).sum(axis=0)
-                if not np.all(np.isfinite(acoef[offset[l]:offset[l + 1]])):
-                    raise ValueError(
-                        f"weights_[{l}] are too large for variances_[{l + 1}]: "
-                        "sum of weight**2 / variance overflows float64"
-                    )
-        types = np.array([_CODE[name] for names in self.units for name in names], dtype=np.int8)
-        soff = np.zeros(L - 1, dtype=np.intp)
-        base = 4 * U
-        for l in range(L - 1):
-            soff[l] = base
-            base += (sizes[l] + 1) ** 2 + sizes[l + 1] * (sizes[l] + 1)
-        return dict(sizes=sizes, offset=offset, woff=woff, types=types, WT=WT, bias=bias,
-                    prec=prec, acoef=acoef, soff=soff, stat_size=int(base))
-
-    def prior_state(self, n):
-        """mu at the prior means (a top-down pass with the outputs' means) and log sigma^2 at
-        log psi^2, for n patterns: arrays (n, n_hidden)."""
-        mus, lvs = [], []
-        M_prev = None
-        with np.errstate(over="ignore", invalid="ignore"):
-            for l in range(len(self.sizes) - 1):
-                mean = self.biases[l].copy()
-                if M_prev is not None:
-                    mean = mean + self.weights[l - 1] @ M_prev
-                lv = np.log(self.variances[l])
-                if not np.all(np.isfinite(mean)):
-                    raise ValueError(
-                        f"the prior mean of layer {l} overflows: weights_[{l - 1}] or biases_ "
-                        "are too large"
-                    )
-                mus.append(mean)
-                lvs.append(lv)
-                M_prev = np.empty_like(mean)
-                kinds = np.array([_CODE[k] for k in self.units[l]])
-                for code in np.unique(kinds):
-                    cols = kinds == code
-                    M_prev[cols] = _estep.moments(int(code), np.ascontiguousarray(mean[cols]),
-                                                  np.ascontiguousarray(lv[cols]), 0)["M"]
-        mu = np.concatenate(mus)
-        lv = np.concatenate(lvs)
-        try:
-            return np.tile(mu, (n, 1)), np.tile(lv, (n, 1))
-        except MemoryError:
-            raise MemoryError(f"the posterior of {n} patterns needs {16 * n * mu.size} bytes") from None
 
 
 # ---------------------------------------------------------------------------- the estimator
@@ -363,7 +250,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         sizes, W, B, V = _check_given_params(weights, biases, variances)
         net = cls(list(sizes), units=units)
         net._set_params(W, B, V, _check_units(units, sizes))
-        _Network(net.weights_, net.biases_, net.variances_, net.units_).flat()
+        Network(net.weights_, net.biases_, net.variances_, net.units_).flat()
         return net
 
     def _set_params(self, weights, biases, variances, units):
@@ -412,7 +299,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         """The current parameters, validated (drawn first if the model has none)."""
         if not self._has_params():
             self._draw_params()
-        return _Network(self.weights_, self.biases_, self.variances_, self.units_)
+        return Network(self.weights_, self.biases_, self.variances_, self.units_)
 
     def _fitted(self, name):
         if not self._has_params():
@@ -476,7 +363,7 @@ class NLGBN(PersistMixin, BaseEstimator):
 
     def _initial_state(self, n, net=None):
         net = self._network() if net is None else net
-        return net.prior_state(n)
+        return prior_state(net, n)
 
     def _solve(self, X, mu, lv, tol, max_sweeps, n_threads, want_stats=False, flat=None,
                inputs="X", miss=None):
@@ -574,7 +461,7 @@ class NLGBN(PersistMixin, BaseEstimator):
                                                      self.infer_max_iter, self.n_threads)
         net = self._network()
         X, miss = _check_data(X, missing, net.sizes[-1])
-        mu, lv = net.prior_state(X.shape[0])
+        mu, lv = prior_state(net, X.shape[0])
         bound, sweeps, conv, _ = self._solve(X, mu, lv, tol, max_iter, n_threads, flat=net.flat(),
                                              miss=miss)
         warn_unconverged(conv, what, _HINT)
@@ -960,7 +847,7 @@ class NLGBN(PersistMixin, BaseEstimator):
                      miss=miss)
 
         def estep(net, state):
-            mu, lv = net.prior_state(n) if state is None else (state[0].copy(), state[1].copy())
+            mu, lv = prior_state(net, n) if state is None else (state[0].copy(), state[1].copy())
             bound, _, conv, stats = self._solve(X, mu, lv, want_stats=True, flat=net.flat(),
                                                 **solve)
             return float(bound.mean()), stats.sum(axis=0), conv, (mu, lv)
@@ -1101,7 +988,7 @@ class NLGBN(PersistMixin, BaseEstimator):
             net = self._network()
         self.n_features_in_ = X.shape[1]
         flat = net.flat()
-        mu, lv = net.prior_state(X.shape[0])
+        mu, lv = prior_state(net, X.shape[0])
         bound, _, conv, stats = self._solve(X, mu, lv, p["infer_tol"], p["infer_max_iter"],
                                             p["n_threads"], want_stats=True, flat=flat, miss=miss)
         batch = stats.sum(axis=0) / X.shape[0]
@@ -1216,7 +1103,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         model, net, solve = shared
         Xb, miss = _check_data(np.asarray(block), None, net.sizes[-1])
         if state is None:
-            mu, lv = net.prior_state(Xb.shape[0])
+            mu, lv = prior_state(net, Xb.shape[0])
         else:
             mu, lv = state[0].copy(), state[1].copy()
         bound, _, conv, stats = model._solve(Xb, mu, lv, want_stats=True, flat=net.flat(),
