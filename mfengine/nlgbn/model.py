@@ -16,7 +16,6 @@ Every call into the compiled code first validates the model's current parameters
 ones a user assigned after construction), the data and the solver's settings, and the kernel
 checks the layout of what it is given again (``mf_nlgbn_net_check``).
 """
-import copy
 import numbers
 import warnings
 
@@ -43,7 +42,6 @@ from mfengine._validation import (
 )
 from mfengine.nlgbn._checks import (
     UNIT_TYPES,
-    _CODE,
     _INTP_MAX,
     _TINY,
     _check_data,
@@ -60,7 +58,8 @@ from mfengine.nlgbn._checks import (
 )
 from mfengine.nlgbn._problem import Network
 from mfengine.nlgbn._result import NLGBNInference
-from mfengine.nlgbn._solve import _estep, prior_state
+from mfengine.nlgbn._solve import (ancestral_sample, draw_posterior, importance, infer_posterior,
+                                   partition_estep, prior_state, solve, split_layers, warm_estep)
 
 __all__ = ["NLGBN", "NLGBNInference", "UNIT_TYPES"]
 
@@ -69,18 +68,6 @@ MIN_HIDDEN_VARIANCE = 1e-6
 
 #: What to try when a per-pattern solve stops on its budget.
 _HINT = "raise infer_max_iter (or pass max_iter=) or loosen infer_tol (or pass tol=)"
-
-
-def _unit_output(kind, x):
-    if kind == "linear":
-        return x
-    if kind == "binary":
-        return (x >= 0.0).astype(np.float64)
-    if kind == "rectified":
-        return np.maximum(x, 0.0)
-    from scipy.special import ndtr
-
-    return ndtr(x)
 
 
 # ---------------------------------------------------------------------------- the estimator
@@ -365,41 +352,10 @@ class NLGBN(PersistMixin, BaseEstimator):
         net = self._network() if net is None else net
         return prior_state(net, n)
 
-    def _solve(self, X, mu, lv, tol, max_sweeps, n_threads, want_stats=False, flat=None,
-               inputs="X", miss=None):
-        """The compiled E-step, in place on mu and lv.  Returns (bound, n_sweeps, converged,
-        stats); raises ValueError when a pattern's bound is not a finite number (``inputs``
-        names the arguments that may be to blame besides the parameters)."""
-        flat = self._flat() if flat is None else flat
-        n = X.shape[0]
-        nblocks = (n + _estep.BLOCK - 1) // _estep.BLOCK
-        bound = np.empty(n)
-        n_sweeps = np.zeros(n, dtype=np.intp)
-        converged = np.zeros(n, dtype=np.uint8)
-        try:
-            stats = np.zeros((nblocks if want_stats else 0, flat["stat_size"]))
-        except MemoryError:
-            raise MemoryError(f"the E-step's statistics need {8 * nblocks * flat['stat_size']} "
-                              "bytes; fit on fewer patterns at a time") from None
-        H = mu.shape[1]
-        _estep.estep(
-            X, mu, lv, flat["sizes"], flat["offset"], flat["woff"], flat["types"],
-            flat["WT"], flat["bias"], flat["prec"], flat["acoef"], flat["soff"],
-            float(tol), float(tol) / (10.0 * max(H, 1)), int(max_sweeps),
-            bound, n_sweeps, converged, stats, int(n_threads), miss,
-        )
-        bad = ~np.isfinite(bound)
-        if np.any(bad):
-            raise ValueError(
-                f"the bound is not a finite number for {int(bad.sum())} of {n} patterns (first: "
-                f"row {int(np.flatnonzero(bad)[0])} of X): {inputs} or the model's parameters "
-                "(weights_, biases_, variances_) are too extreme for float64"
-            )
-        return bound, n_sweeps, converged.astype(bool), stats
-
     def _estep(self, X, mu, lv, tol, max_sweeps, n_threads, want_stats=False):
         """Test hook: the E-step in place on (mu, lv) with the validated current parameters."""
-        return self._solve(X, mu, lv, tol, max_sweeps, _check_n_threads(n_threads), want_stats)
+        n_threads = _check_n_threads(n_threads)
+        return solve(self._flat(), X, mu, lv, tol, max_sweeps, n_threads, want_stats)
 
     # ------------------------------------------------------------------ public API
     def sample(self, n_samples=1, random_state=None, return_all=False):
@@ -429,60 +385,17 @@ class NLGBN(PersistMixin, BaseEstimator):
         return_all = check_flag(return_all, "return_all")
         net = self._network()
         rng = check_random_state(random_state)
-        need = 8 * n_samples * (sum(net.sizes) if return_all else 2 * max(net.sizes))
-        if n_samples * max(net.sizes) > _INTP_MAX // 16:
-            raise ValueError(f"n_samples={n_samples} is too large: {need} bytes of samples")
-        layers = []
-        out_prev = None
-        try:
-            with np.errstate(over="ignore", invalid="ignore"):
-                for l, size in enumerate(net.sizes):
-                    mean = np.broadcast_to(net.biases[l], (n_samples, size))
-                    if out_prev is not None:
-                        mean = mean + out_prev @ net.weights[l - 1].T
-                    x = mean + np.sqrt(net.variances[l]) * rng.standard_normal((n_samples, size))
-                    if not np.all(np.isfinite(x)):
-                        raise ValueError(
-                            f"sampling layer {l} overflows float64: the model's weights_, "
-                            "biases_ or variances_ are too large"
-                        )
-                    layers.append(x if return_all or l == len(net.sizes) - 1 else None)
-                    out_prev = np.empty_like(x)
-                    kinds = np.array(net.units[l])
-                    for kind in set(net.units[l]):
-                        cols = kinds == kind
-                        out_prev[:, cols] = _unit_output(kind, x[:, cols])
-        except MemoryError:
-            raise MemoryError(f"n_samples={n_samples} needs about {need} bytes") from None
-        return layers if return_all else layers[-1]
+        return ancestral_sample(net, n_samples, rng, return_all)
 
     def _infer(self, X, tol, max_iter, n_threads, what, missing=None):
         tol, max_iter, n_threads = _check_infer_args(tol, max_iter, n_threads, self.infer_tol,
                                                      self.infer_max_iter, self.n_threads)
         net = self._network()
         X, miss = _check_data(X, missing, net.sizes[-1])
-        mu, lv = prior_state(net, X.shape[0])
-        bound, sweeps, conv, _ = self._solve(X, mu, lv, tol, max_iter, n_threads, flat=net.flat(),
-                                             miss=miss)
+        mu, lv, bound, sweeps, conv = infer_posterior(net, X, miss, tol, max_iter, n_threads)
         warn_unconverged(conv, what, _HINT)
         res = NLGBNInference(bound=bound, converged=conv, n_iter=sweeps, method="nlgbn", tol=tol)
-        res._miss = miss
-        return net, X, mu, lv, res
-
-    @staticmethod
-    def _predictive_mean(net, mu, lv):
-        """E_q[b + W f(h)] of the visible layer: the posterior predictive mean, (n, n_visible)."""
-        L = len(net.sizes)
-        lo = sum(net.sizes[:L - 2])
-        m, s = mu[:, lo:lo + net.sizes[L - 2]], lv[:, lo:lo + net.sizes[L - 2]]
-        M = np.empty_like(m)
-        kinds = np.array([_CODE[k] for k in net.units[L - 2]])
-        for code in np.unique(kinds):
-            cols = kinds == code
-            M[:, cols] = _estep.moments(int(code), np.ascontiguousarray(m[:, cols]).ravel(),
-                                        np.ascontiguousarray(s[:, cols]).ravel(),
-                                        0)["M"].reshape(m.shape[0], -1)
-        return net.biases[-1] + M @ net.weights[-1].T
+        return net, X, miss, mu, lv, res
 
     def infer(self, X, missing=None, tol=None, max_iter=None, n_threads=None):
         """Maximise the bound over the variational posterior of each pattern.
@@ -522,16 +435,9 @@ class NLGBN(PersistMixin, BaseEstimator):
         mfengine._base.ConvergenceWarning
             When some patterns used ``max_iter`` sweeps without meeting ``tol``.
         """
-        net, X, mu, lv, res = self._infer(X, tol, max_iter, n_threads, "NLGBN.infer", missing)
-        offs = np.concatenate([[0], np.cumsum(net.sizes[:-1])])
-        L = len(net.sizes)
-        miss = res.__dict__.pop("_miss", None)
-        if miss is not None:
-            X = np.where(miss.astype(bool), self._predictive_mean(net, mu, lv), X)
-        # the visible layer's copy of the data: never the caller's array itself
-        res.mu = [mu[:, offs[l]:offs[l + 1]] for l in range(L - 1)] + [np.array(X)]
-        sig = np.exp(0.5 * lv)
-        res.sigma = [sig[:, offs[l]:offs[l + 1]] for l in range(L - 1)] + [np.zeros_like(X)]
+        net, X, miss, mu, lv, res = self._infer(X, tol, max_iter, n_threads, "NLGBN.infer",
+                                                missing)
+        res.mu, res.sigma = split_layers(net, X, miss, mu, lv)
         return res
 
     def sample_posterior(self, X, n_samples=1, random_state=None, *, missing=None):
@@ -559,25 +465,12 @@ class NLGBN(PersistMixin, BaseEstimator):
             pre-activations (apply each unit's nonlinearity for its output); the last layer
             is the data, repeated (with draws at missing entries).
         """
-        from mfengine._validation import check_random_state
-
         n_samples = check_int(n_samples, "n_samples", 0, 2**31 - 1)
         rng = check_random_state(random_state)
         net = self._network()
         _, miss = _check_data(X, missing, net.sizes[-1])
         r = self.infer(X, missing)
-        layers = [m[None] + s[None] * rng.standard_normal((n_samples,) + m.shape)
-                  for m, s in zip(r.mu[:-1], r.sigma[:-1])]
-        vis = np.repeat(r.mu[-1][None], n_samples, axis=0)
-        if miss is not None:
-            f = np.empty_like(layers[-1])
-            for kind in set(net.units[-2]):
-                cols = np.array(net.units[-2]) == kind
-                f[..., cols] = _unit_output(kind, layers[-1][..., cols])
-            draw = (net.biases[-1] + f @ net.weights[-1].T
-                    + np.sqrt(net.variances[-1]) * rng.standard_normal(vis.shape))
-            vis = np.where(miss.astype(bool)[None], draw, vis)
-        return layers + [vis]
+        return draw_posterior(net, r.mu, r.sigma, miss, n_samples, rng)
 
     def score_samples(self, X, missing=None, *, method=None, n_samples=1000, random_state=None):
         """The lower bound on ``ln p(x)`` of each pattern, or a sampled estimate, in nats.
@@ -703,19 +596,10 @@ class NLGBN(PersistMixin, BaseEstimator):
         n_samples = check_int(n_samples, "n_samples", 2, 2**31 - 1)
         rng = check_random_state(random_state)
         seed = int(rng.integers(0, 2**63, dtype=np.int64))
-        net, X, mu, lv, res = self._infer(X, None, None, n_threads, "NLGBN.log_likelihood",
-                                          missing)
-        miss = res.__dict__.pop("_miss", None)
+        net, X, miss, mu, lv, res = self._infer(X, None, None, n_threads,
+                                                "NLGBN.log_likelihood", missing)
         n_threads = _check_n_threads(self.n_threads if n_threads is None else n_threads)
-        f = net.flat()
-        n = X.shape[0]
-        est, se, ess = np.empty(n), np.empty(n), np.empty(n)
-        n_bad = _estep.importance(X, miss, mu, lv, f["sizes"], f["offset"], f["woff"], f["types"],
-                                  f["WT"], f["bias"], f["prec"], f["acoef"], f["soff"],
-                                  n_samples, seed, est, se, ess, n_threads)
-        if n_bad:
-            raise ValueError(f"the importance weights are not finite numbers for {n_bad} of {n} "
-                             "patterns: X or the model's parameters are too extreme for float64")
+        est, se, ess = importance(net, X, miss, mu, lv, n_samples, seed, n_threads)
         return LogLikelihoodEstimate(est, se, res.bound, n_samples, ess, "importance")
 
     def impute(self, X, missing=None):
@@ -782,8 +666,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         n_threads = _check_n_threads(self.n_threads if n_threads is None else n_threads)
         net = self._network()
         X, mu, lv = _check_posterior(X, mu, sigma, net.sizes[-1], sum(net.sizes[:-1]))
-        return self._solve(X, mu, lv, 1.0, 0, n_threads, flat=net.flat(),
-                           inputs="X, mu, sigma")[0]
+        return solve(net.flat(), X, mu, lv, 1.0, 0, n_threads, inputs="X, mu, sigma")[0]
 
     def _check_fit_params(self):
         return _check_fit_args(self.max_iter, self.tol, self.infer_tol, self.infer_max_iter,
@@ -843,14 +726,12 @@ class NLGBN(PersistMixin, BaseEstimator):
         net = self._variance_floors(p, net)
         self.n_features_in_ = X.shape[1]
         n = X.shape[0]
-        solve = dict(tol=p["infer_tol"], max_sweeps=p["infer_max_iter"], n_threads=p["n_threads"],
-                     miss=miss)
+        settings = dict(tol=p["infer_tol"], max_sweeps=p["infer_max_iter"],
+                        n_threads=p["n_threads"])
 
         def estep(net, state):
-            mu, lv = prior_state(net, n) if state is None else (state[0].copy(), state[1].copy())
-            bound, _, conv, stats = self._solve(X, mu, lv, want_stats=True, flat=net.flat(),
-                                                **solve)
-            return float(bound.mean()), stats.sum(axis=0), conv, (mu, lv)
+            bound, conv, stats, state = warm_estep(net, X, miss, state, **settings)
+            return float(bound.mean()), stats.sum(axis=0), conv, state
 
         return self._em(estep, p, net, n, drawn, "NLGBN EM")
 
@@ -989,8 +870,8 @@ class NLGBN(PersistMixin, BaseEstimator):
         self.n_features_in_ = X.shape[1]
         flat = net.flat()
         mu, lv = prior_state(net, X.shape[0])
-        bound, _, conv, stats = self._solve(X, mu, lv, p["infer_tol"], p["infer_max_iter"],
-                                            p["n_threads"], want_stats=True, flat=flat, miss=miss)
+        bound, _, conv, stats = solve(flat, X, mu, lv, p["infer_tol"], p["infer_max_iter"],
+                                      p["n_threads"], want_stats=True, miss=miss)
         batch = stats.sum(axis=0) / X.shape[0]
         t = getattr(self, "n_batches_", 0)
         old = getattr(self, "stats_", None)
@@ -1067,7 +948,7 @@ class NLGBN(PersistMixin, BaseEstimator):
     # blocks of a dask array) and imports nothing from this module.
     def _dask_fit(self, parts, y=None):
         """``fit`` on a dask array: :meth:`_em` with an E-step run where each block is
-        (:meth:`_dask_estep`, warm-started from the block's previous posteriors, which stay
+        (:func:`mfengine.nlgbn._solve.partition_estep`, warm-started from the block's previous posteriors, which stay
         there) returning the block's summed statistics and bound; the M-step runs on the
         client from their sums.  ``parts``: a ``mfengine._dask.Partitions``."""
         p = self._check_fit_params()
@@ -1083,11 +964,11 @@ class NLGBN(PersistMixin, BaseEstimator):
             raise ValueError("X must hold at least one pattern to fit")
         net = self._variance_floors(p, net)
         self.n_features_in_ = n_cols
-        solve = dict(tol=p["infer_tol"], max_sweeps=p["infer_max_iter"], n_threads=p["n_threads"])
+        settings = dict(tol=p["infer_tol"], max_sweeps=p["infer_max_iter"],
+                        n_threads=p["n_threads"])
 
         def estep(net, states):
-            outs, states = parts.step(NLGBN._dask_estep, (copy.deepcopy(self), net, solve),
-                                      None, states)
+            outs, states = parts.step(partition_estep, (net, settings), None, states)
             outs = [o for _, o in outs]
             bound = sum(o[0] for o in outs)
             stats = np.sum([o[1] for o in outs], axis=0)
@@ -1095,17 +976,3 @@ class NLGBN(PersistMixin, BaseEstimator):
 
         self._em(estep, p, net, n, drawn, "NLGBN EM (dask)")
         return self
-
-    @staticmethod
-    def _dask_estep(block, state, shared, _):
-        """One partition's E-step (run where the block is; NaN entries are missing),
-        warm-started from its previous posteriors: its summed bound and statistics."""
-        model, net, solve = shared
-        Xb, miss = _check_data(np.asarray(block), None, net.sizes[-1])
-        if state is None:
-            mu, lv = prior_state(net, Xb.shape[0])
-        else:
-            mu, lv = state[0].copy(), state[1].copy()
-        bound, _, conv, stats = model._solve(Xb, mu, lv, want_stats=True, flat=net.flat(),
-                                             miss=miss, **solve)
-        return (float(bound.sum()), stats.sum(axis=0), conv), (mu, lv)
