@@ -19,7 +19,10 @@ except ImportError as exc:  # pragma: no cover - only on an unbuilt source tree
 
 __all__ = ["unit_output", "prior_state", "solve", "infer_posterior", "split_layers",
            "predictive_mean", "warm_estep", "partition_estep", "importance", "ancestral_sample",
-           "draw_posterior"]
+           "draw_posterior", "HINT"]
+
+#: What to try when a per-pattern solve stops on its budget.
+HINT = "raise infer_max_iter (or pass max_iter=) or loosen infer_tol (or pass tol=)"
 
 
 def unit_output(kind, x):

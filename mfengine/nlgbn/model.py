@@ -1,76 +1,44 @@
-"""Nonlinear Gaussian belief networks (Frey & Hinton): the estimator and variational EM.
+"""Nonlinear Gaussian belief networks (Frey & Hinton): the estimator, :class:`NLGBN`.
 
 Unit i has a Gaussian pre-activation ``x_i ~ N(b_i + sum_j w_ij f_j(x_j), psi_i^2)`` whose
 parents j are the units of the layer above; its output f_i(x_i) is linear, binary (step),
 rectified or sigmoidal (the cumulative Gaussian Phi).  Layers are listed top first; the last
-layer is visible (linear) and the data are its pre-activations.
+layer is visible (linear) and the data are its pre-activations.  Inference maximises the bound
+F of Frey & Hinton (eqs. 8 and 11) over a factorised Gaussian q(x_i) = N(mu_i, sigma_i^2) of
+the hidden units; learning is variational EM.
 
-Inference uses the factorised Gaussian q(x_i) = N(mu_i, sigma_i^2) over hidden units and the
-bound F of Frey & Hinton (eqs. 8 and 11); learning is variational EM: the compiled E-step
-(``_estep``, over ``csrc/mf_nlgbn_estep.c``) raises F over every pattern's (mu, log sigma^2) by
-coordinate ascent and accumulates the sufficient statistics of eq. 13; the M-step solves one
-linear system per layer for the incoming weights and biases (eq. 14, by SVD) and then sets the
-model variances (eq. 15).
-
-Every call into the compiled code first validates the model's current parameters (including
-ones a user assigned after construction), the data and the solver's settings, and the kernel
-checks the layout of what it is given again (``mf_nlgbn_net_check``).
+Each verb checks its arguments and the model's current parameters once (``_checks``; values a
+user assigned after construction included), builds the problem record (``_problem.Network``)
+and hands plain arrays to the solver (``_solve``: the compiled E-step ``_estep`` over
+``csrc/mf_nlgbn_estep.c``, which checks their layout again, coordinate ascent over every pattern's (mu, log sigma^2) that also
+accumulates the sufficient statistics of eq. 13) or to the learning (``_learn``: the M-step of
+eqs. 14 and 15 and the EM hooks of ``mfengine._em.run_em``); it then sets the attributes from
+what they return, or wraps it (``_result.NLGBNInference``).
 """
 import numbers
-import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
-from mfengine._em import EMMonitor, StepFailed, run_em
-from mfengine._base import ConvergenceWarning, PersistMixin, user_stacklevel, warn_unconverged
-from mfengine._progress import progress_bar
-from mfengine._validation import (
-    BOOLEAN,
-    N_THREADS,
-    POSITIVE_TOL,
-    RANDOM_STATE,
-    Interval,
-    Options,
-    Satisfies,
-    check_flag,
-    check_int,
-    check_random_state,
-    check_real,
-    check_value,
-)
-from mfengine.nlgbn._checks import (
-    UNIT_TYPES,
-    _INTP_MAX,
-    _TINY,
-    _check_data,
-    _check_fit_args,
-    _check_given_params,
-    _check_infer_args,
-    _check_layer_sizes,
-    _check_min_variance,
-    _check_n_threads,
-    _check_posterior,
-    _check_units,
-    _check_X,
-    _param_array,
-)
+from mfengine._base import PersistMixin, warn_unconverged
+from mfengine._validation import (BOOLEAN, N_THREADS, POSITIVE_TOL, RANDOM_STATE, Interval,
+                                  Options, Satisfies, check_flag, check_int, check_random_state,
+                                  check_real, check_value)
+from mfengine.nlgbn._checks import (UNIT_TYPES, _INTP_MAX, _TINY, _check_data, _check_fit_args,
+                                    _check_given_params, _check_infer_args, _check_layer_sizes,
+                                    _check_min_variance, _check_n_threads, _check_posterior,
+                                    _check_units, _check_X, _param_array)
+from mfengine.nlgbn._learn import (batch_estep, blend, em, floored_variances, initial_params,
+                                   m_step, memory_estep, partitions_estep, warn_tol, warn_undone)
 from mfengine.nlgbn._problem import Network
 from mfengine.nlgbn._result import NLGBNInference
-from mfengine.nlgbn._solve import (ancestral_sample, draw_posterior, importance, infer_posterior,
-                                   partition_estep, prior_state, solve, split_layers, warm_estep)
+from mfengine.nlgbn._solve import (HINT, ancestral_sample, draw_posterior, importance,
+                                   infer_posterior, prior_state, solve, split_layers)
 
 __all__ = ["NLGBN", "NLGBNInference", "UNIT_TYPES"]
 
-#: Smallest model variance of a hidden unit after an M-step.
-MIN_HIDDEN_VARIANCE = 1e-6
 
-#: What to try when a per-pattern solve stops on its budget.
-_HINT = "raise infer_max_iter (or pass max_iter=) or loosen infer_tol (or pass tol=)"
-
-
-# ---------------------------------------------------------------------------- the estimator
 class NLGBN(PersistMixin, BaseEstimator):
     """A layered nonlinear Gaussian belief network (Frey & Hinton, 1999).
 
@@ -269,18 +237,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         scale = check_real(self.weight_scale, "weight_scale", 0.0, 1e100) + 0.0
         min_variance = _check_min_variance(self.min_variance)
         rng = check_random_state(self.random_state)
-        try:
-            weights = [
-                rng.normal(0.0, scale / np.sqrt(sizes[l]), size=(sizes[l + 1], sizes[l]))
-                for l in range(len(sizes) - 1)
-            ]
-        except MemoryError:
-            n_weights = sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
-            raise MemoryError(f"sizes={list(sizes)}: the weights need {8 * n_weights} bytes") from None
-        biases = [np.zeros(n) for n in sizes]
-        variances = [np.ones(n) for n in sizes]
-        variances[-1][:] = max(1.0, min_variance)
-        self._set_params(weights, biases, variances, units)
+        self._set_params(*initial_params(sizes, scale, min_variance, rng), units)
 
     def _network(self):
         """The current parameters, validated (drawn first if the model has none)."""
@@ -393,7 +350,7 @@ class NLGBN(PersistMixin, BaseEstimator):
         net = self._network()
         X, miss = _check_data(X, missing, net.sizes[-1])
         mu, lv, bound, sweeps, conv = infer_posterior(net, X, miss, tol, max_iter, n_threads)
-        warn_unconverged(conv, what, _HINT)
+        warn_unconverged(conv, what, HINT)
         res = NLGBNInference(bound=bound, converged=conv, n_iter=sweeps, method="nlgbn", tol=tol)
         return net, X, miss, mu, lv, res
 
@@ -716,110 +673,50 @@ class NLGBN(PersistMixin, BaseEstimator):
         """fit's work; returns the training posterior (mu, log sigma^2) for the tests."""
         p = self._check_fit_params()
         X, miss = _check_data(X, missing, None)
-        drawn = not (p["warm_start"] and self._has_params())
-        if drawn:
-            self._draw_params(n_features=X.shape[1])
-        net = self._network()
+        net, drawn = self._start_fit(p, X.shape[1])
         X = _check_X(X, net.sizes[-1])
         if X.shape[0] == 0:
             raise ValueError("X must hold at least one pattern to fit")
-        net = self._variance_floors(p, net)
-        self.n_features_in_ = X.shape[1]
-        n = X.shape[0]
-        settings = dict(tol=p["infer_tol"], max_sweeps=p["infer_max_iter"],
-                        n_threads=p["n_threads"])
+        return self._em(memory_estep(X, miss, p), p, net, X.shape, drawn, "NLGBN EM")
 
-        def estep(net, state):
-            bound, conv, stats, state = warm_estep(net, X, miss, state, **settings)
-            return float(bound.mean()), stats.sum(axis=0), conv, state
-
-        return self._em(estep, p, net, n, drawn, "NLGBN EM")
+    def _start_fit(self, p, n_cols):
+        """The network fit starts from, and whether this fit drew it (unless ``warm_start``
+        keeps the current parameters); ``n_cols``: the data's columns."""
+        drawn = not (p["warm_start"] and self._has_params())
+        if drawn:
+            self._draw_params(n_features=n_cols)
+        return self._network(), drawn
 
     def _variance_floors(self, p, net):
         """The network with every variance raised to its floor (the M-step's constraint set,
         so that no step can lower the bound)."""
-        floors = [MIN_HIDDEN_VARIANCE] * (len(net.sizes) - 1) + [p["min_variance"]]
-        if any(np.any(v < f) for v, f in zip(net.variances, floors)):
-            self.variances_ = [np.maximum(v, f) for v, f in zip(net.variances, floors)]
+        variances = floored_variances(net, p["min_variance"])
+        if variances is not None:
+            self.variances_ = variances
             net = self._network()
         return net
 
-    def _em(self, estep, p, net, n, drawn, desc):
-        """fit's variational EM loop; returns the last kept E-step's state.
-
-        The one training loop of NLGBN, whatever holds the data: ``estep(net, state)``
-        returns ``(mean bound per pattern, statistics summed over the patterns, converged,
-        new state)`` for the network ``net``, warm-started from ``state`` (None: the prior
-        means), leaving ``state`` itself unchanged (an undone iteration goes back to it).
-        ``fit`` runs it on the array in memory (the state: the posteriors), the data-parallel
-        fit (:meth:`_dask_fit`) over partitions (the state: the partitions' posteriors, kept
-        on the workers).  ``n``: the number of patterns; ``drawn``: the parameters were drawn
-        by this fit (an overflow in the first E-step then names ``weight_scale``)."""
-        undone = []          # why an iteration was undone (a drop of the bound, an overflow)
-
-        def e_step(params):
-            net, state, _ = params
-            try:
-                bound, stats, conv, new_state = estep(net, state)
-            except ValueError as exc:
-                if state is not None:
-                    raise StepFailed(f"a number was not finite ({exc})") from None
-                if drawn and ("too extreme" in str(exc) or "overflows" in str(exc)):
-                    raise ValueError(f"{exc}; the initial parameters were drawn with weight_scale="
-                                     f"{self.weight_scale!r}: lower it") from None
-                raise
-            return bound, (stats, conv, new_state)
-
-        def m_step(params, stats):
-            net = params[0]
-            try:
-                self._m_step(stats[0] / n, p["min_variance"], net)
-                return self._network(), stats[2], (self.weights_, self.biases_, self.variances_)
-            except ValueError as exc:
-                raise StepFailed(f"a number was not finite ({exc})") from None
-
-        def fell(saved, params, value, stats):
-            drop = saved[1] - value
-            if drop > 1e-9 * max(1.0, abs(saved[1])):
-                undone.append(f"the bound fell by {drop:.3g} nats per pattern")
-            # else float64 cannot raise it further: converged
-            return saved[0], saved[1], saved[2], True
-
-        monitor = EMMonitor(p["tol"], strict=False)
-        with progress_bar(total=p["max_iter"], desc=desc, disable=not p["progress"]) as bar:
-            def on_record(value, stats):
-                if len(monitor.history) > 1:
-                    bar.update(1)
-                    bar.set_postfix(bound=f"{value:.3f}", refresh=False)  # no print before the delay
-
-            params, _, (kept_stats, conv, state) = run_em(
-                (net, None, (self.weights_, self.biases_, self.variances_)), e_step, m_step,
-                p["max_iter"], monitor, fell=fell, on_record=on_record)
-        # the parameters of the last E-step kept (an undone iteration's are dropped)
-        self.weights_, self.biases_, self.variances_ = params[2]
-        if monitor.stopped not in (None, "tol", "fell"):
-            undone.append(monitor.stopped)
-        if undone:
-            it = len(monitor.history) - 1
-            warnings.warn(
-                f"NLGBN.fit: EM iteration {it + 1} was undone because {undone[0]}; the "
-                f"model keeps the parameters of iteration {it} (X or the parameters "
-                "may be too extreme for float64)",
-                ConvergenceWarning, stacklevel=user_stacklevel(),
-            )
-        met_tol = monitor.converged and not undone
-        self.history_ = np.array(monitor.history)
-        self.n_iter_ = len(monitor.history) - 1
-        # partial_fit continues from here: the statistics of the kept parameters' E-step
-        self.stats_ = kept_stats / n
+    def _em(self, estep, p, net, shape, drawn, desc):
+        """fit's variational EM (:func:`mfengine.nlgbn._learn.em`, the one training loop of
+        NLGBN whatever holds the data) from the current parameters (variances raised to their
+        floors first), which it then replaces with the learned ones; returns the last kept
+        E-step's state.  ``estep``: the E-step on the array in memory (``fit``) or on a dask
+        array's partitions (:meth:`_dask_fit`); ``shape``: the data's; ``drawn``: the
+        parameters were drawn by this fit (an overflow in the first E-step then names
+        ``weight_scale``)."""
+        net = self._variance_floors(p, net)
+        self.n_features_in_ = shape[1]
+        n = shape[0]
+        params, history, stats, conv, state, undone, met_tol = em(
+            estep, net, (self.weights_, self.biases_, self.variances_), n, p["max_iter"],
+            p["tol"], p["min_variance"], p["progress"], desc, drawn, self.weight_scale)
+        self.weights_, self.biases_, self.variances_ = params
+        warn_undone(undone, history)
+        self.history_ = np.array(history)
+        self.n_iter_ = len(history) - 1
+        self.stats_ = stats          # where partial_fit continues from
         self.n_batches_ = 1
-        if p["tol"] is not None and not met_tol and p["max_iter"] > 0:
-            warnings.warn(
-                f"NLGBN.fit: the bound still rose by more than tol={p['tol']:g} nats per pattern "
-                f"after max_iter={p['max_iter']} EM iterations; raise max_iter or tol",
-                ConvergenceWarning, stacklevel=user_stacklevel(),
-            )
-        warn_unconverged(conv, "NLGBN.fit (the last E-step)", _HINT)
+        warn_tol(p["tol"], p["max_iter"], met_tol, conv)
         return state
 
     def partial_fit(self, X, y=None, missing=None):
@@ -863,116 +760,47 @@ class NLGBN(PersistMixin, BaseEstimator):
         X = _check_X(X, net.sizes[-1])
         if X.shape[0] == 0:
             raise ValueError("X must hold at least one pattern for partial_fit")
-        floors = [MIN_HIDDEN_VARIANCE] * (len(net.sizes) - 1) + [p["min_variance"]]
-        if any(np.any(v < f) for v, f in zip(net.variances, floors)):
-            self.variances_ = [np.maximum(v, f) for v, f in zip(net.variances, floors)]
-            net = self._network()
+        net = self._variance_floors(p, net)
         self.n_features_in_ = X.shape[1]
-        flat = net.flat()
-        mu, lv = prior_state(net, X.shape[0])
-        bound, _, conv, stats = solve(flat, X, mu, lv, p["infer_tol"], p["infer_max_iter"],
-                                      p["n_threads"], want_stats=True, miss=miss)
-        batch = stats.sum(axis=0) / X.shape[0]
+        bound, conv, batch = batch_estep(net, X, miss, p)
         t = getattr(self, "n_batches_", 0)
         old = getattr(self, "stats_", None)
         if t:
             t = check_int(t, "n_batches_", 0)
             old = _param_array(old, "stats_", batch.shape)
-            eta = (t + 1.0) ** -0.6
-            batch = (1.0 - eta) * old + eta * batch
-        self._m_step(batch, p["min_variance"], net)
+            batch = blend(old, batch, t)
+        self.weights_, self.biases_, self.variances_ = m_step(net, batch, p["min_variance"])
         self.stats_ = batch
         self.n_batches_ = t + 1
         hist = getattr(self, "history_", None)
         hist = np.asarray(hist, dtype=np.float64).ravel() if hist is not None else np.empty(0)
         self.history_ = np.append(hist, float(bound.mean()))
         self.n_iter_ = self.n_batches_
-        warn_unconverged(conv, "NLGBN.partial_fit", _HINT)
+        warn_unconverged(conv, "NLGBN.partial_fit", HINT)
         return self
 
     def _m_step(self, st, min_variance, net=None):
-        """Weights and biases by eq. 14 (one SVD least-squares solve per layer, shared by its
-        units), then the model variances by eq. 15 with the mean squared error evaluated at the
-        new weights; ``st`` holds the sufficient statistics averaged over patterns.  The new
-        parameters are assigned only if they are finite (else ValueError)."""
+        """The M-step (:func:`mfengine.nlgbn._learn.m_step`) on the statistics ``st``
+        averaged over patterns: assigns the new parameters (if they are all finite, else
+        ValueError)."""
         net = self._network() if net is None else net
-        sizes = net.sizes
-        U = sum(sizes)
-        offset = np.concatenate([[0], np.cumsum(sizes)])
-        mean_mu, mean_mu2 = st[:U], st[U:2 * U]
-        mean_s2, mean_v = st[2 * U:3 * U], st[3 * U:4 * U]
-        flat_soff = net.flat()["soff"]
-        L = len(sizes)
-        new_b = [None] * L
-        new_w = [None] * (L - 1)
-        new_v = [None] * L
-        sl = slice(offset[0], offset[1])
-        with np.errstate(over="ignore", invalid="ignore"):
-            new_b[0] = mean_mu[sl].copy()
-            new_v[0] = mean_mu2[sl] - mean_mu[sl] ** 2 + mean_s2[sl]
-            for l in range(L - 1):
-                P, C = sizes[l], sizes[l + 1]
-                base = flat_soff[l]
-                AA = st[base:base + (P + 1) ** 2].reshape(P + 1, P + 1)
-                AA = 0.5 * (AA + AA.T)
-                CC = st[base + (P + 1) ** 2:base + (P + 1) ** 2 + C * (P + 1)].reshape(C, P + 1)
-                bvec = np.concatenate([[0.0], mean_v[offset[l]:offset[l + 1]]])
-                K = AA + np.diag(bvec)
-                if not (np.all(np.isfinite(K)) and np.all(np.isfinite(CC))):
-                    raise ValueError("the sufficient statistics are not finite")
-                # both sides scaled by the same power of two (exact): LAPACK's own scaling
-                # overflows for statistics near 1e300 (data near 1e150)
-                e = -np.frexp(max(np.abs(K).max(), np.abs(CC).max(), _TINY))[1]
-                Wt = np.linalg.lstsq(np.ldexp(K, e), np.ldexp(CC.T, e), rcond=None)[0]   # (P + 1, C)
-                new_b[l + 1] = Wt[0].copy()
-                new_w[l] = np.ascontiguousarray(Wt[1:].T)
-                cs = slice(offset[l + 1], offset[l + 2])
-                # E[(mu_i - n_i)^2] at the new weights, + sum_k w_ik^2 E[v_k] + E[sigma_i^2]
-                mse = mean_mu2[cs] - 2.0 * np.einsum("kc,ck->c", Wt, CC) + np.einsum("kc,kj,jc->c", Wt, AA, Wt)
-                new_v[l + 1] = mse + (Wt * Wt * bvec[:, None]).sum(axis=0) + mean_s2[cs]
-        for l in range(L):
-            floor = min_variance if l == L - 1 else MIN_HIDDEN_VARIANCE
-            new_v[l] = np.maximum(new_v[l], floor)
-        for l in range(L):
-            finite = np.all(np.isfinite(new_b[l])) and np.all(np.isfinite(new_v[l]))
-            if l < L - 1:
-                finite = finite and np.all(np.isfinite(new_w[l]))
-            if not finite:
-                raise ValueError("the M-step produced parameters that are not finite")
-        self.weights_ = new_w
-        self.biases_ = new_b
-        self.variances_ = new_v
+        self.weights_, self.biases_, self.variances_ = m_step(net, st, min_variance)
 
     # --- dask hooks
     # The data-parallel fit of mfengine._dask: it hands over a Partitions object (the row
     # blocks of a dask array) and imports nothing from this module.
     def _dask_fit(self, parts, y=None):
         """``fit`` on a dask array: :meth:`_em` with an E-step run where each block is
-        (:func:`mfengine.nlgbn._solve.partition_estep`, warm-started from the block's previous posteriors, which stay
-        there) returning the block's summed statistics and bound; the M-step runs on the
-        client from their sums.  ``parts``: a ``mfengine._dask.Partitions``."""
+        (:func:`mfengine.nlgbn._solve.partition_estep`, warm-started from the block's previous
+        posteriors, which stay there) returning the block's summed statistics and bound; the
+        M-step runs on the client from their sums.  ``parts``: a ``mfengine._dask.Partitions``."""
         p = self._check_fit_params()
         n, n_cols = parts.shape
-        drawn = not (p["warm_start"] and self._has_params())
-        if drawn:
-            self._draw_params(n_features=n_cols)
-        net = self._network()
+        net, drawn = self._start_fit(p, n_cols)
         if n_cols != net.sizes[-1]:
             raise ValueError(f"X must have {net.sizes[-1]} columns (one per visible unit: the "
                              f"last of sizes, or the rows of weights_[-1]), got {n_cols}")
         if n == 0:
             raise ValueError("X must hold at least one pattern to fit")
-        net = self._variance_floors(p, net)
-        self.n_features_in_ = n_cols
-        settings = dict(tol=p["infer_tol"], max_sweeps=p["infer_max_iter"],
-                        n_threads=p["n_threads"])
-
-        def estep(net, states):
-            outs, states = parts.step(partition_estep, (net, settings), None, states)
-            outs = [o for _, o in outs]
-            bound = sum(o[0] for o in outs)
-            stats = np.sum([o[1] for o in outs], axis=0)
-            return bound / n, stats, np.concatenate([o[2] for o in outs]), states
-
-        self._em(estep, p, net, n, drawn, "NLGBN EM (dask)")
+        self._em(partitions_estep(parts, p), p, net, parts.shape, drawn, "NLGBN EM (dask)")
         return self
