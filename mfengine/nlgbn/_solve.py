@@ -17,9 +17,9 @@ except ImportError as exc:  # pragma: no cover - only on an unbuilt source tree
         f"'pip install .' ({exc})"
     ) from exc
 
-__all__ = ["unit_output", "prior_state", "solve", "infer_posterior", "split_layers",
-           "predictive_mean", "warm_estep", "partition_estep", "importance", "ancestral_sample",
-           "draw_posterior", "HINT"]
+__all__ = ["HINT", "unit_output", "prior_state", "solve", "infer_posterior", "split_layers",
+           "predictive_mean", "warm_estep", "partition_estep", "importance",
+           "ancestral_sample", "draw_posterior"]
 
 #: What to try when a per-pattern solve stops on its budget.
 HINT = "raise infer_max_iter (or pass max_iter=) or loosen infer_tol (or pass tol=)"
