@@ -12,6 +12,7 @@ MODULES = [
     "mfengine.sbn._result",
     "mfengine.sbn.layered",
     "mfengine.sbn.dag",
+    "mfengine.nlgbn._result",
     "mfengine.nlgbn.model",
     "mfengine.hmm.model",
     "mfengine.classify",

@@ -8,6 +8,7 @@ Gaussian posterior (compiled, multi-threaded E-step) and variational EM.
 * :class:`NLGBNInference`: what ``NLGBN.infer`` returns.
 * ``UNIT_TYPES``: the unit type names.
 """
-from mfengine.nlgbn.model import NLGBN, NLGBNInference, UNIT_TYPES
+from mfengine.nlgbn._result import NLGBNInference
+from mfengine.nlgbn.model import NLGBN, UNIT_TYPES
 
 __all__ = ["NLGBN", "NLGBNInference", "UNIT_TYPES"]

@@ -1,336 +1,44 @@
-"""Nonlinear Gaussian belief networks (Frey & Hinton): the estimator and variational EM.
+"""Nonlinear Gaussian belief networks (Frey & Hinton): the estimator, :class:`NLGBN`.
 
 Unit i has a Gaussian pre-activation ``x_i ~ N(b_i + sum_j w_ij f_j(x_j), psi_i^2)`` whose
 parents j are the units of the layer above; its output f_i(x_i) is linear, binary (step),
 rectified or sigmoidal (the cumulative Gaussian Phi).  Layers are listed top first; the last
-layer is visible (linear) and the data are its pre-activations.
+layer is visible (linear) and the data are its pre-activations.  Inference maximises the bound
+F of Frey & Hinton (eqs. 8 and 11) over a factorised Gaussian q(x_i) = N(mu_i, sigma_i^2) of
+the hidden units; learning is variational EM.
 
-Inference uses the factorised Gaussian q(x_i) = N(mu_i, sigma_i^2) over hidden units and the
-bound F of Frey & Hinton (eqs. 8 and 11); learning is variational EM: the compiled E-step
-(``_estep``, over ``csrc/mf_nlgbn_estep.c``) raises F over every pattern's (mu, log sigma^2) by
-coordinate ascent and accumulates the sufficient statistics of eq. 13; the M-step solves one
-linear system per layer for the incoming weights and biases (eq. 14, by SVD) and then sets the
-model variances (eq. 15).
-
-Every call into the compiled code first validates the model's current parameters (including
-ones a user assigned after construction), the data and the solver's settings, and the kernel
-checks the layout of what it is given again (``mf_nlgbn_net_check``).
+Each verb checks its arguments and the model's current parameters once (``_checks``; values a
+user assigned after construction included), builds the problem record (``_problem.Network``)
+and hands plain arrays to the solver (``_solve``: the compiled E-step ``_estep`` over
+``csrc/mf_nlgbn_estep.c``, which checks their layout again, coordinate ascent over every pattern's (mu, log sigma^2) that also
+accumulates the sufficient statistics of eq. 13) or to the learning (``_learn``: the M-step of
+eqs. 14 and 15 and the EM hooks of ``mfengine._em.run_em``); it then sets the attributes from
+what they return, or wraps it (``_result.NLGBNInference``).
 """
-import copy
 import numbers
-import os
-import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
-from sklearn.utils import check_array
 
-from mfengine._em import EMMonitor, StepFailed, run_em
-from mfengine._base import (ConvergenceWarning, InferenceResult, PersistMixin,
-                            user_stacklevel, warn_unconverged)
-from mfengine._progress import progress_bar
-from mfengine._validation import (
-    BOOLEAN,
-    N_THREADS,
-    POSITIVE_TOL,
-    RANDOM_STATE,
-    Interval,
-    Options,
-    Satisfies,
-    as_array,
-    check_flag,
-    check_int,
-    check_random_state,
-    check_real,
-    check_value,
-    check_sizes,
-    effective_n_threads,
-    sizes_from_biases,
-)
-
-try:
-    from mfengine.nlgbn import _estep
-except ImportError as exc:  # pragma: no cover - only on an unbuilt source tree
-    raise ImportError(
-        "mfengine.nlgbn._estep (the compiled E-step) is missing; build the package with "
-        f"'pip install .' ({exc})"
-    ) from exc
+from mfengine._base import PersistMixin, warn_unconverged
+from mfengine._validation import (BOOLEAN, N_THREADS, POSITIVE_TOL, RANDOM_STATE, Interval,
+                                  Options, Satisfies, check_flag, check_int, check_random_state,
+                                  check_real, check_value)
+from mfengine.nlgbn._checks import (UNIT_TYPES, _INTP_MAX, _TINY, _check_data, _check_fit_args,
+                                    _check_given_params, _check_infer_args, _check_layer_sizes,
+                                    _check_min_variance, _check_n_threads, _check_posterior,
+                                    _check_units, _check_X, _param_array)
+from mfengine.nlgbn._learn import (batch_estep, blend, em, floored_variances, initial_params,
+                                   m_step, memory_estep, partitions_estep, warn_tol, warn_undone)
+from mfengine.nlgbn._problem import Network
+from mfengine.nlgbn._result import NLGBNInference
+from mfengine.nlgbn._solve import (HINT, ancestral_sample, draw_posterior, importance,
+                                   infer_posterior, prior_state, solve, split_layers)
 
 __all__ = ["NLGBN", "NLGBNInference", "UNIT_TYPES"]
 
-#: The unit types, in the order of their codes in the compiled kernel.
-UNIT_TYPES = ("linear", "binary", "rectified", "sigmoidal")
-_CODE = {name: code for code, name in enumerate(UNIT_TYPES)}
 
-#: Smallest model variance of a hidden unit after an M-step.
-MIN_HIDDEN_VARIANCE = 1e-6
-
-_INTP_MAX = int(np.iinfo(np.intp).max)
-_TINY = np.finfo(np.float64).tiny
-
-#: What to try when a per-pattern solve stops on its budget.
-_HINT = "raise infer_max_iter (or pass max_iter=) or loosen infer_tol (or pass tol=)"
-
-
-def _unit_output(kind, x):
-    if kind == "linear":
-        return x
-    if kind == "binary":
-        return (x >= 0.0).astype(np.float64)
-    if kind == "rectified":
-        return np.maximum(x, 0.0)
-    from scipy.special import ndtr
-
-    return ndtr(x)
-
-
-@dataclass(repr=False)
-class NLGBNInference(InferenceResult):
-    """The variational posterior of an :class:`NLGBN` for a batch of patterns.
-
-    Returned by :meth:`NLGBN.infer`; adds the Gaussian q's parameters to the fields of
-    :class:`mfengine._base.InferenceResult`.
-
-    Parameters
-    ----------
-    bound : ndarray of shape (n_patterns,)
-        The bound F (eq. 11 of Frey & Hinton), in nats, at the solution: a lower bound on
-        ln p(x) for every pattern.
-    converged : ndarray of bool, shape (n_patterns,)
-        Whether each pattern's last sweep raised its bound by less than ``tol``.
-    n_iter : ndarray of int, shape (n_patterns,)
-        Sweeps over the hidden units taken per pattern.
-    method : str
-        ``"nlgbn"``: coordinate ascent over each hidden unit's (mu, log sigma^2).
-    tol : float
-        The per-pattern tolerance used, nats per sweep.
-    mu : list of ndarray
-        One (n_patterns, sizes[l]) array per layer, top first, of the means of q over the
-        units' pre-activations; in the visible (last) layer the data (at missing entries their
-        posterior predictive means).
-    sigma : list of ndarray
-        The standard deviations of q, laid out as ``mu``; 0 in the visible layer.
-
-    See Also
-    --------
-    NLGBN.infer : Computes it.
-
-    Examples
-    --------
-    >>> import mfengine as mf
-    >>> g = mf.NLGBN([2, 5], units="rectified", random_state=0)
-    >>> r = g.infer(g.sample(4, random_state=1))
-    >>> r.method, r.bound.shape, [m.shape for m in r.mu]
-    ('nlgbn', (4,), [(4, 2), (4, 5)])
-    """
-
-    mu: list = field(default=None)
-    sigma: list = field(default=None)
-
-
-# ---------------------------------------------------------------------------- validation
-def _check_n_threads(n_threads, name="n_threads"):
-    """OpenMP thread count: ``effective_n_threads``'s answer, clamped to the cores there are."""
-    check_value(n_threads, name, [N_THREADS])
-    n = effective_n_threads(None if n_threads is None else int(n_threads))
-    return int(max(1, min(n, os.cpu_count() or 1)))
-
-
-def _check_layer_sizes(sizes, n_features=None):
-    """``sizes`` as a tuple of ints (check_sizes), refusing NaN, inf and huge networks first; a
-    last entry None is the number of columns of the training data, ``n_features``."""
-    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__"):
-        raise TypeError(f"sizes must be a sequence of layer sizes, got {sizes!r}")
-    if len(sizes) and sizes[-1] is None:
-        if n_features is None:
-            raise ValueError(
-                f"sizes={list(sizes)} leaves the number of visible units to the data: fit the "
-                "model before sampling or scoring with it (or give sizes[-1])"
-            )
-        sizes = list(sizes[:-1]) + [n_features]
-    for n in sizes:
-        if isinstance(n, numbers.Real) and not isinstance(n, numbers.Integral) and not np.isfinite(n):
-            raise ValueError(f"sizes must hold whole numbers of units, got {sizes!r}")
-    sizes = check_sizes(sizes)
-    n_weights = sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
-    stat = 4 * sum(sizes) + sum((a + 1) ** 2 + b * (a + 1) for a, b in zip(sizes[:-1], sizes[1:]))
-    if max(n_weights, stat, sum(sizes)) > _INTP_MAX // 16:
-        raise ValueError(f"sizes={list(sizes)} is too large: the network's arrays would not fit "
-                         "in memory's address range")
-    return sizes
-
-
-def _check_units(units, sizes, name="units"):
-    """One tuple of type names per layer; ``name`` is the argument's public name."""
-    L = len(sizes)
-    if units is None:
-        units = ["rectified"] * (L - 1) + ["linear"]
-    elif isinstance(units, str):
-        units = [units] * (L - 1) + ["linear"]
-    if isinstance(units, (str, bytes)) or not hasattr(units, "__len__") or len(units) != L:
-        raise ValueError(f"{name} must give one entry per layer ({L} layers), got {units!r}")
-    out = []
-    for l, spec in enumerate(units):
-        if isinstance(spec, str):
-            names = [spec] * sizes[l]
-        else:
-            try:
-                names = list(spec)
-            except TypeError:
-                raise TypeError(f"{name}[{l}] must be a type name or a sequence of "
-                                f"{sizes[l]} type names, got {spec!r}") from None
-        if len(names) != sizes[l]:
-            raise ValueError(
-                f"{name}[{l}] must be a type name or {sizes[l]} type names, got {spec!r}"
-            )
-        for kind in names:
-            if not isinstance(kind, str) or kind not in _CODE:
-                raise ValueError(
-                    f"{name}[{l}] contains unknown unit type {kind!r}; choose from {UNIT_TYPES}"
-                )
-        out.append(tuple(str(k) for k in names))
-    if any(kind != "linear" for kind in out[-1]):
-        raise ValueError(
-            f"{name} of the visible (last) layer must be 'linear': the data are the visible "
-            "units' pre-activations"
-        )
-    return tuple(out)
-
-
-def _param_array(value, name, shape):
-    """A model parameter as a float64 C-contiguous copy of the given shape with finite values."""
-    if isinstance(value, np.ndarray) and value.dtype == object:
-        raise TypeError(f"{name} has dtype object; it must be a numeric array")
-    try:
-        arr = np.asarray(value)
-    except Exception as exc:  # noqa: BLE001 - numpy's message is kept
-        raise TypeError(f"{name} could not be converted to an array: {exc}") from exc
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
-    if shape is not None and arr.shape != tuple(shape):
-        raise ValueError(f"{name} must have shape {tuple(shape)}, got {arr.shape}")
-    arr = np.array(arr, dtype=np.float64, order="C")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or infinite values")
-    return arr
-
-
-def _param_list(value, name, length):
-    if isinstance(value, np.ndarray) or not isinstance(value, (list, tuple)):
-        raise TypeError(f"{name} must be a list of arrays, one per layer, got {type(value).__name__}")
-    if length is not None and len(value) != length:
-        raise ValueError(f"{name} must hold {length} arrays, got {len(value)}")
-    return list(value)
-
-
-class _Network:
-    """The validated parameters of a network (float64 copies) and the kernel's view of them."""
-
-    def __init__(self, weights, biases, variances, units):
-        biases = _param_list(biases, "biases_", None)
-        if len(biases) < 2:
-            raise ValueError(f"biases_ must hold one vector per layer (at least two), got {len(biases)}")
-        B = []
-        for l, b in enumerate(biases):
-            b = as_array(b, f"biases_[{l}]") if not isinstance(b, np.ndarray) else b
-            if getattr(b, "ndim", None) != 1:
-                raise ValueError(f"biases_[{l}] must be 1-D, got shape {np.shape(b)}")
-            B.append(_param_array(b, f"biases_[{l}]", None))
-        if isinstance(units, tuple) and all(isinstance(u, tuple) for u in units):
-            # units_ holds one name per unit: the layer sizes the biases must have
-            want = tuple(len(u) for u in units)
-            if len(B) != len(want):
-                raise ValueError(f"biases_ and units_ disagree: units_ has {len(want)} layers, "
-                                 f"biases_ holds {len(B)} vectors (one per layer)")
-            for l, (b, n) in enumerate(zip(B, want)):
-                if b.shape != (n,):
-                    raise ValueError(f"biases_[{l}] has shape {b.shape} but units_[{l}] names "
-                                     f"{n} units")
-        sizes = tuple(b.shape[0] for b in B)
-        if any(n < 1 for n in sizes):
-            raise ValueError(f"every layer needs at least one unit; biases_ gives sizes {sizes}")
-        L = len(sizes)
-        W = [_param_array(w, f"weights_[{l}]", (sizes[l + 1], sizes[l]))
-             for l, w in enumerate(_param_list(weights, "weights_", L - 1))]
-        V = [_param_array(v, f"variances_[{l}]", (sizes[l],))
-             for l, v in enumerate(_param_list(variances, "variances_", L))]
-        for l, v in enumerate(V):
-            if np.any(v < _TINY):
-                raise ValueError(f"variances_[{l}] must be positive (at least {_TINY:g}), "
-                                 f"found {v[v < _TINY][0]!r}")
-        if not isinstance(units, tuple) or len(units) != L or not all(isinstance(u, tuple) for u in units):
-            raise ValueError(f"units_ must be a tuple of {L} tuples of unit type names (one per "
-                             f"layer), got {units!r}")
-        self.units = _check_units(units, sizes, name="units_")
-        self.sizes, self.weights, self.biases, self.variances = sizes, W, B, V
-
-    def flat(self):
-        """The kernel's arrays (see csrc/mf_nlgbn.h for their layout)."""
-        sizes = np.array(self.sizes, dtype=np.intp)
-        L = len(sizes)
-        offset = np.zeros(L + 1, dtype=np.intp)
-        offset[1:] = np.cumsum(sizes)
-        U = int(offset[-1])
-        woff = np.zeros(L - 1, dtype=np.intp)
-        for l in range(1, L - 1):
-            woff[l] = woff[l - 1] + sizes[l - 1] * sizes[l]
-        WT = np.concatenate([np.ascontiguousarray(w.T).ravel() for w in self.weights])
-        bias = np.concatenate(self.biases)
-        prec = 1.0 / np.concatenate(self.variances)
-        acoef = np.zeros(U)
-        with np.errstate(over="ignore", invalid="ignore"):
-            for l, w in enumerate(self.weights):
-                pc = prec[offset[l + 1]:offset[l + 2]]
-                acoef[offset[l]:offset[l + 1]] = 0.5 * ((w * w) * pc[:, None]).sum(axis=0)
-                if not np.all(np.isfinite(acoef[offset[l]:offset[l + 1]])):
-                    raise ValueError(
-                        f"weights_[{l}] are too large for variances_[{l + 1}]: "
-                        "sum of weight**2 / variance overflows float64"
-                    )
-        types = np.array([_CODE[name] for names in self.units for name in names], dtype=np.int8)
-        soff = np.zeros(L - 1, dtype=np.intp)
-        base = 4 * U
-        for l in range(L - 1):
-            soff[l] = base
-            base += (sizes[l] + 1) ** 2 + sizes[l + 1] * (sizes[l] + 1)
-        return dict(sizes=sizes, offset=offset, woff=woff, types=types, WT=WT, bias=bias,
-                    prec=prec, acoef=acoef, soff=soff, stat_size=int(base))
-
-    def prior_state(self, n):
-        """mu at the prior means (a top-down pass with the outputs' means) and log sigma^2 at
-        log psi^2, for n patterns: arrays (n, n_hidden)."""
-        mus, lvs = [], []
-        M_prev = None
-        with np.errstate(over="ignore", invalid="ignore"):
-            for l in range(len(self.sizes) - 1):
-                mean = self.biases[l].copy()
-                if M_prev is not None:
-                    mean = mean + self.weights[l - 1] @ M_prev
-                lv = np.log(self.variances[l])
-                if not np.all(np.isfinite(mean)):
-                    raise ValueError(
-                        f"the prior mean of layer {l} overflows: weights_[{l - 1}] or biases_ "
-                        "are too large"
-                    )
-                mus.append(mean)
-                lvs.append(lv)
-                M_prev = np.empty_like(mean)
-                kinds = np.array([_CODE[k] for k in self.units[l]])
-                for code in np.unique(kinds):
-                    cols = kinds == code
-                    M_prev[cols] = _estep.moments(int(code), np.ascontiguousarray(mean[cols]),
-                                                  np.ascontiguousarray(lv[cols]), 0)["M"]
-        mu = np.concatenate(mus)
-        lv = np.concatenate(lvs)
-        try:
-            return np.tile(mu, (n, 1)), np.tile(lv, (n, 1))
-        except MemoryError:
-            raise MemoryError(f"the posterior of {n} patterns needs {16 * n * mu.size} bytes") from None
-
-
-# ---------------------------------------------------------------------------- the estimator
 class NLGBN(PersistMixin, BaseEstimator):
     """A layered nonlinear Gaussian belief network (Frey & Hinton, 1999).
 
@@ -494,23 +202,10 @@ class NLGBN(PersistMixin, BaseEstimator):
             If the lists or the arrays' shapes do not fit one another, a value is not finite or
             a variance is not positive.
         """
-        weights, biases, variances = list(weights), list(biases), list(variances)
-        if len(weights) < 1 or len(biases) != len(weights) + 1 or len(variances) != len(biases):
-            raise ValueError(
-                "need one weight matrix between adjacent layers and one bias and one variance "
-                f"vector per layer; got {len(weights)} weight matrices, {len(biases)} bias "
-                f"vectors and {len(variances)} variance vectors"
-            )
-        sizes = sizes_from_biases(biases)
-        W = [_param_array(w, f"weights[{l}]", (sizes[l + 1], sizes[l])) for l, w in enumerate(weights)]
-        B = [_param_array(b, f"biases[{l}]", (sizes[l],)) for l, b in enumerate(biases)]
-        V = [_param_array(v, f"variances[{l}]", (sizes[l],)) for l, v in enumerate(variances)]
-        for l, v in enumerate(V):
-            if np.any(v < _TINY):
-                raise ValueError(f"variances[{l}] must be finite and positive")
+        sizes, W, B, V = _check_given_params(weights, biases, variances)
         net = cls(list(sizes), units=units)
         net._set_params(W, B, V, _check_units(units, sizes))
-        _Network(net.weights_, net.biases_, net.variances_, net.units_).flat()
+        Network(net.weights_, net.biases_, net.variances_, net.units_).flat()
         return net
 
     def _set_params(self, weights, biases, variances, units):
@@ -540,32 +235,15 @@ class NLGBN(PersistMixin, BaseEstimator):
         units = _check_units(self.units, sizes)
         # (+ 0.0 turns -0.0, which the check accepts as 0, into the 0.0 NumPy's normal takes)
         scale = check_real(self.weight_scale, "weight_scale", 0.0, 1e100) + 0.0
-        min_variance = self._check_min_variance()
+        min_variance = _check_min_variance(self.min_variance)
         rng = check_random_state(self.random_state)
-        try:
-            weights = [
-                rng.normal(0.0, scale / np.sqrt(sizes[l]), size=(sizes[l + 1], sizes[l]))
-                for l in range(len(sizes) - 1)
-            ]
-        except MemoryError:
-            n_weights = sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
-            raise MemoryError(f"sizes={list(sizes)}: the weights need {8 * n_weights} bytes") from None
-        biases = [np.zeros(n) for n in sizes]
-        variances = [np.ones(n) for n in sizes]
-        variances[-1][:] = max(1.0, min_variance)
-        self._set_params(weights, biases, variances, units)
-
-    def _check_min_variance(self):
-        value = check_real(self.min_variance, "min_variance", 0.0, closed='right')
-        if not np.isfinite(1.0 / value) or value < _TINY:
-            raise ValueError(f"min_variance must be at least {_TINY:g}, got {value!r}")
-        return value
+        self._set_params(*initial_params(sizes, scale, min_variance, rng), units)
 
     def _network(self):
         """The current parameters, validated (drawn first if the model has none)."""
         if not self._has_params():
             self._draw_params()
-        return _Network(self.weights_, self.biases_, self.variances_, self.units_)
+        return Network(self.weights_, self.biases_, self.variances_, self.units_)
 
     def _fitted(self, name):
         if not self._has_params():
@@ -629,97 +307,12 @@ class NLGBN(PersistMixin, BaseEstimator):
 
     def _initial_state(self, n, net=None):
         net = self._network() if net is None else net
-        return net.prior_state(n)
-
-    @staticmethod
-    def _check_X(X, n_features, name="X", allow_nan=False):
-        if isinstance(X, np.ndarray) and X.dtype.kind in "USV":
-            raise TypeError(f"{name} must be numeric, got dtype {X.dtype}")
-        try:
-            X = check_array(X, dtype=np.float64, order="C", ensure_min_samples=0,
-                            input_name=name,
-                            ensure_all_finite=({"all": False, True: "allow-nan"}.get(allow_nan, True)))
-        except TypeError as exc:
-            raise TypeError(f"{name}: {exc}") from exc
-        except ValueError as exc:
-            msg = str(exc).split("\n")[0]
-            if "convert" in msg:
-                raise TypeError(f"{name} must be numeric: {msg}") from exc
-            if name not in msg:
-                msg = f"{name}: {msg}"
-            raise ValueError(msg) from exc
-        if n_features is not None and X.shape[1] != n_features:
-            said = (f"X has {X.shape[1]} features, but NLGBN is expecting {n_features} features "
-                    "as input: " if name == "X" else "")
-            raise ValueError(f"{said}{name} must have {n_features} columns (one per visible "
-                             f"unit: the last of sizes, or the rows of weights_[-1]), got "
-                             f"{X.shape[1]}")
-        return X
-
-    def _check_data(self, X, missing, n_features):
-        """X (NaN allowed: a missing entry) and the missing mask: returns (X with its missing
-        entries set to 0, uint8 mask or None when nothing is missing).  ``missing`` may be None,
-        a boolean (n_patterns, n_features) mask or one (n_features,) row for every pattern;
-        NaN entries of X are missing too."""
-        X = self._check_X(X, n_features, allow_nan=True if missing is None else "all")
-        nan = np.isnan(X)
-        if missing is None:
-            miss = nan
-        else:
-            arr = np.asarray(missing)
-            if arr.dtype != np.bool_:
-                if arr.dtype.kind in "iu" and np.all((arr == 0) | (arr == 1)):
-                    arr = arr.astype(bool)
-                else:
-                    raise TypeError(f"missing must be a boolean mask, got dtype {arr.dtype}")
-            if arr.ndim == 1 and arr.shape[0] == X.shape[1]:
-                arr = np.broadcast_to(arr, X.shape)
-            if arr.shape != X.shape:
-                raise ValueError(f"missing must have shape {X.shape} (or ({X.shape[1]},)), got "
-                                 f"{arr.shape}")
-            miss = arr | nan
-            if np.any(np.isinf(X) & ~miss):
-                raise ValueError("X contains infinity at entries not marked missing")
-        if not miss.any():
-            return X, None
-        X = np.where(miss, 0.0, X)
-        return np.ascontiguousarray(X), np.ascontiguousarray(miss, dtype=np.uint8)
-
-    def _solve(self, X, mu, lv, tol, max_sweeps, n_threads, want_stats=False, flat=None,
-               inputs="X", miss=None):
-        """The compiled E-step, in place on mu and lv.  Returns (bound, n_sweeps, converged,
-        stats); raises ValueError when a pattern's bound is not a finite number (``inputs``
-        names the arguments that may be to blame besides the parameters)."""
-        flat = self._flat() if flat is None else flat
-        n = X.shape[0]
-        nblocks = (n + _estep.BLOCK - 1) // _estep.BLOCK
-        bound = np.empty(n)
-        n_sweeps = np.zeros(n, dtype=np.intp)
-        converged = np.zeros(n, dtype=np.uint8)
-        try:
-            stats = np.zeros((nblocks if want_stats else 0, flat["stat_size"]))
-        except MemoryError:
-            raise MemoryError(f"the E-step's statistics need {8 * nblocks * flat['stat_size']} "
-                              "bytes; fit on fewer patterns at a time") from None
-        H = mu.shape[1]
-        _estep.estep(
-            X, mu, lv, flat["sizes"], flat["offset"], flat["woff"], flat["types"],
-            flat["WT"], flat["bias"], flat["prec"], flat["acoef"], flat["soff"],
-            float(tol), float(tol) / (10.0 * max(H, 1)), int(max_sweeps),
-            bound, n_sweeps, converged, stats, int(n_threads), miss,
-        )
-        bad = ~np.isfinite(bound)
-        if np.any(bad):
-            raise ValueError(
-                f"the bound is not a finite number for {int(bad.sum())} of {n} patterns (first: "
-                f"row {int(np.flatnonzero(bad)[0])} of X): {inputs} or the model's parameters "
-                "(weights_, biases_, variances_) are too extreme for float64"
-            )
-        return bound, n_sweeps, converged.astype(bool), stats
+        return prior_state(net, n)
 
     def _estep(self, X, mu, lv, tol, max_sweeps, n_threads, want_stats=False):
         """Test hook: the E-step in place on (mu, lv) with the validated current parameters."""
-        return self._solve(X, mu, lv, tol, max_sweeps, _check_n_threads(n_threads), want_stats)
+        n_threads = _check_n_threads(n_threads)
+        return solve(self._flat(), X, mu, lv, tol, max_sweeps, n_threads, want_stats)
 
     # ------------------------------------------------------------------ public API
     def sample(self, n_samples=1, random_state=None, return_all=False):
@@ -749,70 +342,17 @@ class NLGBN(PersistMixin, BaseEstimator):
         return_all = check_flag(return_all, "return_all")
         net = self._network()
         rng = check_random_state(random_state)
-        need = 8 * n_samples * (sum(net.sizes) if return_all else 2 * max(net.sizes))
-        if n_samples * max(net.sizes) > _INTP_MAX // 16:
-            raise ValueError(f"n_samples={n_samples} is too large: {need} bytes of samples")
-        layers = []
-        out_prev = None
-        try:
-            with np.errstate(over="ignore", invalid="ignore"):
-                for l, size in enumerate(net.sizes):
-                    mean = np.broadcast_to(net.biases[l], (n_samples, size))
-                    if out_prev is not None:
-                        mean = mean + out_prev @ net.weights[l - 1].T
-                    x = mean + np.sqrt(net.variances[l]) * rng.standard_normal((n_samples, size))
-                    if not np.all(np.isfinite(x)):
-                        raise ValueError(
-                            f"sampling layer {l} overflows float64: the model's weights_, "
-                            "biases_ or variances_ are too large"
-                        )
-                    layers.append(x if return_all or l == len(net.sizes) - 1 else None)
-                    out_prev = np.empty_like(x)
-                    kinds = np.array(net.units[l])
-                    for kind in set(net.units[l]):
-                        cols = kinds == kind
-                        out_prev[:, cols] = _unit_output(kind, x[:, cols])
-        except MemoryError:
-            raise MemoryError(f"n_samples={n_samples} needs about {need} bytes") from None
-        return layers if return_all else layers[-1]
-
-    def _infer_args(self, tol, max_iter, n_threads):
-        tol = check_real(self.infer_tol if tol is None else tol,
-                           "infer_tol" if tol is None else "tol", 0.0, closed='right')
-        max_iter = check_int(self.infer_max_iter if max_iter is None else max_iter,
-                              "infer_max_iter" if max_iter is None else "max_iter", 1)
-        if n_threads is None:
-            n_threads = _check_n_threads(self.n_threads)
-        else:
-            n_threads = _check_n_threads(n_threads)
-        return tol, max_iter, n_threads
+        return ancestral_sample(net, n_samples, rng, return_all)
 
     def _infer(self, X, tol, max_iter, n_threads, what, missing=None):
-        tol, max_iter, n_threads = self._infer_args(tol, max_iter, n_threads)
+        tol, max_iter, n_threads = _check_infer_args(tol, max_iter, n_threads, self.infer_tol,
+                                                     self.infer_max_iter, self.n_threads)
         net = self._network()
-        X, miss = self._check_data(X, missing, net.sizes[-1])
-        mu, lv = net.prior_state(X.shape[0])
-        bound, sweeps, conv, _ = self._solve(X, mu, lv, tol, max_iter, n_threads, flat=net.flat(),
-                                             miss=miss)
-        warn_unconverged(conv, what, _HINT)
+        X, miss = _check_data(X, missing, net.sizes[-1])
+        mu, lv, bound, sweeps, conv = infer_posterior(net, X, miss, tol, max_iter, n_threads)
+        warn_unconverged(conv, what, HINT)
         res = NLGBNInference(bound=bound, converged=conv, n_iter=sweeps, method="nlgbn", tol=tol)
-        res._miss = miss
-        return net, X, mu, lv, res
-
-    @staticmethod
-    def _predictive_mean(net, mu, lv):
-        """E_q[b + W f(h)] of the visible layer: the posterior predictive mean, (n, n_visible)."""
-        L = len(net.sizes)
-        lo = sum(net.sizes[:L - 2])
-        m, s = mu[:, lo:lo + net.sizes[L - 2]], lv[:, lo:lo + net.sizes[L - 2]]
-        M = np.empty_like(m)
-        kinds = np.array([_CODE[k] for k in net.units[L - 2]])
-        for code in np.unique(kinds):
-            cols = kinds == code
-            M[:, cols] = _estep.moments(int(code), np.ascontiguousarray(m[:, cols]).ravel(),
-                                        np.ascontiguousarray(s[:, cols]).ravel(),
-                                        0)["M"].reshape(m.shape[0], -1)
-        return net.biases[-1] + M @ net.weights[-1].T
+        return net, X, miss, mu, lv, res
 
     def infer(self, X, missing=None, tol=None, max_iter=None, n_threads=None):
         """Maximise the bound over the variational posterior of each pattern.
@@ -852,16 +392,9 @@ class NLGBN(PersistMixin, BaseEstimator):
         mfengine._base.ConvergenceWarning
             When some patterns used ``max_iter`` sweeps without meeting ``tol``.
         """
-        net, X, mu, lv, res = self._infer(X, tol, max_iter, n_threads, "NLGBN.infer", missing)
-        offs = np.concatenate([[0], np.cumsum(net.sizes[:-1])])
-        L = len(net.sizes)
-        miss = res.__dict__.pop("_miss", None)
-        if miss is not None:
-            X = np.where(miss.astype(bool), self._predictive_mean(net, mu, lv), X)
-        # the visible layer's copy of the data: never the caller's array itself
-        res.mu = [mu[:, offs[l]:offs[l + 1]] for l in range(L - 1)] + [np.array(X)]
-        sig = np.exp(0.5 * lv)
-        res.sigma = [sig[:, offs[l]:offs[l + 1]] for l in range(L - 1)] + [np.zeros_like(X)]
+        net, X, miss, mu, lv, res = self._infer(X, tol, max_iter, n_threads, "NLGBN.infer",
+                                                missing)
+        res.mu, res.sigma = split_layers(net, X, miss, mu, lv)
         return res
 
     def sample_posterior(self, X, n_samples=1, random_state=None, *, missing=None):
@@ -889,25 +422,12 @@ class NLGBN(PersistMixin, BaseEstimator):
             pre-activations (apply each unit's nonlinearity for its output); the last layer
             is the data, repeated (with draws at missing entries).
         """
-        from mfengine._validation import check_random_state
-
         n_samples = check_int(n_samples, "n_samples", 0, 2**31 - 1)
         rng = check_random_state(random_state)
         net = self._network()
-        _, miss = self._check_data(X, missing, net.sizes[-1])
+        _, miss = _check_data(X, missing, net.sizes[-1])
         r = self.infer(X, missing)
-        layers = [m[None] + s[None] * rng.standard_normal((n_samples,) + m.shape)
-                  for m, s in zip(r.mu[:-1], r.sigma[:-1])]
-        vis = np.repeat(r.mu[-1][None], n_samples, axis=0)
-        if miss is not None:
-            f = np.empty_like(layers[-1])
-            for kind in set(net.units[-2]):
-                cols = np.array(net.units[-2]) == kind
-                f[..., cols] = _unit_output(kind, layers[-1][..., cols])
-            draw = (net.biases[-1] + f @ net.weights[-1].T
-                    + np.sqrt(net.variances[-1]) * rng.standard_normal(vis.shape))
-            vis = np.where(miss.astype(bool)[None], draw, vis)
-        return layers + [vis]
+        return draw_posterior(net, r.mu, r.sigma, miss, n_samples, rng)
 
     def score_samples(self, X, missing=None, *, method=None, n_samples=1000, random_state=None):
         """The lower bound on ``ln p(x)`` of each pattern, or a sampled estimate, in nats.
@@ -1033,19 +553,10 @@ class NLGBN(PersistMixin, BaseEstimator):
         n_samples = check_int(n_samples, "n_samples", 2, 2**31 - 1)
         rng = check_random_state(random_state)
         seed = int(rng.integers(0, 2**63, dtype=np.int64))
-        net, X, mu, lv, res = self._infer(X, None, None, n_threads, "NLGBN.log_likelihood",
-                                          missing)
-        miss = res.__dict__.pop("_miss", None)
+        net, X, miss, mu, lv, res = self._infer(X, None, None, n_threads,
+                                                "NLGBN.log_likelihood", missing)
         n_threads = _check_n_threads(self.n_threads if n_threads is None else n_threads)
-        f = net.flat()
-        n = X.shape[0]
-        est, se, ess = np.empty(n), np.empty(n), np.empty(n)
-        n_bad = _estep.importance(X, miss, mu, lv, f["sizes"], f["offset"], f["woff"], f["types"],
-                                  f["WT"], f["bias"], f["prec"], f["acoef"], f["soff"],
-                                  n_samples, seed, est, se, ess, n_threads)
-        if n_bad:
-            raise ValueError(f"the importance weights are not finite numbers for {n_bad} of {n} "
-                             "patterns: X or the model's parameters are too extreme for float64")
+        est, se, ess = importance(net, X, miss, mu, lv, n_samples, seed, n_threads)
         return LogLikelihoodEstimate(est, se, res.bound, n_samples, ess, "importance")
 
     def impute(self, X, missing=None):
@@ -1111,29 +622,13 @@ class NLGBN(PersistMixin, BaseEstimator):
         """
         n_threads = _check_n_threads(self.n_threads if n_threads is None else n_threads)
         net = self._network()
-        X = self._check_X(X, net.sizes[-1])
-        H = sum(net.sizes[:-1])
-        mu = self._check_X(mu, H, "mu").copy()
-        sigma = self._check_X(sigma, H, "sigma")
-        if mu.shape[0] != X.shape[0] or sigma.shape[0] != X.shape[0]:
-            raise ValueError("mu and sigma must have one row per pattern of X")
-        if np.any(sigma <= 0):
-            raise ValueError("sigma must be positive")
-        lv = np.ascontiguousarray(2.0 * np.log(sigma))
-        return self._solve(X, mu, lv, 1.0, 0, n_threads, flat=net.flat(),
-                           inputs="X, mu, sigma")[0]
+        X, mu, lv = _check_posterior(X, mu, sigma, net.sizes[-1], sum(net.sizes[:-1]))
+        return solve(net.flat(), X, mu, lv, 1.0, 0, n_threads, inputs="X, mu, sigma")[0]
 
     def _check_fit_params(self):
-        return dict(
-            max_iter=check_int(self.max_iter, "max_iter", 0),
-            tol=None if self.tol is None else check_real(self.tol, "tol", 0.0),
-            infer_tol=check_real(self.infer_tol, "infer_tol", 0.0, closed='right'),
-            infer_max_iter=check_int(self.infer_max_iter, "infer_max_iter", 1),
-            min_variance=self._check_min_variance(),
-            warm_start=check_flag(self.warm_start, "warm_start"),
-            n_threads=_check_n_threads(self.n_threads),
-            progress=check_flag(self.progress, "progress"),
-        )
+        return _check_fit_args(self.max_iter, self.tol, self.infer_tol, self.infer_max_iter,
+                               self.min_variance, self.warm_start, self.n_threads,
+                               self.progress)
 
     def fit(self, X, y=None, missing=None):
         """Variational EM (Frey & Hinton, section 2.3).
@@ -1177,113 +672,51 @@ class NLGBN(PersistMixin, BaseEstimator):
     def _fit(self, X, missing=None):
         """fit's work; returns the training posterior (mu, log sigma^2) for the tests."""
         p = self._check_fit_params()
-        X, miss = self._check_data(X, missing, None)
-        drawn = not (p["warm_start"] and self._has_params())
-        if drawn:
-            self._draw_params(n_features=X.shape[1])
-        net = self._network()
-        X = self._check_X(X, net.sizes[-1])
+        X, miss = _check_data(X, missing, None)
+        net, drawn = self._start_fit(p, X.shape[1])
+        X = _check_X(X, net.sizes[-1])
         if X.shape[0] == 0:
             raise ValueError("X must hold at least one pattern to fit")
-        net = self._variance_floors(p, net)
-        self.n_features_in_ = X.shape[1]
-        n = X.shape[0]
-        solve = dict(tol=p["infer_tol"], max_sweeps=p["infer_max_iter"], n_threads=p["n_threads"],
-                     miss=miss)
+        return self._em(memory_estep(X, miss, p), p, net, X.shape, drawn, "NLGBN EM")
 
-        def estep(net, state):
-            mu, lv = net.prior_state(n) if state is None else (state[0].copy(), state[1].copy())
-            bound, _, conv, stats = self._solve(X, mu, lv, want_stats=True, flat=net.flat(),
-                                                **solve)
-            return float(bound.mean()), stats.sum(axis=0), conv, (mu, lv)
-
-        return self._em(estep, p, net, n, drawn, "NLGBN EM")
+    def _start_fit(self, p, n_cols):
+        """The network fit starts from, and whether this fit drew it (unless ``warm_start``
+        keeps the current parameters); ``n_cols``: the data's columns."""
+        drawn = not (p["warm_start"] and self._has_params())
+        if drawn:
+            self._draw_params(n_features=n_cols)
+        return self._network(), drawn
 
     def _variance_floors(self, p, net):
         """The network with every variance raised to its floor (the M-step's constraint set,
         so that no step can lower the bound)."""
-        floors = [MIN_HIDDEN_VARIANCE] * (len(net.sizes) - 1) + [p["min_variance"]]
-        if any(np.any(v < f) for v, f in zip(net.variances, floors)):
-            self.variances_ = [np.maximum(v, f) for v, f in zip(net.variances, floors)]
+        variances = floored_variances(net, p["min_variance"])
+        if variances is not None:
+            self.variances_ = variances
             net = self._network()
         return net
 
-    def _em(self, estep, p, net, n, drawn, desc):
-        """fit's variational EM loop; returns the last kept E-step's state.
-
-        The one training loop of NLGBN, whatever holds the data: ``estep(net, state)``
-        returns ``(mean bound per pattern, statistics summed over the patterns, converged,
-        new state)`` for the network ``net``, warm-started from ``state`` (None: the prior
-        means), leaving ``state`` itself unchanged (an undone iteration goes back to it).
-        ``fit`` runs it on the array in memory (the state: the posteriors), the data-parallel
-        fit (:meth:`_dask_fit`) over partitions (the state: the partitions' posteriors, kept
-        on the workers).  ``n``: the number of patterns; ``drawn``: the parameters were drawn
-        by this fit (an overflow in the first E-step then names ``weight_scale``)."""
-        undone = []          # why an iteration was undone (a drop of the bound, an overflow)
-
-        def e_step(params):
-            net, state, _ = params
-            try:
-                bound, stats, conv, new_state = estep(net, state)
-            except ValueError as exc:
-                if state is not None:
-                    raise StepFailed(f"a number was not finite ({exc})") from None
-                if drawn and ("too extreme" in str(exc) or "overflows" in str(exc)):
-                    raise ValueError(f"{exc}; the initial parameters were drawn with weight_scale="
-                                     f"{self.weight_scale!r}: lower it") from None
-                raise
-            return bound, (stats, conv, new_state)
-
-        def m_step(params, stats):
-            net = params[0]
-            try:
-                self._m_step(stats[0] / n, p["min_variance"], net)
-                return self._network(), stats[2], (self.weights_, self.biases_, self.variances_)
-            except ValueError as exc:
-                raise StepFailed(f"a number was not finite ({exc})") from None
-
-        def fell(saved, params, value, stats):
-            drop = saved[1] - value
-            if drop > 1e-9 * max(1.0, abs(saved[1])):
-                undone.append(f"the bound fell by {drop:.3g} nats per pattern")
-            # else float64 cannot raise it further: converged
-            return saved[0], saved[1], saved[2], True
-
-        monitor = EMMonitor(p["tol"], strict=False)
-        with progress_bar(total=p["max_iter"], desc=desc, disable=not p["progress"]) as bar:
-            def on_record(value, stats):
-                if len(monitor.history) > 1:
-                    bar.update(1)
-                    bar.set_postfix(bound=f"{value:.3f}", refresh=False)  # no print before the delay
-
-            params, _, (kept_stats, conv, state) = run_em(
-                (net, None, (self.weights_, self.biases_, self.variances_)), e_step, m_step,
-                p["max_iter"], monitor, fell=fell, on_record=on_record)
-        # the parameters of the last E-step kept (an undone iteration's are dropped)
-        self.weights_, self.biases_, self.variances_ = params[2]
-        if monitor.stopped not in (None, "tol", "fell"):
-            undone.append(monitor.stopped)
-        if undone:
-            it = len(monitor.history) - 1
-            warnings.warn(
-                f"NLGBN.fit: EM iteration {it + 1} was undone because {undone[0]}; the "
-                f"model keeps the parameters of iteration {it} (X or the parameters "
-                "may be too extreme for float64)",
-                ConvergenceWarning, stacklevel=user_stacklevel(),
-            )
-        met_tol = monitor.converged and not undone
-        self.history_ = np.array(monitor.history)
-        self.n_iter_ = len(monitor.history) - 1
-        # partial_fit continues from here: the statistics of the kept parameters' E-step
-        self.stats_ = kept_stats / n
+    def _em(self, estep, p, net, shape, drawn, desc):
+        """fit's variational EM (:func:`mfengine.nlgbn._learn.em`, the one training loop of
+        NLGBN whatever holds the data) from the current parameters (variances raised to their
+        floors first), which it then replaces with the learned ones; returns the last kept
+        E-step's state.  ``estep``: the E-step on the array in memory (``fit``) or on a dask
+        array's partitions (:meth:`_dask_fit`); ``shape``: the data's; ``drawn``: the
+        parameters were drawn by this fit (an overflow in the first E-step then names
+        ``weight_scale``)."""
+        net = self._variance_floors(p, net)
+        self.n_features_in_ = shape[1]
+        n = shape[0]
+        params, history, stats, conv, state, undone, met_tol = em(
+            estep, net, (self.weights_, self.biases_, self.variances_), n, p["max_iter"],
+            p["tol"], p["min_variance"], p["progress"], desc, drawn, self.weight_scale)
+        self.weights_, self.biases_, self.variances_ = params
+        warn_undone(undone, history)
+        self.history_ = np.array(history)
+        self.n_iter_ = len(history) - 1
+        self.stats_ = stats          # where partial_fit continues from
         self.n_batches_ = 1
-        if p["tol"] is not None and not met_tol and p["max_iter"] > 0:
-            warnings.warn(
-                f"NLGBN.fit: the bound still rose by more than tol={p['tol']:g} nats per pattern "
-                f"after max_iter={p['max_iter']} EM iterations; raise max_iter or tol",
-                ConvergenceWarning, stacklevel=user_stacklevel(),
-            )
-        warn_unconverged(conv, "NLGBN.fit (the last E-step)", _HINT)
+        warn_tol(p["tol"], p["max_iter"], met_tol, conv)
         return state
 
     def partial_fit(self, X, y=None, missing=None):
@@ -1318,139 +751,56 @@ class NLGBN(PersistMixin, BaseEstimator):
             If X or a hyperparameter is invalid, or a number is not finite.
         """
         p = self._check_fit_params()
-        X, miss = self._check_data(X, missing, None)
+        X, miss = _check_data(X, missing, None)
         if not self._has_params():
             self._draw_params(n_features=X.shape[1])
             for name in ("stats_", "n_batches_", "history_"):
                 self.__dict__.pop(name, None)
         net = self._network()
-        X = self._check_X(X, net.sizes[-1])
+        X = _check_X(X, net.sizes[-1])
         if X.shape[0] == 0:
             raise ValueError("X must hold at least one pattern for partial_fit")
-        floors = [MIN_HIDDEN_VARIANCE] * (len(net.sizes) - 1) + [p["min_variance"]]
-        if any(np.any(v < f) for v, f in zip(net.variances, floors)):
-            self.variances_ = [np.maximum(v, f) for v, f in zip(net.variances, floors)]
-            net = self._network()
+        net = self._variance_floors(p, net)
         self.n_features_in_ = X.shape[1]
-        flat = net.flat()
-        mu, lv = net.prior_state(X.shape[0])
-        bound, _, conv, stats = self._solve(X, mu, lv, p["infer_tol"], p["infer_max_iter"],
-                                            p["n_threads"], want_stats=True, flat=flat, miss=miss)
-        batch = stats.sum(axis=0) / X.shape[0]
+        bound, conv, batch = batch_estep(net, X, miss, p)
         t = getattr(self, "n_batches_", 0)
         old = getattr(self, "stats_", None)
         if t:
             t = check_int(t, "n_batches_", 0)
             old = _param_array(old, "stats_", batch.shape)
-            eta = (t + 1.0) ** -0.6
-            batch = (1.0 - eta) * old + eta * batch
-        self._m_step(batch, p["min_variance"], net)
+            batch = blend(old, batch, t)
+        self.weights_, self.biases_, self.variances_ = m_step(net, batch, p["min_variance"])
         self.stats_ = batch
         self.n_batches_ = t + 1
         hist = getattr(self, "history_", None)
         hist = np.asarray(hist, dtype=np.float64).ravel() if hist is not None else np.empty(0)
         self.history_ = np.append(hist, float(bound.mean()))
         self.n_iter_ = self.n_batches_
-        warn_unconverged(conv, "NLGBN.partial_fit", _HINT)
+        warn_unconverged(conv, "NLGBN.partial_fit", HINT)
         return self
 
     def _m_step(self, st, min_variance, net=None):
-        """Weights and biases by eq. 14 (one SVD least-squares solve per layer, shared by its
-        units), then the model variances by eq. 15 with the mean squared error evaluated at the
-        new weights; ``st`` holds the sufficient statistics averaged over patterns.  The new
-        parameters are assigned only if they are finite (else ValueError)."""
+        """The M-step (:func:`mfengine.nlgbn._learn.m_step`) on the statistics ``st``
+        averaged over patterns: assigns the new parameters (if they are all finite, else
+        ValueError)."""
         net = self._network() if net is None else net
-        sizes = net.sizes
-        U = sum(sizes)
-        offset = np.concatenate([[0], np.cumsum(sizes)])
-        mean_mu, mean_mu2 = st[:U], st[U:2 * U]
-        mean_s2, mean_v = st[2 * U:3 * U], st[3 * U:4 * U]
-        flat_soff = net.flat()["soff"]
-        L = len(sizes)
-        new_b = [None] * L
-        new_w = [None] * (L - 1)
-        new_v = [None] * L
-        sl = slice(offset[0], offset[1])
-        with np.errstate(over="ignore", invalid="ignore"):
-            new_b[0] = mean_mu[sl].copy()
-            new_v[0] = mean_mu2[sl] - mean_mu[sl] ** 2 + mean_s2[sl]
-            for l in range(L - 1):
-                P, C = sizes[l], sizes[l + 1]
-                base = flat_soff[l]
-                AA = st[base:base + (P + 1) ** 2].reshape(P + 1, P + 1)
-                AA = 0.5 * (AA + AA.T)
-                CC = st[base + (P + 1) ** 2:base + (P + 1) ** 2 + C * (P + 1)].reshape(C, P + 1)
-                bvec = np.concatenate([[0.0], mean_v[offset[l]:offset[l + 1]]])
-                K = AA + np.diag(bvec)
-                if not (np.all(np.isfinite(K)) and np.all(np.isfinite(CC))):
-                    raise ValueError("the sufficient statistics are not finite")
-                # both sides scaled by the same power of two (exact): LAPACK's own scaling
-                # overflows for statistics near 1e300 (data near 1e150)
-                e = -np.frexp(max(np.abs(K).max(), np.abs(CC).max(), _TINY))[1]
-                Wt = np.linalg.lstsq(np.ldexp(K, e), np.ldexp(CC.T, e), rcond=None)[0]   # (P + 1, C)
-                new_b[l + 1] = Wt[0].copy()
-                new_w[l] = np.ascontiguousarray(Wt[1:].T)
-                cs = slice(offset[l + 1], offset[l + 2])
-                # E[(mu_i - n_i)^2] at the new weights, + sum_k w_ik^2 E[v_k] + E[sigma_i^2]
-                mse = mean_mu2[cs] - 2.0 * np.einsum("kc,ck->c", Wt, CC) + np.einsum("kc,kj,jc->c", Wt, AA, Wt)
-                new_v[l + 1] = mse + (Wt * Wt * bvec[:, None]).sum(axis=0) + mean_s2[cs]
-        for l in range(L):
-            floor = min_variance if l == L - 1 else MIN_HIDDEN_VARIANCE
-            new_v[l] = np.maximum(new_v[l], floor)
-        for l in range(L):
-            finite = np.all(np.isfinite(new_b[l])) and np.all(np.isfinite(new_v[l]))
-            if l < L - 1:
-                finite = finite and np.all(np.isfinite(new_w[l]))
-            if not finite:
-                raise ValueError("the M-step produced parameters that are not finite")
-        self.weights_ = new_w
-        self.biases_ = new_b
-        self.variances_ = new_v
+        self.weights_, self.biases_, self.variances_ = m_step(net, st, min_variance)
 
     # --- dask hooks
     # The data-parallel fit of mfengine._dask: it hands over a Partitions object (the row
     # blocks of a dask array) and imports nothing from this module.
     def _dask_fit(self, parts, y=None):
         """``fit`` on a dask array: :meth:`_em` with an E-step run where each block is
-        (:meth:`_dask_estep`, warm-started from the block's previous posteriors, which stay
-        there) returning the block's summed statistics and bound; the M-step runs on the
-        client from their sums.  ``parts``: a ``mfengine._dask.Partitions``."""
+        (:func:`mfengine.nlgbn._solve.partition_estep`, warm-started from the block's previous
+        posteriors, which stay there) returning the block's summed statistics and bound; the
+        M-step runs on the client from their sums.  ``parts``: a ``mfengine._dask.Partitions``."""
         p = self._check_fit_params()
         n, n_cols = parts.shape
-        drawn = not (p["warm_start"] and self._has_params())
-        if drawn:
-            self._draw_params(n_features=n_cols)
-        net = self._network()
+        net, drawn = self._start_fit(p, n_cols)
         if n_cols != net.sizes[-1]:
             raise ValueError(f"X must have {net.sizes[-1]} columns (one per visible unit: the "
                              f"last of sizes, or the rows of weights_[-1]), got {n_cols}")
         if n == 0:
             raise ValueError("X must hold at least one pattern to fit")
-        net = self._variance_floors(p, net)
-        self.n_features_in_ = n_cols
-        solve = dict(tol=p["infer_tol"], max_sweeps=p["infer_max_iter"], n_threads=p["n_threads"])
-
-        def estep(net, states):
-            outs, states = parts.step(NLGBN._dask_estep, (copy.deepcopy(self), net, solve),
-                                      None, states)
-            outs = [o for _, o in outs]
-            bound = sum(o[0] for o in outs)
-            stats = np.sum([o[1] for o in outs], axis=0)
-            return bound / n, stats, np.concatenate([o[2] for o in outs]), states
-
-        self._em(estep, p, net, n, drawn, "NLGBN EM (dask)")
+        self._em(partitions_estep(parts, p), p, net, parts.shape, drawn, "NLGBN EM (dask)")
         return self
-
-    @staticmethod
-    def _dask_estep(block, state, shared, _):
-        """One partition's E-step (run where the block is; NaN entries are missing),
-        warm-started from its previous posteriors: its summed bound and statistics."""
-        model, net, solve = shared
-        Xb, miss = model._check_data(np.asarray(block), None, net.sizes[-1])
-        if state is None:
-            mu, lv = net.prior_state(Xb.shape[0])
-        else:
-            mu, lv = state[0].copy(), state[1].copy()
-        bound, _, conv, stats = model._solve(Xb, mu, lv, want_stats=True, flat=net.flat(),
-                                             miss=miss, **solve)
-        return (float(bound.sum()), stats.sum(axis=0), conv), (mu, lv)
