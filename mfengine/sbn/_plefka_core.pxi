@@ -3,7 +3,7 @@
 # Mbar (= dF/dh) and every weight, by the formulas of the module docstring: O(nnz) for G11 and
 # G12, O(nnz + sum_i fanin_i^2) for G22.  ``coeffs`` gives one unit's g_n and d_n (sigmoid or
 # noisy-OR), ``eval_t`` G and dG/du at the free units' logits (what the solvers call), and
-# ``dir_deriv`` / ``max_du`` the two reductions over a step that the line search tests.
+# ``dir_deriv`` / ``max_du`` the two reductions over a step that solve_item's tests read.
 
 cdef inline int coeffs(double M, double u, int act, Work *W, Py_ssize_t i) noexcept nogil:
     """g_n = u a_n + (1 - u) b_n and d_n = a_n - b_n (n = 0..3) of unit i at Mbar_i = M.

@@ -3,8 +3,9 @@
 # step, the line search on the segment to the image otherwise, the stall and, with early_cd,
 # progress tests) with quasi-Newton corrections of the step: ``qn_direction``, the L-BFGS
 # two-loop recursion over the last MEM curvature pairs, scaled by diag(1 / v), capped and bent
-# back into the box.  Every net that is not layered, every noisy-OR or G22 solve, and the
-# polish after the coordinate descent go through it.
+# back into the box.  Every item the blocked path does not take (nets that are not layered,
+# noisy-OR units, G22, short runs of one net) goes through it, and so does the polish after the
+# coordinate descent.
 
 cdef int solve_item(const Net *net, const double *w, const double *h, const double *clamp,
                     const double *init, Work *W, double tol, Py_ssize_t max_iter,
