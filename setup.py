@@ -101,7 +101,7 @@ EXTENSIONS = [
                                                    "csrc/mf_parallel.c"]),
     ("mfengine.sbn._gaussian", "mfengine/sbn/_gaussian.pyx", ["csrc/mf_sbn.c", "csrc/mf_parallel.c"]),
     ("mfengine.sbn._sjj", "mfengine/sbn/_sjj.pyx", ["csrc/mf_sjj*.c", "csrc/mf_parallel.c"]),
-    ("mfengine.sbn._plefka", "mfengine/sbn/_plefka.pyx", ["csrc/mf_parallel.c"]),
+    ("mfengine.sbn._plefka", "mfengine/sbn/_plefka.pyx", ["csrc/mf_plefka*.c", "csrc/mf_parallel.c"]),
     ("mfengine.sbn._importance", "mfengine/sbn/_importance.pyx", []),
     ("mfengine.sbn._sample", "mfengine/sbn/_sample.pyx", []),
     ("mfengine.nlgbn._estep", "mfengine/nlgbn/_estep.pyx", ["csrc/mf_nlgbn*.c", "csrc/mf_parallel.c"]),

@@ -7,7 +7,11 @@
  *   mf_hmm_fb.c          forward-backward and Viterbi on a chain with per-site potentials
  *   mf_hmm_link.c        the link bound (Gaussian link variables), a start of structured MF
  *   mf_hmm_naive.c       fully factorised mean field
- *   mf_hmm_chain.c       the exact mean-field objective of a chain and coordinate ascent on it
+ *   mf_hmm_chain.c       the exact mean-field objective of a chain: its messages, conditional
+ *                        matrices, and the full-matrix path (objective and sweep)
+ *   mf_hmm_rows.c        row recursions over a chain: the low-rank path (objective and sweep),
+ *                        the careful evaluation of the reported bound
+ *   mf_hmm_ascent.c      coordinate ascent on a chain's objective (sweeps and extrapolation)
  *   mf_hmm_structured.c  structured mean field: the best ascent from several starts, M-step
  *                        statistics
  *   mf_hmm_exact.c       exact likelihood over the augmented state
@@ -251,7 +255,8 @@ MF_HMM_INTERNAL int mf_hmm__naive(const mf_hmm_model *m, ptrdiff_t T, const doub
                                   ptrdiff_t hist_len, ptrdiff_t *n_sweeps, double *bound);
 
 /* ----------------------------------------------------------------------------------------- */
-/* The exact objective of a chain and coordinate ascent on it (mf_hmm_chain.c)                */
+/* The exact objective of a chain (mf_hmm_chain.c, mf_hmm_rows.c), coordinate ascent on it    */
+/* (mf_hmm_ascent.c)                                                                          */
 
 typedef struct {
     const mf_hmm_model *m;      /* prepared: lag < T, or no context */
@@ -276,7 +281,7 @@ typedef struct {
     double *Lnx;                /* (n, n) L_{t+1}, left by a sweep's step at t for the next */
     double *v;                  /* (5 n) */
     double *sq;                 /* (3, T, n) the ascent's extrapolation: h0, h1, the new point */
-    /* the low-rank path (mf_hmm_chain.c): on when lr */
+    /* the low-rank path (mf_hmm_rows.c): on when lr */
     int lr;
     ptrdiff_t bV, bU, aU, aW;   /* largest distances of the right (V, U) and left (U, W) rows */
     ptrdiff_t offRV, offRU, wR, rowR, offLU, offLW, wL, rowL;   /* row layouts (n, w), doubles */
@@ -288,7 +293,7 @@ typedef struct {
     /* the careful evaluation of the reported bound (mf_hmm__xchain_careful) */
     double *bar, *cov;          /* (3, T, D) means under Q, (T, D) covariances */
     ptrdiff_t cV, cU, offCV, offCU, wC;   /* its rows' largest distances (-1: none) and layout */
-    double *cnd;                /* (2, n, wC) two rows (mf_hmm_chain.c, careful_row) */
+    double *cnd;                /* (2, n, wC) two rows (mf_hmm_rows.c, careful_row) */
 } xchain_t;
 
 /* Which path the chain objective and sweep take: 0 by cost (the default), 1 the low-rank
@@ -318,6 +323,38 @@ MF_HMM_INTERNAL int mf_hmm__xchain_objective(xchain_t *x, const double *h, doubl
 /* F(h) evaluated without cancellation (see mf_hmm__emission): the value a kernel reports.
  * Overwrites the messages, gam and cr (used as scratch). */
 MF_HMM_INTERNAL int mf_hmm__xchain_careful(xchain_t *x, const double *h, double *value);
+
+/* What the chain's three files share.  Whether a coupling at distance lag (c1_at) or 2 lag
+ * (c2_at) has its earlier end at l: inline, as the loops over t ask at every step. */
+static inline int c1_at(const xchain_t *x, ptrdiff_t l)
+{
+    return x->has1 && l >= 0 && l < x->T && x->lag < x->T - l;
+}
+
+static inline int c2_at(const xchain_t *x, ptrdiff_t l)
+{
+    return x->has2 && l >= 0 && l < x->T && x->lag < x->T - l && x->lag < x->T - l - x->lag;
+}
+
+/* The chain's messages for the potentials h, and ln Z (have_forward: the forward ones are
+ * those of h already); R_t into R; one step of a sweep's right-hand conditional sums, given
+ * R_t; the end of a sweep's step at t (mf_hmm_chain.c, each described there). */
+MF_HMM_INTERNAL int mf_hmm__xchain_messages(xchain_t *x, const double *h, int have_forward,
+                                            double *logz);
+MF_HMM_INTERNAL void mf_hmm__rmat(const xchain_t *x, ptrdiff_t t, double *R);
+MF_HMM_INTERNAL void mf_hmm__cr_step(xchain_t *x, const double *h, ptrdiff_t t, const double *R);
+MF_HMM_INTERNAL int mf_hmm__set_site(xchain_t *x, ptrdiff_t t, const double *term,
+                                     const double *khi, double *h, double *cl, double *lz);
+/* One sweep of the full-matrix path (mf_hmm_chain.c), after mf_hmm__xchain_objective(h). */
+MF_HMM_INTERNAL int mf_hmm__xchain_sweep(xchain_t *x, double *h);
+/* The low-rank path (mf_hmm_rows.c): its buffers (x->lr = 1 when it is taken) and their
+ * fixed part; F(h) without the pairwise marginals (fwd_logz: NULL, or ln Z when the forward
+ * messages are those of h, left by a low-rank sweep); one sweep, after its objective. */
+MF_HMM_INTERNAL void mf_hmm__lr_layout(arena_t *a, xchain_t *x);
+MF_HMM_INTERNAL void mf_hmm__lr_setup(xchain_t *x);
+MF_HMM_INTERNAL int mf_hmm__lr_objective(xchain_t *x, const double *h, const double *fwd_logz,
+                                         double *xi_sum, double *value);
+MF_HMM_INTERNAL int mf_hmm__lr_sweep(xchain_t *x, double *h, double *lz);
 /* Coordinate ascent from h (in place), extrapolated every third sweep (see mf_hmm_ascent);
  * history[0..*n_sweeps] (within hist_len).  MF_OK when a sweep raised F by at most tol * T (or
  * there is nothing to optimise), MF_NOT_CONVERGED when the budget ran out first. */
