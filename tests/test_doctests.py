@@ -13,6 +13,7 @@ MODULES = [
     "mfengine.sbn.layered",
     "mfengine.sbn.dag",
     "mfengine.nlgbn.model",
+    "mfengine.hmm._result",
     "mfengine.hmm.model",
     "mfengine.classify",
     "mfengine.baselines",
