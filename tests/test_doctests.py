@@ -16,7 +16,7 @@ MODULES = [
     "mfengine.hmm._result",
     "mfengine.hmm.model",
     "mfengine.classify",
-    "mfengine.baselines",
+    "mfengine.mixture.model",
     "mfengine.datasets",
     "mfengine.solver",
 ]
