@@ -652,13 +652,12 @@ class ContextHMM(PersistMixin, BaseEstimator):
                 self.transmat_ = np.full((n, n), 1.0 / n)
             if self._needs_init("m", "means_"):
                 self.means_ = initial_means(data, n, rng)
-            draw = {}
-            for code, name, present in (("r", "right_means_", self._right),
-                                        ("l", "left_means_", self._left)):
-                draw[name] = present and self._needs_init(code, name)
-                if not present or draw[name]:
-                    setattr(self, name, np.zeros((n, D)))
-            draw_right, draw_left = draw["right_means_"], draw["left_means_"]
+            draw_right = self._right and self._needs_init("r", "right_means_")
+            if not self._right or draw_right:
+                self.right_means_ = np.zeros((n, D))
+            draw_left = self._left and self._needs_init("l", "left_means_")
+            if not self._left or draw_left:
+                self.left_means_ = np.zeros((n, D))
         params = self._params()
         if params.n_features != D:
             raise ValueError(f"means_ has {params.n_features} columns but X has {D}")
