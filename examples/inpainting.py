@@ -37,7 +37,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 import mfengine as mf
-from mfengine.baselines import BernoulliMixture
+from mfengine.mixture import BernoulliMixture
 from mfengine.datasets import load_binary_digits
 
 EPS = 1e-6  # probabilities are clipped to [EPS, 1 - EPS] before taking logs

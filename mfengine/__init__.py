@@ -38,8 +38,8 @@ _LAZY = {
     "NLGBN": "mfengine.nlgbn",
     "ContextHMM": "mfengine.hmm",
     "GenerativeClassifier": "mfengine.classify",
-    "BernoulliMixture": "mfengine.baselines",
-    "MixtureClassifier": "mfengine.baselines",
+    "BernoulliMixture": "mfengine.mixture",
+    "MixtureClassifier": "mfengine.mixture",
     "datasets": None,
 }
 

@@ -16,17 +16,10 @@ from mfengine._base import ConvergenceWarning, PersistMixin, warn_unconverged
 from mfengine._validation import (BOOLEAN, LEARNING_RATE, N_THREADS, POSITIVE_TOL, RANDOM_STATE,
                                   Interval, Satisfies, check_flag, check_int, check_random_state,
                                   check_real, effective_n_threads)
-from mfengine.baselines import (
-    _MAX_ITER_LIMIT,
-    _MAX_SIZE,
-    _GenerativeClassifierMixin,
-    _binary_input_tags,
-    _check_binary_values,
-    _check_class_log_prior,
-    _check_targets,
-    _validate_array,
-    _validate_binary,
-)
+from mfengine.mixture._checks import (MAX_ITER_LIMIT, MAX_SIZE, binary_input_tags,
+                                      check_binary_values, check_class_log_prior, check_targets,
+                                      validate_array, validate_binary)
+from mfengine.mixture._classifier import _GenerativeClassifierMixin
 
 __all__ = ["GenerativeClassifier", "default_schedule"]
 
@@ -104,7 +97,7 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
     See Also
     --------
     mfengine.SigmoidBeliefNet : The per-class model.
-    mfengine.baselines.MixtureClassifier : The same scheme with Bernoulli mixtures.
+    mfengine.MixtureClassifier : The same scheme with Bernoulli mixtures.
 
     Notes
     -----
@@ -136,7 +129,7 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
     _parameter_constraints = {
         "hidden": [Satisfies(lambda v: GenerativeClassifier._hidden_sizes_of(v) is not None,
                              "an int or a sequence of hidden layer sizes (ints in [1, 2**31))")],
-        "max_iter": [Interval(numbers.Integral, 1, _MAX_ITER_LIMIT)],
+        "max_iter": [Interval(numbers.Integral, 1, MAX_ITER_LIMIT)],
         "learning_rate": [LEARNING_RATE],
         "batch_size": [Interval(numbers.Integral, 1, 2**31 - 1)],
         "weight_scale": [Interval(numbers.Real, 0, None)],
@@ -171,7 +164,7 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
         self.progress = progress
 
     def __sklearn_tags__(self):
-        return _binary_input_tags(super().__sklearn_tags__())
+        return binary_input_tags(super().__sklearn_tags__())
 
     # ------------------------------------------------------------------ helpers
     def _check_fitted(self):
@@ -184,7 +177,7 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
                                      f"({n_classes}), got {len(getattr(self, name))}")
             for c in range(n_classes):
                 self._net(c)
-            _check_class_log_prior(self)
+            check_class_log_prior(self)
 
     def _hidden_sizes(self):
         return self._hidden_sizes_of(self.hidden)
@@ -210,7 +203,7 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
         return tuple(int(h) for h in hidden)
 
     def _rates(self):
-        epochs = check_int(self.max_iter, "max_iter", 1, _MAX_ITER_LIMIT)
+        epochs = check_int(self.max_iter, "max_iter", 1, MAX_ITER_LIMIT)
         lr = self.learning_rate
         if lr is None:
             return default_schedule(epochs)
@@ -289,9 +282,9 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
         hidden, rates, warm = self._fit_settings()
         check_flag(self.progress, "progress")
         previous = (np.asarray(self.classes_), self.n_features_in_) if warm else None
-        X, y = _validate_array(self, X, y=y, reset=True)
-        classes, y_idx, counts = _check_targets(y)
-        X, _ = _check_binary_values(X)
+        X, y = validate_array(self, X, y=y, reset=True)
+        classes, y_idx, counts = check_targets(y)
+        X, _ = check_binary_values(X)
         if warm and (previous[1] != X.shape[1] or not np.array_equal(previous[0], classes)):
             self.classes_, self.n_features_in_ = previous
             raise ValueError(
@@ -408,7 +401,7 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
             ``infer_max_iter`` sweeps.
         """
         check_is_fitted(self)
-        X, obs = _validate_binary(self, X, reset=False, missing=missing)
+        X, obs = validate_binary(self, X, reset=False, missing=missing)
         miss = None if obs is None else obs == 0.0
         classes = np.asarray(self.classes_) if self.classes_ is not None else None
         if classes is None or classes.ndim != 1 or classes.size < 2:
@@ -443,7 +436,7 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
 
     def _joint(self, X, missing):
         bounds = self.class_bounds(X, missing=missing)
-        return bounds + _check_class_log_prior(self)
+        return bounds + check_class_log_prior(self)
 
 
     def _fit_settings(self):
@@ -451,11 +444,11 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
         layer sizes, the per-epoch learning rates, and whether to continue the current nets."""
         hidden = self._hidden_sizes()
         rates = self._rates()
-        check_int(self.batch_size, "batch_size", 1, _MAX_SIZE)
+        check_int(self.batch_size, "batch_size", 1, MAX_SIZE)
         check_real(self.weight_scale, "weight_scale", 0.0)
         check_real(self.tol, "tol", 0.0, closed='neither', allow_none=True)
         check_real(self.infer_tol, "infer_tol", 0.0, closed='neither')
-        check_int(self.infer_max_iter, "infer_max_iter", 1, _MAX_SIZE)
+        check_int(self.infer_max_iter, "infer_max_iter", 1, MAX_SIZE)
         warm = check_flag(self.warm_start, "warm_start") and hasattr(self, "net_weights_")
         return hidden, rates, warm
 
@@ -474,7 +467,7 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
         if y.ndim != 1 or y.shape[0] != n_rows:
             raise ValueError(f"y must be a 1-D array of {n_rows} labels (one per pattern of X), "
                              f"got shape {y.shape}")
-        classes, y_idx, counts = _check_targets(y)
+        classes, y_idx, counts = check_targets(y)
         parts.map(_check_binary_block)
         if warm and (self.n_features_in_ != n_cols
                      or not np.array_equal(np.asarray(self.classes_), classes)):
@@ -500,7 +493,7 @@ class GenerativeClassifier(PersistMixin, _GenerativeClassifierMixin, BaseEstimat
 
 def _check_binary_block(block):
     """Refuse a block of the classifier's patterns that is not binary (where it is)."""
-    _check_binary_values(np.asarray(block, dtype=np.float64))
+    check_binary_values(np.asarray(block, dtype=np.float64))
 
 
 def default_schedule(max_iter):
@@ -523,6 +516,6 @@ def default_schedule(max_iter):
     >>> default_schedule(4)
     [0.1, 0.1, 0.02, 0.02]
     """
-    max_iter = check_int(max_iter, "max_iter", 1, _MAX_ITER_LIMIT)
+    max_iter = check_int(max_iter, "max_iter", 1, MAX_ITER_LIMIT)
     first = (max_iter + 1) // 2
     return [0.1] * first + [0.02] * (max_iter - first)

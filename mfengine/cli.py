@@ -95,7 +95,7 @@ def run_demo(out="demo_output", seed=0, quick=False, progress=True):
     main : The console command that calls it.
     """
     from mfengine import __version__
-    from mfengine.baselines import MixtureClassifier
+    from mfengine.mixture import MixtureClassifier
     from mfengine.classify import GenerativeClassifier
     from mfengine.datasets import DIGITS_SHAPE, load_binary_digits
     from mfengine.plot import plot_bound_history, plot_missing_curve, plot_samples

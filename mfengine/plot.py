@@ -168,7 +168,7 @@ def plot_samples(nets, path, n_per_class=8, labels=None, image_shape=(8, 8), ran
     Examples
     --------
     >>> import tempfile, os
-    >>> from mfengine.baselines import BernoulliMixture
+    >>> from mfengine import BernoulliMixture
     >>> from mfengine.plot import plot_samples
     >>> net = BernoulliMixture(n_components=1).fit([[0, 1, 1, 0], [1, 0, 0, 1]])
     >>> path = os.path.join(tempfile.mkdtemp(), "samples.png")

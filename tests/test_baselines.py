@@ -9,7 +9,7 @@ from sklearn.exceptions import NotFittedError
 
 import mfengine as mf
 from mfengine._base import ConvergenceWarning
-from mfengine.baselines import BernoulliMixture, MixtureClassifier
+from mfengine.mixture import BernoulliMixture, MixtureClassifier
 
 
 def _random_binary(n, d, seed):

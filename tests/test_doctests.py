@@ -14,9 +14,10 @@ MODULES = [
     "mfengine.sbn.dag",
     "mfengine.nlgbn._result",
     "mfengine.nlgbn.model",
+    "mfengine.hmm._result",
     "mfengine.hmm.model",
     "mfengine.classify",
-    "mfengine.baselines",
+    "mfengine.mixture.model",
     "mfengine.datasets",
     "mfengine.solver",
 ]

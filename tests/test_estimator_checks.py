@@ -24,7 +24,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from mfengine.baselines import BernoulliMixture, MixtureClassifier
+from mfengine.mixture import BernoulliMixture, MixtureClassifier
 from mfengine.classify import GenerativeClassifier
 from mfengine.hmm import ContextHMM
 from mfengine.nlgbn import NLGBN

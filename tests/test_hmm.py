@@ -6,7 +6,9 @@ from scipy.special import roots_hermitenorm
 from sklearn.exceptions import NotFittedError
 
 import mfengine as mf
-from mfengine.hmm import _chain
+from mfengine.hmm import _chain, _learn
+from mfengine.hmm._problem import centred
+from mfengine.hmm._solve import solve
 
 import reference_hmm as R
 
@@ -81,8 +83,8 @@ def test_naive_bound_is_the_elbo_of_its_marginals(context):
 
 
 def kernel_args(h):
-    sp, A, U, V, W = h._params()
-    return sp, A, U, V, W, h.lag, h._right, h._left
+    p = h._params()
+    return p.startprob, p.transmat, *p.tables, h.lag, h._right, h._left
 
 
 @pytest.mark.parametrize("context", CONTEXTS)
@@ -190,13 +192,22 @@ def test_link_iteration_matches_slow_reference(context):
         assert np.all(np.diff(hist) >= -1e-12 * np.abs(hist[:-1]))
 
 
+def shifted(h, Xc, off):
+    """The parameters (an HMMParams) and data in the centred coordinates the model hands the
+    kernel (``mfengine.hmm._problem.centred``)."""
+    P, centre = centred(h._params(), h.lag, h.context, Xc.shape, off)
+    return P, np.ascontiguousarray(Xc - centre)
+
+
 def shifted_run(h, X, **kw):
     """The kernel's inputs exactly as the model passes them (data and means in the centred
-    coordinates of ``ContextHMM._shifted``) and its structured result."""
+    coordinates of ``mfengine.hmm._problem.centred``) and its structured result (its fields
+    that are set, by name)."""
     Xc, off = h._check_X(X, None)
-    P, Xs = h._shifted(Xc, off)
-    r = h._solve(Xs, off, "structured", P, **kw)
-    return P + (h.lag, h._right, h._left), Xs, r
+    P, Xs = shifted(h, Xc, off)
+    r = solve(h._problem(), P, Xs, off, "structured", **kw)
+    return ((P.startprob, P.transmat, *P.tables, h.lag, h._right, h._left), Xs,
+            {k: v for k, v in vars(r).items() if v is not None})
 
 
 @pytest.mark.parametrize("context", CONTEXTS)
@@ -474,8 +485,8 @@ def test_one_sequence_runs_its_starts_on_threads_with_the_same_answer():
     X, _ = h.sample(120, random_state=2)
     X[7, 1] = np.nan
     Xc, off = h._check_X(X, None)
-    P, Xs = h._shifted(Xc, off)
-    args = P + (h.lag, h._right, h._left, Xs, off, 60, 1e-10)
+    P, Xs = shifted(h, Xc, off)
+    args = (P.startprob, P.transmat, *P.tables, h.lag, h._right, h._left, Xs, off, 60, 1e-10)
     for stats in (False, True):
         runs = [_chain.run("structured", *args, stats, t) for t in (1, 2, 3, 4)]
         for r in runs[1:]:
@@ -559,15 +570,15 @@ def test_fit_keeps_old_transitions_when_new_ones_lower_the_bound(monkeypatch):
     bw = np.array(model(0).fit(train).transmat_)   # Baum-Welch transitions
     bad = np.array([[0.02, 0.49, 0.49], [0.49, 0.02, 0.49], [0.49, 0.49, 0.02]])
     seen = []
-    original = mf.ContextHMM._mstep_chain
+    original = _learn.mstep_chain
 
-    def bad_mstep_chain(self, P, r, offsets):
-        if r["H"][0, 0, 0, 3] != 0.0 or r["H"][0, 0, 0, 6] != 0.0:   # mean-field phase only
-            seen.append(np.array(P[1]))
-            return P[0], bad
-        return original(self, P, r, offsets)
+    def bad_mstep_chain(P, r, offsets, update):
+        if r.H[0, 0, 0, 3] != 0.0 or r.H[0, 0, 0, 6] != 0.0:   # mean-field phase only
+            seen.append(np.array(P.transmat))
+            return P.startprob, bad
+        return original(P, r, offsets, update)
 
-    monkeypatch.setattr(mf.ContextHMM, "_mstep_chain", bad_mstep_chain)
+    monkeypatch.setattr(_learn, "mstep_chain", bad_mstep_chain)
     h = model(6).fit(train)
     hist = phases(h)[1]
     assert len(hist) == 6 and np.all(np.diff(hist) >= 0), np.diff(hist)

@@ -18,7 +18,7 @@ import mfengine
 from mfengine.hmm import _chain
 
 import reference_hmm as R
-from test_hmm import random_hmm
+from test_hmm import random_hmm, shifted
 
 MF_OK, MF_NOT_CONVERGED, MF_EBADARG = 0, 1, -1
 
@@ -30,7 +30,8 @@ def model_and_data(context="both"):
     Xs[2][5, 1] = np.nan
     X, lengths = np.concatenate(Xs), np.array([30, 7, 12], dtype=np.intp)
     # the data and means exactly as the Python API hands them over
-    P, Xc = h._shifted(X, np.concatenate([[0], np.cumsum(lengths)]))
+    P, Xc = shifted(h, X, np.concatenate([[0], np.cumsum(lengths)]))
+    P = (P.startprob, P.transmat, *P.tables)   # the kernel's five arrays
     return h, X, lengths, P, Xc
 
 

@@ -123,7 +123,8 @@ def test_sample_posterior_marginals_and_neighbour_pairs_match_the_chain():
     se = np.sqrt(r.posteriors * (1 - r.posteriors) / K) + 1e-3
     assert np.all(np.abs(freq - r.posteriors) <= 5 * se)
     # summed pairwise marginals of neighbours (the kernel's xi) within each sequence
-    xi = h._run(*h._check_X(X, lengths), "structured")["xi"]
+    *_, r = h._public_solve(X, lengths, "structured", "infer")
+    xi = r.xi
     for s, (a, b) in enumerate([(0, 40), (40, 65)]):
         emp = np.zeros((3, 3))
         np.add.at(emp, (S[:, a:b - 1].ravel(), S[:, a + 1:b].ravel()), 1.0 / K)

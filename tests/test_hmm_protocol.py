@@ -9,6 +9,8 @@ from sklearn.base import BaseEstimator, clone
 import mfengine as mf
 from mfengine._base import ConvergenceWarning, InferenceResult, PersistMixin, load
 from mfengine.hmm import HMMInferenceResult
+from mfengine.hmm._problem import centred
+from mfengine.hmm._solve import solve, solve_from_starts
 
 import reference_hmm as R
 
@@ -204,7 +206,8 @@ def test_decode_log_prob_is_the_joint_of_the_path_under_the_context_model():
                                        rel=1e-12)
     # Viterbi on the chain Q finds Q's most probable path: check it against enumeration of Q
     r = h.infer(X)
-    sp, A = h._params()[:2]
+    P = h._params()
+    sp, A = P.startprob, P.transmat
     paths = np.array(R.all_paths(3, T))
     logq = (np.log(sp)[paths[:, 0]] + np.log(A)[paths[:, :-1], paths[:, 1:]].sum(1)
             + r.potentials[np.arange(T), paths].sum(1))
@@ -401,13 +404,14 @@ def test_fit_statistics_of_the_centred_solve_are_those_of_fit_coordinates():
     Xc, offsets = h._check_X(X, lengths)
     P = h._params()
     Xs = np.ascontiguousarray(Xc - np.nanmean(Xc, axis=0))
-    r = h._solve_from_starts(Xs, offsets, P)
-    d = h._solve(Xs, offsets, "structured", P, want_stats=True, init=r["logpot"], max_iter=0)
-    np.testing.assert_allclose(d["bound"], r["bound"], rtol=1e-11)
-    np.testing.assert_allclose(d["H"], r["H"], rtol=1e-11, atol=1e-9)
-    np.testing.assert_allclose(d["g"], r["g"], rtol=1e-9, atol=1e-8)
+    r = solve_from_starts(h._problem(), P, Xs, offsets)
+    d = solve(h._problem(max_iter=0), P, Xs, offsets, "structured", want_stats=True,
+              init=r.logpot)
+    np.testing.assert_allclose(d.bound, r.bound, rtol=1e-11)
+    np.testing.assert_allclose(d.H, r.H, rtol=1e-11, atol=1e-9)
+    np.testing.assert_allclose(d.g, r.g, rtol=1e-9, atol=1e-8)
     # the centring moved something: the statistics in the centred coordinates differ
-    Pc, centre = h._centres(P, Xs.shape, offsets)
-    rc = h._solve(np.ascontiguousarray(Xs - centre), offsets, "structured", Pc, want_stats=True,
-                  init=r["logpot"], max_iter=0)
-    assert np.max(np.abs(rc["g"] - r["g"])) > 1.0
+    Pc, centre = centred(P, h.lag, h.context, Xs.shape, offsets)
+    rc = solve(h._problem(max_iter=0), Pc, np.ascontiguousarray(Xs - centre), offsets,
+               "structured", want_stats=True, init=r.logpot)
+    assert np.max(np.abs(rc.g - r.g)) > 1.0

@@ -1,7 +1,8 @@
 """Kernel: inference in context-sensitive HMMs (Saul & Jordan 1996, sec. 3), over many sequences.
 
-Called only from ``mfengine.hmm.model``, which validates every input (shapes, dtypes, C order,
-finite values, probability vectors, integer ranges) immediately before each call.  This module
+Called only from ``mfengine.hmm._solve``, with inputs that ``mfengine.hmm.model`` validated
+once per call (shapes, dtypes, C order, finite values, probability vectors, integer ranges;
+``mfengine.hmm._checks``).  This module
 checks again what it needs for memory safety (array shapes against each other, the sequence
 offsets, lag, sweep budget, tolerance, thread count), and the C functions check their sizes
 once more, so no call can read or write out of bounds.  The loops are plain C in
@@ -63,8 +64,8 @@ couplings (length <= lag) runs its one ascent whatever the mask.  MF_EBADARG als
 of 0 or with another bit set.
 
 What cannot be checked is that each buffer holds the entries
-stated.  The Python API first centres the model (``ContextHMM._shifted``): it subtracts from U, V
-and W the mean of each one's rows, and from each row x_t of X the sum of those means over the
+stated.  The Python API first centres the model (``mfengine.hmm._problem.centred``): it
+subtracts from U, V and W the mean of each one's rows, and from each row x_t of X the sum of those means over the
 tables whose term x_t's mean has (U always; V when t + lag, W when t - lag lies in the
 sequence).  Every residual x_t - m_t is unchanged, so the bound is one in any coordinates, but
 the structured solver's starts depend on them: do the same to get its numbers, and to keep data

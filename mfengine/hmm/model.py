@@ -1,4 +1,4 @@
-"""Context-sensitive hidden Markov models (Saul & Jordan 1996, sec. 3, eq. 23).
+"""Context-sensitive hidden Markov models (Saul & Jordan 1996, sec. 3, eq. 23): the estimator.
 
 The structured mean-field bound keeps the first-order chain exact (forward-backward) and treats
 the long-range couplings between the state at t and the states at t +- lag in mean field
@@ -11,117 +11,34 @@ The estimator speaks hmmlearn's language (``fit(X, lengths)``, ``score``, ``scor
 ``predict``, ``predict_proba``, ``decode``, ``sample``, ``params`` / ``init_params``), with
 mfengine's ``infer`` and ``sample_posterior`` beside it.  NaN entries of X are missing values,
 marginalised everywhere.
+
+Each verb checks once (:mod:`mfengine.hmm._checks`), builds the problem records
+(:mod:`mfengine.hmm._problem`), and calls :mod:`mfengine.hmm._solve` (the kernel) or
+:mod:`mfengine.hmm._learn` (EM); the answers come back as arrays and records.
 """
-import copy
 import numbers
 import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.cluster import KMeans
-from sklearn.exceptions import NotFittedError
 
-from mfengine._base import InferenceResult, PersistMixin, user_stacklevel, warn_unconverged
-from mfengine._base import ConvergenceWarning
-from mfengine._em import EMMonitor, run_em
-from mfengine._progress import progress_bar
+from mfengine._base import ConvergenceWarning, PersistMixin, user_stacklevel, warn_unconverged
 from mfengine._validation import (BOOLEAN, N_THREADS, RANDOM_STATE, Interval, Options, Satisfies,
-                                  as_array, as_float_matrix, check_random_state, check_value,
-                                  validate_params)
-from mfengine.hmm._checks import INT64_MAX, check_int, check_lengths, check_real, n_threads_for
-
-try:
-    from mfengine.hmm import _chain
-except ImportError as exc:  # pragma: no cover - only on an unbuilt source tree
-    raise ImportError(
-        "mfengine.hmm._chain (the compiled HMM kernel) is missing; install the package with "
-        f"'pip install .' so that it is compiled ({exc})"
-    ) from exc
+                                  check_random_state, check_value, validate_params)
+from mfengine.hmm._checks import (ALGORITHMS, CONTEXTS, INT64_MAX, MAX_MAGNITUDE, METHODS,
+                                  PARAM_CODES, check_data, check_fit_data, check_int,
+                                  check_method, check_near_centre, check_params, check_real,
+                                  check_starts, fit_n_features, n_features_of)
+from mfengine.hmm._chain import START_NAMES
+from mfengine.hmm._learn import fit_em, initial_means
+from mfengine.hmm._problem import ChainProblem, centred
+from mfengine.hmm._result import HMMInferenceResult
+from mfengine.hmm._solve import (check_exact_size, combine_partitions, draw_paths, estep,
+                                 log_joint, partition_estep, sample_sequence, solve, viterbi)
 
 __all__ = ["ContextHMM", "HMMInferenceResult"]
 
-_CONTEXTS = ("right", "left", "both")
-# how far from 1 a row of transmat_ (or startprob_) may sum; beyond _PROB_EXACT (rounding) it
-# is then divided by its sum
-_PROB_TOL = 1e-6
-_PROB_EXACT = 1e-12
-_METHODS = ("structured", "naive", "exact")
-_ALGORITHMS = ("viterbi", "map")
-_PARAM_CODES = "stmrl"
-_HALF_LOG_2PI = 0.5 * np.log(2.0 * np.pi)
-#: Largest distance of a mean (from the centre of means_) or a data value (from the centre of
-#: its mean, see ContextHMM._shifted) accepted: squares of 1e100 summed over any sequence stay
-#: far inside the float64 range.
-_MAX_MAGNITUDE = 1e100
 _UNCONVERGED_HINT = "raise infer_max_iter or loosen infer_tol"
-
-
-def _as_data(X, name, n_cols):
-    """X as a float64 C-contiguous matrix; NaN entries are missing values (marginalised),
-    infinities are refused."""
-    Xc = as_float_matrix(X, name, n_cols=n_cols, allow_nan=True)
-    if np.isinf(Xc).any():
-        row = int(np.nonzero(np.isinf(Xc).any(axis=1))[0][0])
-        raise ValueError(f"{name} contains infinite values (first in row {row}); missing values "
-                         "are given as NaN")
-    return Xc
-
-
-@dataclass(repr=False)
-class HMMInferenceResult(InferenceResult):
-    """What :meth:`ContextHMM.infer` returns: the mean-field solution of every sequence.
-
-    A subclass of :class:`mfengine.InferenceResult`, the answer of every family's ``infer``.
-
-    Parameters
-    ----------
-    bound : ndarray of shape (n_sequences,)
-        Lower bound on ln P(x) of each sequence, in nats (``method="exact"``: ln P(x) itself).
-    converged : ndarray of bool, shape (n_sequences,)
-        Whether the solve of each sequence stopped because a sweep raised the bound by at most
-        ``tol`` nats per time step (rather than by reaching ``max_iter`` sweeps).
-    n_iter : ndarray of int, shape (n_sequences,)
-        Sweeps made for each sequence (for ``"structured"``: those of the kept start).
-    method : str
-        ``"structured"``, ``"naive"`` or ``"exact"``.
-    tol : float, optional
-        The per-time-step tolerance used.
-    posteriors : ndarray of shape (n_samples, n_states), optional
-        Marginals Q(S_t = i) of the approximating distribution, sequences concatenated
-        (None for ``"exact"``).
-    potentials : ndarray of shape (n_samples, n_states), optional
-        For ``"structured"``: the log-potentials h_t of the chain
-        Q(s) ~ startprob[s_0] prod transmat[s_t, s_t+1] prod exp(h_t(s_t)) -- the variational
-        parameters; None otherwise.
-    history : ndarray of shape (n_sequences, min(max_iter, 1000) + 1), optional
-        The bound before the first sweep and after each sweep, NaN after the last.  For
-        ``"structured"``: the sweeps of the kept start; for ``"naive"``: entry 0 is the
-        first-order posterior's marginals taken as the product Q.
-    lengths : ndarray of int, shape (n_sequences,), optional
-        Lengths of the sequences.
-
-    See Also
-    --------
-    ContextHMM.infer : Returns this result.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import mfengine as mf
-    >>> h = mf.ContextHMM(2, 1, lag=3, context="right")
-    >>> h.means_ = np.array([[-1.0], [1.0]])
-    >>> h.right_means_ = np.array([[0.5], [-0.5]])
-    >>> X, _ = h.sample(40, random_state=0)
-    >>> r = h.infer(X, lengths=[15, 25])
-    >>> r.bound.shape, r.posteriors.shape, bool(r.converged.all())
-    ((2,), (40, 2), True)
-    """
-
-    posteriors: np.ndarray = field(default=None)
-    potentials: np.ndarray = field(default=None)
-    history: np.ndarray = field(default=None)
-    lengths: np.ndarray = field(default=None)
 
 
 class ContextHMM(PersistMixin, BaseEstimator):
@@ -281,21 +198,21 @@ class ContextHMM(PersistMixin, BaseEstimator):
         "n_states": [Interval(numbers.Integral, 1, INT64_MAX)],
         "n_features": [None, Interval(numbers.Integral, 1, INT64_MAX)],
         "lag": [Interval(numbers.Integral, 1, INT64_MAX)],
-        "context": [Options(*_CONTEXTS)],
-        "method": [Options(*_METHODS)],
+        "context": [Options(*CONTEXTS)],
+        "method": [Options(*METHODS)],
         "max_iter": [Interval(numbers.Integral, 0, INT64_MAX)],
         "tol": [None, Interval(numbers.Real, 0, None)],
         "bw_max_iter": [Interval(numbers.Integral, 0, INT64_MAX)],
         "infer_max_iter": [Interval(numbers.Integral, 0, INT64_MAX)],
         "infer_tol": [Interval(numbers.Real, 0, None)],
-        "starts": [Satisfies(lambda v: ContextHMM._start_names_of(v) or True,
-                             f"'all', one of {_chain.START_NAMES} or a sequence of them "
+        "starts": [Satisfies(lambda v: check_starts(v) or True,
+                             f"'all', one of {START_NAMES} or a sequence of them "
                              "without repeats")],
-        "algorithm": [Options(*_ALGORITHMS)],
-        "params": [Satisfies(lambda v: isinstance(v, str) and not set(v) - set(_PARAM_CODES),
-                             f"a string of the letters {_PARAM_CODES!r}")],
-        "init_params": [Satisfies(lambda v: isinstance(v, str) and not set(v) - set(_PARAM_CODES),
-                                  f"a string of the letters {_PARAM_CODES!r}")],
+        "algorithm": [Options(*ALGORITHMS)],
+        "params": [Satisfies(lambda v: isinstance(v, str) and not set(v) - set(PARAM_CODES),
+                             f"a string of the letters {PARAM_CODES!r}")],
+        "init_params": [Satisfies(lambda v: isinstance(v, str) and not set(v) - set(PARAM_CODES),
+                                  f"a string of the letters {PARAM_CODES!r}")],
         "context_init_scale": [Interval(numbers.Real, 0, None)],
         "max_augmented_states": [Interval(numbers.Integral, 1, INT64_MAX)],
         "warm_start": [BOOLEAN],
@@ -334,7 +251,6 @@ class ContextHMM(PersistMixin, BaseEstimator):
         self.random_state = random_state
         self.progress = progress
 
-    # -------------------------------------------------------------------------- validation
     @property
     def _right(self):
         return self.context in ("right", "both")
@@ -348,116 +264,15 @@ class ContextHMM(PersistMixin, BaseEstimator):
         tags.input_tags.allow_nan = True       # NaN marks a missing value (marginalised)
         return tags
 
-    def _check_hyper(self):
-        """Validate every hyperparameter as it is now (any may have been assigned) against the
-        declared ``_parameter_constraints``."""
-        validate_params(self)
-
-    def _start_names(self):
-        """``starts`` as a tuple of start names, or None for all of them."""
-        return self._start_names_of(self.starts)
-
-    @staticmethod
-    def _start_names_of(st):
-        """``st`` (a value of ``starts``) as a tuple of start names, or None for all."""
-        if isinstance(st, str) and st == "all":
-            return None
-        names = (st,) if isinstance(st, str) else st
-        ok = isinstance(names, (tuple, list)) and len(names) > 0 and all(
-            isinstance(k, str) and k in _chain.START_NAMES for k in names)
-        if not ok or len(set(names)) != len(names):
-            raise ValueError(f"starts must be 'all', one of {_chain.START_NAMES} or a sequence "
-                             f"of them without repeats, got {st!r}")
-        return tuple(names)
-
-    @staticmethod
-    def _check_method(method, name="method", allowed=_METHODS):
-        return check_value(method, name, [Options(*allowed)], "ContextHMM")
-
-    def _n_features(self, X=None):
-        if self.n_features is not None:
-            return int(self.n_features)
-        means = getattr(self, "means_", None)
-        if means is not None and as_array(means, "means_").ndim == 2:
-            return int(np.shape(means)[1])
-        if X is not None:
-            return None     # the data say (and are checked for being 2-D)
-        raise NotFittedError(
-            f"This {type(self).__name__} has no means_: call fit() or assign means_ "
-            "(an array of shape (n_states, n_features))")
-
-    @staticmethod
-    def _prob(value, name, shape, rows):
-        A = as_array(value, name)
-        if A.dtype.kind not in "biuf":
-            raise TypeError(f"{name} must be numeric, got dtype {A.dtype}")
-        A = np.ascontiguousarray(A, dtype=np.float64)
-        if A.shape != shape:
-            raise ValueError(f"{name} must have shape {shape} (n_states = {shape[0]}), got {A.shape}")
-        what = "rows must be probability vectors" if rows else "must be a probability vector"
-        if not np.all(np.isfinite(A)) or np.any(A < 0):
-            raise ValueError(f"{name} {what} (non-negative, summing to 1); it has "
-                             f"{'non-finite' if not np.all(np.isfinite(A)) else 'negative'} "
-                             "entries")
-        sums = A.sum(-1)
-        off = np.abs(sums - 1.0) > _PROB_TOL
-        if np.any(off):
-            where = f"row {int(np.argmax(off))} sums" if rows else "it sums"
-            raise ValueError(f"{name} {what} (non-negative, summing to 1 within "
-                             f"{_PROB_TOL:g}); {where} to {float(sums[off][0])!r}")
-        # sums within the tolerance but off by more than rounding (float32 input, rounded
-        # decimals): divided by their sums; sums within rounding of 1 are left as they are
-        fix = np.abs(sums - 1.0) > _PROB_EXACT
-        if np.any(fix):
-            A = A.copy()
-            A[fix] /= sums[fix][..., None]
-        return A
-
+    # ------------------------------------------------------------- checks and records
     def _params(self):
-        """The parameters, validated, as C-contiguous float64 arrays (defaults filled in)."""
-        self._check_hyper()
-        n = int(self.n_states)
-        means = getattr(self, "means_", None)
-        if means is None:
-            raise NotFittedError(
-                f"This {type(self).__name__} has no means_: call fit() or assign means_ "
-                "(an array of shape (n_states, n_features))")
-        means = as_array(means, "means_")
-        D = self._n_features()
-        if self.n_features is not None and np.ndim(means) == 2 and np.shape(means)[1] != D:
-            raise ValueError(
-                f"n_features={self.n_features!r} disagrees with means_, which has "
-                f"{np.shape(means)[1]} columns (n_features must be None or the number of columns "
-                "of means_)")
-        out = []
-        for name, present in (("means_", True), ("right_means_", self._right),
-                              ("left_means_", self._left)):
-            M = getattr(self, name, None)
-            M = np.zeros((n, D)) if M is None else as_array(M, name)
-            if M.dtype.kind not in "biuf":
-                raise TypeError(f"{name} must be numeric, got dtype {M.dtype}")
-            M = np.ascontiguousarray(M, dtype=np.float64)
-            if M.shape != (n, D):
-                raise ValueError(f"{name} must have shape (n_states, n_features) = ({n}, {D}), "
-                                 f"got {M.shape}")
-            if not np.all(np.isfinite(M)):
-                raise ValueError(f"{name} contains NaN or infinite values")
-            big = float(np.max(np.abs(M - M.mean(axis=0)) if name == "means_" else np.abs(M)))
-            if big > _MAX_MAGNITUDE:
-                raise ValueError(
-                    f"{name} has entries {big:.3g} away from "
-                    f"{'their centre' if name == 'means_' else 'zero'}: beyond "
-                    f"{_MAX_MAGNITUDE:g} their squares, summed over a sequence, leave the range "
-                    "of float64")
-            if not present and np.any(M != 0):
-                raise ValueError(f"{name} must be all zeros: context={self.context!r} has no "
-                                 f"{name.split('_')[0]} context")
-            out.append(M)
-        sp = getattr(self, "startprob_", None)
-        sp = np.full(n, 1.0 / n) if sp is None else self._prob(sp, "startprob_", (n,), False)
-        A = getattr(self, "transmat_", None)
-        A = np.full((n, n), 1.0 / n) if A is None else self._prob(A, "transmat_", (n, n), True)
-        return sp, A, out[0], out[1], out[2]
+        """The parameters, validated (hyperparameters first), as an
+        :class:`~mfengine.hmm._problem.HMMParams` (defaults filled in)."""
+        validate_params(self)
+        return check_params(self.n_states, self.n_features, self.context,
+                            getattr(self, "startprob_", None), getattr(self, "transmat_", None),
+                            getattr(self, "means_", None), getattr(self, "right_means_", None),
+                            getattr(self, "left_means_", None), type(self).__name__)
 
     def _check_fitted(self):
         """``mf.load``: the loaded parameters as every call checks them."""
@@ -465,139 +280,49 @@ class ContextHMM(PersistMixin, BaseEstimator):
             self._params()
 
     def _check_X(self, X, lengths, n_features=None):
-        """Concatenated (N, n_features) data and offsets (n_seq + 1,) of its sequences."""
-        D = self._n_features(X) if n_features is None else n_features
-        if isinstance(X, (list, tuple)) and len(X) > 0 and all(np.ndim(x) == 2 for x in X):
-            if lengths is not None:
-                raise ValueError("lengths must be None when X is a list of sequences")
-            parts = [_as_data(X[0], "X[0]", D)]
-            D = parts[0].shape[1]
-            parts += [_as_data(x, f"X[{i}]", D) for i, x in enumerate(X) if i]
-            lengths = [p.shape[0] for p in parts]
-            Xc = np.ascontiguousarray(np.concatenate(parts, axis=0))
-        else:
-            Xc = _as_data(X, "X", D)
-        if Xc.shape[0] == 0:
-            raise ValueError("X has no rows")
-        return Xc, check_lengths([Xc.shape[0]] if lengths is None else lengths, Xc.shape[0])
+        """Concatenated (N, n_features) data and offsets (n_seq + 1,) of its sequences
+        (``n_features`` None: the model's, else the data's)."""
+        if n_features is None:
+            n_features = n_features_of(self.n_features, getattr(self, "means_", None),
+                                       type(self).__name__, X)
+        return check_data(X, lengths, n_features)
 
-    # --------------------------------------------------------------------------- kernels
-    def _solve(self, Xs, offsets, method, P, want_stats=False, first_order=False, init=None,
-               max_iter=None, tol=None):
-        """Run the kernel on data and means already in centred coordinates (``_shifted``, or
-        fit's shift).
-
-        ``P`` = (startprob, transmat, U, V, W) as validated float64 arrays."""
-        self._check_hyper()
-        method = self._check_method(method)
-        sp, A, U, V, W = P
-        right = self._right and not first_order
-        left = self._left and not first_order
-        longest = int(np.max(np.diff(offsets)))
-        # a lag >= a sequence's length leaves it first-order, and so does every larger lag
-        lag = min(int(self.lag), longest)
-        if method == "exact":
-            size = _chain.exact_states(int(self.n_states), lag, right, left, longest)
-            if size < 0 or size > self.max_augmented_states:
-                w = min(longest, 1 + lag * (right + left))
-                raise ValueError(
-                    f"method='exact' walks n_states**w = {self.n_states}**{w} augmented states "
-                    f"(lag={self.lag}, context={self.context!r}), more than "
-                    f"max_augmented_states={self.max_augmented_states}; use method='structured' "
-                    "or raise max_augmented_states"
-                )
+    def _problem(self, max_iter=None, tol=None):
+        """The :class:`~mfengine.hmm._problem.ChainProblem` of one call: the chain's shape and
+        the solves' settings (``max_iter``, ``tol``: this call's overrides of
+        ``infer_max_iter``, ``infer_tol``)."""
         max_iter = check_int(self.infer_max_iter if max_iter is None else max_iter,
                              "infer_max_iter" if max_iter is None else "max_iter", 0)
         tol = check_real(self.infer_tol if tol is None else tol,
                          "infer_tol" if tol is None else "tol")
-        # threads over sequences; a structured solve can also run its starts apart
-        starts = self._start_names()
-        n_starts = _chain.N_STARTS if starts is None else len(starts)
-        n_items = (len(offsets) - 1) * (n_starts if method == "structured" else 1)
-        n_threads = n_threads_for(self.n_threads, n_items)
-        return _chain.run(method, sp, A, U, V, W, lag, right, left, Xs, offsets, max_iter, tol,
-                          want_stats, n_threads, init, starts)
-
-    def _estep(self, Xs, offsets, P, first_order=False, init=None):
-        """fit's mean-field E-step in fit's coordinates, with the M-step statistics: from the
-        first-order chain or warm-started from ``init`` as given, else by the structured
-        solver's starts (:meth:`_solve_from_starts`)."""
-        if first_order or init is not None:
-            return self._solve(Xs, offsets, "structured", P, want_stats=True,
-                               first_order=first_order, init=init)
-        return self._solve_from_starts(Xs, offsets, P)
-
-    def _solve_from_starts(self, Xs, offsets, P):
-        """fit's mean-field E-step without a warm start, the one that runs the structured
-        solver's starts: solved in the coordinates of :meth:`_centres` (so that the starts do
-        not depend on how fit's origin splits between the tables), with the M-step statistics
-        mapped back to ``P``'s.  In those coordinates the bound is F_c(theta - c) = F(theta),
-        c the tables' row means, so H is the same and g = g_c + H c."""
-        Pc, centre = self._centres(P, Xs.shape, offsets)
-        r = self._solve(np.ascontiguousarray(Xs - centre), offsets, "structured", Pc,
-                        want_stats=True)
-        c = np.concatenate([np.broadcast_to(M.mean(axis=0), M.shape) for M in P[2:]])  # (3n, D)
-        r["g"] = r["g"] + np.einsum("sdij,jd->sdi", r["H"], c)
-        return r
-
-    def _centres(self, P, shape, offsets=None):
-        """The coordinates in which every table is centred (see "The origin" in
-        docs/context_hmm.md): ``(P_c, centre)``, the parameters ``P`` with each mean table less
-        the mean of its rows, and the (N, D) array to subtract from the data: at each output
-        x_t the sum of those row means over the tables whose term its mean has (``means_``
-        always, ``right_means_`` when s_{t+lag} lies in its sequence, ``left_means_`` when
-        s_{t-lag} does), so that every residual x_t - m_t is unchanged.  ``shape``: the data's
-        (N, D); ``offsets`` (n_seq + 1,): the sequences' boundaries (None: one sequence)."""
-        sp, A, U, V, W = P
-        u, v, w = U.mean(axis=0), V.mean(axis=0), W.mean(axis=0)
-        centre = np.broadcast_to(u, shape)
-        N = shape[0]
-        if (self._right or self._left) and N > 0:
-            offsets = np.array([0, N] if offsets is None else offsets, dtype=np.intp)
-            lengths = np.diff(offsets)
-            pos = np.arange(N) - np.repeat(offsets[:-1], lengths)
-            lag = min(int(self.lag), N)   # (a lag >= N has no context term; no overflow)
-            centre = centre.copy()
-            if self._right:
-                centre[pos + lag < np.repeat(lengths, lengths)] += v
-            if self._left:
-                centre[pos >= lag] += w
-        return (sp, A, U - u, V - v, W - w), centre
-
-    def _shifted(self, Xc, offsets=None):
-        """Validated parameters and data in the centred coordinates of :meth:`_centres`."""
-        Pc, centre = self._centres(self._params(), Xc.shape, offsets)
-        dev = np.abs(Xc - centre)
-        if dev.size and np.nanmax(dev, initial=0.0) > _MAX_MAGNITUDE:
-            raise ValueError(
-                f"X has values {np.nanmax(dev):.3g} away from the centre of their mean (the "
-                "mean of the rows of means_, plus those of right_means_ and left_means_ where "
-                f"the context state lies in the sequence): beyond {_MAX_MAGNITUDE:g} their "
-                "squares, summed over a sequence, leave the range of float64")
-        return Pc, np.ascontiguousarray(Xc - centre)
-
-    def _run(self, Xc, offsets, method, want_stats=False, init=None, max_iter=None, tol=None):
-        P, Xs = self._shifted(Xc, offsets)
-        return self._solve(Xs, offsets, method, P, want_stats=want_stats, init=init,
-                           max_iter=max_iter, tol=tol)
+        return ChainProblem(int(self.n_states), int(self.lag), self.context, max_iter, tol,
+                            check_starts(self.starts), self.n_threads)
 
     def _public_solve(self, X, lengths, method, what, max_iter=None, tol=None,
-                      allowed=_METHODS):
-        self._check_hyper()
+                      allowed=METHODS):
+        """The checked solve of a public verb: ``(Xc, offsets, method, params, problem, r)``,
+        the data, the parameters and the record it ran with, and its ``ChainSolution``."""
+        validate_params(self)
         given = method is not None
-        method = self._check_method(self.method if method is None else method, "method")
+        method = check_method(self.method if method is None else method, "method")
         if method not in allowed:
             source = f"method={method!r}" if given else f"the constructor's method={method!r}"
             raise ValueError(
                 f"ContextHMM.{what}: {source} gives ln P(X) only, not a posterior over the "
                 f"states; pass method='structured' or method='naive' (e.g. "
                 f"{what}(X, method='structured'))")
-        self._params()   # the model first, so that a bad parameter is named before X
+        params = self._params()   # the model first, so that a bad parameter is named before X
         Xc, offsets = self._check_X(X, lengths)
-        r = self._run(Xc, offsets, method, max_iter=max_iter, tol=tol)
+        params_c, centre = centred(params, self.lag, self.context, Xc.shape, offsets)
+        check_near_centre(Xc, centre)
+        if method == "exact":
+            check_exact_size(self.n_states, self.lag, self.context, offsets,
+                             self.max_augmented_states)
+        problem = self._problem(max_iter, tol)
+        r = solve(problem, params_c, np.ascontiguousarray(Xc - centre), offsets, method)
         hint = _UNCONVERGED_HINT if max_iter is None and tol is None else "raise max_iter or loosen tol"
-        warn_unconverged(r["converged"], f"ContextHMM.{what}(method={method!r})", hint)
-        return Xc, offsets, method, r
+        warn_unconverged(r.converged, f"ContextHMM.{what}(method={method!r})", hint)
+        return Xc, offsets, method, params, problem, r
 
     # ------------------------------------------------------------------------ inference
     def infer(self, X, lengths=None, method=None, tol=None, max_iter=None):
@@ -635,12 +360,12 @@ class ContextHMM(PersistMixin, BaseEstimator):
         ConvergenceWarning
             When the solve of some sequence did not converge within ``max_iter`` sweeps.
         """
-        Xc, offsets, method, r = self._public_solve(X, lengths, method, "infer", max_iter, tol)
-        used_tol = check_real(self.infer_tol if tol is None else tol, "tol")
+        _, offsets, method, _, problem, r = self._public_solve(X, lengths, method, "infer",
+                                                               max_iter, tol)
         return HMMInferenceResult(
-            bound=r["bound"], converged=r["converged"], n_iter=r["n_sweeps"], method=method,
-            tol=used_tol, posteriors=r.get("gamma"), potentials=r.get("logpot"),
-            history=r.get("history"), lengths=np.diff(offsets),
+            bound=r.bound, converged=r.converged, n_iter=r.n_sweeps, method=method,
+            tol=problem.tol, posteriors=r.gamma, potentials=r.logpot, history=r.history,
+            lengths=np.diff(offsets),
         )
 
     def score(self, X, lengths=None, method=None):
@@ -661,7 +386,8 @@ class ContextHMM(PersistMixin, BaseEstimator):
             As hmmlearn's ``score``: the sum over sequences (the per-sequence values are
             ``infer(X, lengths).bound``).
         """
-        return float(np.sum(self._public_solve(X, lengths, method, "score")[3]["bound"]))
+        *_, r = self._public_solve(X, lengths, method, "score")
+        return float(np.sum(r.bound))
 
     def score_samples(self, X, lengths=None, method=None):
         """The bound on ln P(X) and the posterior marginals of every sample (hmmlearn's meaning).
@@ -682,9 +408,9 @@ class ContextHMM(PersistMixin, BaseEstimator):
         posteriors : ndarray of shape (n_samples, n_states)
             Q(S_t = i) for every sample.
         """
-        r = self._public_solve(X, lengths, method, "score_samples",
-                               allowed=("structured", "naive"))[3]
-        return float(np.sum(r["bound"])), r["gamma"]
+        *_, r = self._public_solve(X, lengths, method, "score_samples",
+                                   allowed=("structured", "naive"))
+        return float(np.sum(r.bound)), r.gamma
 
     def predict_proba(self, X, lengths=None, method=None):
         """Posterior marginals Q(S_t = i) of every sample.
@@ -703,8 +429,9 @@ class ContextHMM(PersistMixin, BaseEstimator):
         posteriors : ndarray of shape (n_samples, n_states)
             Rows sum to one.
         """
-        return self._public_solve(X, lengths, method, "predict_proba",
-                                  allowed=("structured", "naive"))[3]["gamma"]
+        *_, r = self._public_solve(X, lengths, method, "predict_proba",
+                                   allowed=("structured", "naive"))
+        return r.gamma
 
     def decode(self, X, lengths=None, algorithm=None, method=None):
         """Most likely state sequence under the mean-field posterior.
@@ -753,7 +480,8 @@ class ContextHMM(PersistMixin, BaseEstimator):
         state_sequence : ndarray of int, shape (n_samples,)
             The decoded state of every sample (with the constructor's ``algorithm``).
         """
-        return self._decode(X, lengths, None, method, "predict")[1]
+        _, path = self._decode(X, lengths, None, method, "predict")
+        return path
 
     def sample_posterior(self, X, n_samples=1, lengths=None, method=None, random_state=None):
         """Draw state sequences from the variational posterior Q of every sequence.
@@ -800,53 +528,21 @@ class ContextHMM(PersistMixin, BaseEstimator):
         (5, 20)
         """
         k = check_int(n_samples, "n_samples", 0, 2**31 - 1)
-        Xc, offsets, method, r = self._public_solve(
+        _, offsets, method, params, _, r = self._public_solve(
             X, lengths, method, "sample_posterior", allowed=("structured", "naive"))
         rng = check_random_state(self.random_state if random_state is None else random_state)
-        N = Xc.shape[0]
-        out = np.empty((k, N), dtype=np.intp)
-        if method == "structured":
-            sp, A = self._params()[:2]
-            for a, b in zip(offsets[:-1], offsets[1:]):
-                u = rng.random((k, b - a))
-                out[:, a:b] = _chain.sample_chain(sp, A, r["logpot"][a:b], u)
-        else:
-            cum = np.cumsum(r["gamma"], axis=1)
-            u = rng.random((k, N)) * cum[None, :, -1]
-            out[:] = np.minimum((u[:, :, None] >= cum[None]).sum(-1), cum.shape[1] - 1)
-        return out
+        return draw_paths(method, params, r, offsets, rng, k)
 
     def _decode(self, X, lengths, algorithm, method, what):
         algorithm = check_value(self.algorithm if algorithm is None else algorithm, "algorithm",
-                                [Options(*_ALGORITHMS)], "ContextHMM")
-        Xc, offsets, method, r = self._public_solve(X, lengths, method, what,
-                                                    allowed=("structured", "naive"))
+                                [Options(*ALGORITHMS)], "ContextHMM")
+        Xc, offsets, method, params, _, r = self._public_solve(
+            X, lengths, method, what, allowed=("structured", "naive"))
         if algorithm == "viterbi" and method == "structured":
-            sp, A = self._params()[:2]
-            path = _chain.viterbi(sp, A, r["logpot"], offsets)[0]
+            path = viterbi(params, r.logpot, offsets)
         else:
-            path = np.argmax(r["gamma"], axis=1).astype(np.intp)
-        return self._log_joint(Xc, offsets, path), path
-
-    def _log_joint(self, Xc, offsets, path):
-        """ln P(x, s) of the state sequence ``path`` under the model, summed over sequences."""
-        sp, A, U, V, W = self._params()
-        lag = int(self.lag)
-        total = 0.0
-        with np.errstate(divide="ignore"):
-            logA, logsp = np.log(A), np.log(sp)
-            for a, b in zip(offsets[:-1], offsets[1:]):
-                s, x = path[a:b], Xc[a:b]
-                T = b - a
-                mean = U[s].copy()
-                if self._right and lag < T:
-                    mean[:T - lag] += V[s[lag:]]
-                if self._left and lag < T:
-                    mean[lag:] += W[s[:T - lag]]
-                total += logsp[s[0]] + np.sum(logA[s[:-1], s[1:]])
-                seen = ~np.isnan(x)    # missing values are marginalised: their terms drop out
-                total += -0.5 * np.sum((x - mean)[seen] ** 2) - np.count_nonzero(seen) * _HALF_LOG_2PI
-        return float(total)
+            path = np.argmax(r.gamma, axis=1).astype(np.intp)
+        return log_joint(params, self.lag, self.context, Xc, offsets, path), path
 
     def sample(self, n_samples=1, random_state=None):
         """Draw one sequence of length ``n_samples`` from the model.
@@ -868,103 +564,11 @@ class ContextHMM(PersistMixin, BaseEstimator):
         T = check_int(n_samples, "n_samples", 1)
         if T > 2**31 - 1:
             raise ValueError(f"n_samples must be at most 2**31 - 1 time steps, got {T}")
-        sp, A, U, V, W = self._params()
+        params = self._params()
         rng = check_random_state(self.random_state if random_state is None else random_state)
-        n = int(self.n_states)
-        try:
-            states = np.empty(T, dtype=np.intp)
-            np.empty((T, U.shape[1]))     # the output too must fit, before the long loop
-        except MemoryError as exc:
-            raise MemoryError(f"n_samples={T} time steps do not fit in memory: {exc}") from exc
-        states[0] = rng.choice(n, p=sp)
-        cum = np.cumsum(A, axis=1)
-        u = rng.random(T)
-        for t in range(1, T):
-            states[t] = min(int(np.searchsorted(cum[states[t - 1]], u[t], side="right")), n - 1)
-        mean = U[states].copy()
-        L = int(self.lag)
-        if self._right and T > L:
-            mean[:-L] += V[states[L:]]
-        if self._left and T > L:
-            mean[L:] += W[states[:-L]]
-        X = mean + rng.standard_normal((T, U.shape[1]))
-        return X, states
+        return sample_sequence(params, self.lag, self.context, T, rng)
 
     # ------------------------------------------------------------------------- learning
-    def _needs_init(self, code, name):
-        """hmmlearn's rule: initialise when listed in init_params (warning when the attribute
-        was set) or when the attribute is not set."""
-        if code in self.init_params:
-            if getattr(self, name, None) is not None:
-                warnings.warn(
-                    f"Even though the {name!r} attribute is set, it will be overwritten during "
-                    f"initialization because 'init_params' contains {code!r}",
-                    UserWarning, stacklevel=user_stacklevel())
-            return True
-        return getattr(self, name, None) is None
-
-    def _init(self, data, D, rng):
-        """Set the parameters that ``init_params`` (or their absence) asks to initialise, as
-        hmmlearn does; return them validated, and whether each context table is to be drawn at
-        the start of mean-field EM.  ``data()`` gives the training data in memory; it is
-        called only for the k-means of the means."""
-        n = int(self.n_states)
-        if self._needs_init("s", "startprob_"):
-            self.startprob_ = np.full(n, 1.0 / n)
-        if self._needs_init("t", "transmat_"):
-            self.transmat_ = np.full((n, n), 1.0 / n)
-        if self._needs_init("m", "means_"):
-            km = KMeans(n_clusters=n, n_init=10, random_state=int(rng.integers(2**31 - 1)))
-            with warnings.catch_warnings():
-                # fewer distinct points than states: KMeans says so; the means are still usable
-                warnings.filterwarnings("ignore", module="sklearn")
-                # missing frames left out, missing coordinates of the others at the column mean
-                Xc = data()
-                rows = Xc[~np.isnan(Xc).all(axis=1)]
-                rows = np.where(np.isnan(rows), np.nanmean(Xc, axis=0), rows)
-                self.means_ = np.ascontiguousarray(km.fit(rows).cluster_centers_, dtype=np.float64)
-        draw = {}
-        for code, name, present in (("r", "right_means_", self._right),
-                                    ("l", "left_means_", self._left)):
-            draw[name] = present and self._needs_init(code, name)
-            if not present or draw[name]:
-                setattr(self, name, np.zeros((n, D)))   # zero during the Baum-Welch warm-up
-        P = self._params()
-        if P[2].shape[1] != D:
-            raise ValueError(f"means_ has {P[2].shape[1]} columns but X has {D}")
-        return P, draw["right_means_"], draw["left_means_"]
-
-    def _mstep_chain(self, P, r, offsets):
-        """New (startprob, transmat) from the E-step's marginals, as ``params`` allows."""
-        sp, A = P[0], P[1]
-        if "s" in self.params:
-            g0 = r["gamma"][offsets[:-1]].sum(0)
-            sp = g0 / g0.sum()
-        if "t" in self.params:
-            xi = r["xi"].sum(0)
-            rows = xi.sum(1)
-            A = np.array(A, dtype=np.float64)
-            ok = rows > 0
-            A[ok] = xi[ok] / rows[ok, None]
-        return np.ascontiguousarray(sp), np.ascontiguousarray(A)
-
-    def _mstep_means(self, P, r, tables):
-        """Maximise the bound over the mean tables in ``tables`` (0 = means_, 1 = right, 2 =
-        left) with Q and the other tables held fixed: one linear solve per output dimension."""
-        if not tables:
-            return P[2], P[3], P[4]
-        n = int(self.n_states)
-        H = r["H"].sum(0)
-        g = r["g"].sum(0)
-        idx = np.concatenate([np.arange(k * n, (k + 1) * n) for k in tables])
-        theta = np.concatenate([P[2], P[3], P[4]], axis=0)
-        for d in range(theta.shape[1]):
-            Hd = H[d]
-            rhs = g[d][idx] - Hd[idx] @ theta[:, d]
-            theta[idx, d] += np.linalg.lstsq(Hd[np.ix_(idx, idx)], rhs, rcond=1e-12)[0]
-        return (np.ascontiguousarray(theta[:n]), np.ascontiguousarray(theta[n:2 * n]),
-                np.ascontiguousarray(theta[2 * n:]))
-
     def fit(self, X, lengths=None):
         """Baum-Welch for the first-order model, then mean-field EM over all parameters.
 
@@ -1000,203 +604,136 @@ class ContextHMM(PersistMixin, BaseEstimator):
             When ``tol`` is given and the last phase did not meet it within its iterations,
             or when the last E-step left sequences unconverged.
         """
-        self._check_hyper()
-        # X, or its first sequence when X is a list of them (a ragged one refused by name)
-        first = X
-        if isinstance(X, (list, tuple)) and X and as_array(X[0], "X[0]").ndim == 2:
-            first = X[0]
-        first = as_array(first, "X")
-        if self.n_features is not None:
-            D = int(self.n_features)
-        else:   # hmmlearn's rule: the data say how many features
-            D = int(first.shape[1]) if first.ndim == 2 else None
-        if self.n_features is not None and D is not None:
-            if first.ndim == 2 and first.shape[1] != D:
-                raise ValueError(f"X has {np.shape(first)[1]} columns but n_features="
-                                 f"{self.n_features!r} (n_features must be None or the number "
-                                 "of columns of X)")
-        Xc, offsets = self._check_X(X, lengths, n_features=D)
+        validate_params(self)
+        Xc, offsets = self._check_X(X, lengths, fit_n_features(X, self.n_features))
+        check_fit_data(Xc, self.n_states)
         D = Xc.shape[1]
-        N = Xc.shape[0]
-        n = int(self.n_states)
-        if N < n:
-            raise ValueError(f"X has {N} rows, fewer than n_states={n}")
-        missing = np.isnan(Xc)
-        if missing.all(axis=0).any():
-            d = int(np.nonzero(missing.all(axis=0))[0][0])
-            raise ValueError(f"X: column {d} has no observed value (all NaN), so fit cannot "
-                             "estimate the means of that feature")
-        n_frames = int(np.count_nonzero(~missing.all(axis=1)))
-        if n_frames < n:
-            raise ValueError(f"X has {n_frames} rows with an observed value (the others are all "
-                             f"NaN: missing frames), fewer than n_states={n}")
-        # the means are estimated from X: data spread beyond _MAX_MAGNITUDE would give means
-        # the kernels must refuse, so X is named here (measured from the median, which no
-        # value can push to infinity)
-        dev = np.abs(Xc - np.nanmedian(Xc, axis=0))
-        if np.nanmax(dev) > _MAX_MAGNITUDE:
-            raise ValueError(
-                f"X has values {np.nanmax(dev):.3g} away from the median of their column: beyond "
-                f"{_MAX_MAGNITUDE:g} the squared distances fit computes leave the range of "
-                "float64; rescale X")
         rng = check_random_state(self.random_state)
-        P, init_right, init_left, warm = self._start(D, rng, lambda: Xc)
+        params, init_right, init_left, warm = self._start(D, rng, lambda: Xc)
+        problem = self._problem()
         # every computation of fit runs with data and means shifted by the data's mean
         shift = np.nanmean(Xc, axis=0)
         Xs = np.ascontiguousarray(Xc - shift)
 
-        def estep(P, first_order=False, init=None):
-            return self._estep(Xs, offsets, P, first_order, init), offsets
+        def fit_estep(P, first_order=False, init=None):
+            return estep(problem, P, Xs, offsets, first_order, init), offsets
 
-        return self._em(estep, P, shift, float(np.nanstd(Xc)), N, rng, warm, init_right,
-                        init_left, "ContextHMM.fit")
+        return self._em(fit_estep, params, shift, float(np.nanstd(Xc)), Xc.shape[0], rng, warm,
+                        init_right, init_left, "ContextHMM.fit")
+
+    def _needs_init(self, code, name):
+        """hmmlearn's rule: initialise when listed in init_params (warning when the attribute
+        was set) or when the attribute is not set."""
+        if code in self.init_params:
+            if getattr(self, name, None) is not None:
+                warnings.warn(
+                    f"Even though the {name!r} attribute is set, it will be overwritten during "
+                    f"initialization because 'init_params' contains {code!r}",
+                    UserWarning, stacklevel=user_stacklevel())
+            return True
+        return getattr(self, name, None) is None
 
     def _start(self, D, rng, data):
         """fit's starting parameters: the current ones (``warm_start``) or those that
-        ``init_params`` asks for (``data()``: the training data, read only for k-means);
-        returns ``(P, init_right, init_left, warm)``."""
+        ``init_params`` asks for, set as hmmlearn does (``data()``: the training data, read
+        only for k-means); returns ``(params, init_right, init_left, warm)``: the checked
+        ``HMMParams``, and whether each context table is to be drawn at the start of
+        mean-field EM."""
         warm = bool(self.warm_start) and getattr(self, "means_", None) is not None
         if warm:
-            P, init_right, init_left = self._params(), False, False
-            if P[2].shape[1] != D:
-                raise ValueError(f"means_ has {P[2].shape[1]} columns but X has {D}")
+            draw_right = draw_left = False
         else:
-            P, init_right, init_left = self._init(data, D, rng)
-        return P, init_right, init_left, warm
+            # set the parameters that init_params (or their absence) asks to initialise, as
+            # hmmlearn does; the context tables are zero during the Baum-Welch warm-up
+            n = int(self.n_states)
+            if self._needs_init("s", "startprob_"):
+                self.startprob_ = np.full(n, 1.0 / n)
+            if self._needs_init("t", "transmat_"):
+                self.transmat_ = np.full((n, n), 1.0 / n)
+            if self._needs_init("m", "means_"):
+                self.means_ = initial_means(data, n, rng)
+            draw_right = self._right and self._needs_init("r", "right_means_")
+            if not self._right or draw_right:
+                self.right_means_ = np.zeros((n, D))
+            draw_left = self._left and self._needs_init("l", "left_means_")
+            if not self._left or draw_left:
+                self.left_means_ = np.zeros((n, D))
+        params = self._params()
+        if params.n_features != D:
+            raise ValueError(f"means_ has {params.n_features} columns but X has {D}")
+        return params, draw_right, draw_left, warm
 
-    def _em(self, estep, P, shift, std, n_rows, rng, warm, init_right, init_left, desc):
+    def _em(self, estep, params, shift, std, n_rows, rng, warm, init_right, init_left, desc):
         """fit's EM: Baum-Welch on the first-order model, then mean-field EM; sets the fitted
         attributes and returns ``self``.
 
-        The one training loop of ContextHMM, whatever holds the data: ``estep(P,
-        first_order=False, init=None)`` returns ``(r, offsets)``, the E-step's statistics at
-        the parameters ``P`` (data and means shifted by ``shift``) in the layout of the
-        kernel's ``want_stats`` answer (``bound``, ``converged``, ``gamma`` whose rows
-        ``offsets[:-1]`` are first steps, ``xi``, ``H``, ``g``, and ``logpot``: the chain's
-        potentials, handed back as ``init`` to warm-start the next E-step).  ``fit`` computes
-        it on the array in memory, the data-parallel fit (:meth:`_dask_fit`) as sums over
-        partitions.  ``std``: the data's standard deviation (the scale of the drawn context
-        means); ``n_rows``: the number of time steps (``tol`` is per step)."""
-        n = int(self.n_states)
-        D = P[2].shape[1]
-        U_start = P[2]
-        P = (P[0], P[1], np.ascontiguousarray(P[2] - shift), P[3], P[4])
-        U_start_shifted = P[2]
-        far = float(np.max(np.abs(P[2]), initial=0.0))
-        if warm and far > _MAX_MAGNITUDE:
+        The one training loop of ContextHMM, whatever holds the data
+        (:func:`mfengine.hmm._learn.fit_em`): ``estep(P, first_order=False, init=None)``
+        returns ``(r, offsets)``, the E-step's ``ChainSolution`` with the M-step statistics
+        at the parameters ``P`` (an ``HMMParams``; data and means shifted by ``shift``):
+        ``bound``, ``converged``, ``gamma`` whose rows ``offsets[:-1]`` are first steps,
+        ``xi``, ``H``, ``g``, and ``logpot``, the chain's potentials, handed back as ``init``
+        to warm-start the next E-step.  ``fit`` computes it on the array in memory, the
+        data-parallel fit (:meth:`_dask_fit`) as sums over partitions.  ``std``: the data's
+        standard deviation (the scale of the drawn context means); ``n_rows``: the number of
+        time steps (``tol`` is per step)."""
+        D = params.n_features
+        U_start = params.means
+        params = params.replace(means=np.ascontiguousarray(params.means - shift))
+        far = float(np.max(np.abs(params.means), initial=0.0))
+        if warm and far > MAX_MAGNITUDE:
             # (drawn or estimated means lie within the data's range, which fit has checked)
             raise ValueError(
                 f"means_ (kept by warm_start) lie {far:.3g} away from the mean of X: beyond "
-                f"{_MAX_MAGNITUDE:g} their squared distances to the data leave the range of "
+                f"{MAX_MAGNITUDE:g} their squared distances to the data leave the range of "
                 "float64; rescale X or fit without warm_start")
-        tol = None if self.tol is None else float(self.tol) * n_rows
         n_bw = 0 if warm else int(self.bw_max_iter)
         n_mf = int(self.max_iter)
         tables = [k for k, code, present in ((0, "m", True), (1, "r", self._right),
                                              (2, "l", self._left))
                   if code in self.params and present]
-        last_r = None
-
-        with progress_bar(total=n_bw + n_mf, desc=desc, disable=not self.progress) as bar:
-            # -- Baum-Welch on the first-order model (context means ignored)
-            def bw_e_step(P):
-                r, offsets = estep(P, first_order=True)
-                return float(r["bound"].sum()), (r, offsets)
-
-            def bw_m_step(P, stats):
-                r, offsets = stats
-                sp, A = self._mstep_chain(P, r, offsets)
-                U = self._mstep_means(P, r, [0] if "m" in self.params else [])[0]
-                return (sp, A, U, P[3], P[4])
-
-            def bw_record(value, stats):
-                bar.update(1)
-                bar.set_postfix(phase="baum-welch", loglik=f"{value:.4f}", refresh=False)
-
-            bw = EMMonitor(tol)
-            P, _, stats = run_em(P, bw_e_step, bw_m_step, n_bw, bw, last="none",
-                                 on_record=bw_record)
-            if stats is not None:
-                last_r = stats[0]
-            history, converged = list(bw.history), bw.converged
-            bw_n_iter = len(history)
-            # -- mean-field EM, each E-step's coordinate ascent warm-started from the previous
-            # chain's potentials
-            if n_mf > 0:
-                scale = float(self.context_init_scale) * std
-                V, W = P[3], P[4]
-                if init_right:
-                    V = np.ascontiguousarray(scale * rng.standard_normal((n, D)))
-                if init_left:
-                    W = np.ascontiguousarray(scale * rng.standard_normal((n, D)))
-                P = (P[0], P[1], P[2], V, W)
-                logpot = None
-
-                def mf_e_step(P):
-                    r, offsets = estep(P, init=logpot)
-                    return float(r["bound"].sum()), (r, offsets)
-
-                def mf_m_step(P, stats):
-                    r, offsets = stats
-                    sp, A = self._mstep_chain(P, r, offsets)
-                    return (sp, A) + self._mstep_means(P, r, tables)
-
-                def mf_fell(saved, P, value, stats):
-                    # new transitions put the previous Q outside the chain family; with the old
-                    # ones it is inside, and the new means alone cannot lower the bound
-                    P_old = (saved[0][0], saved[0][1], P[2], P[3], P[4])
-                    b, stats = mf_e_step(P_old)
-                    if not b >= saved[1]:
-                        return saved[0], saved[1], saved[2], True   # rounding at the limit
-                    return P_old, b, stats, False
-
-                def mf_record(value, stats):
-                    nonlocal logpot
-                    logpot = stats[0]["logpot"]
-                    bar.update(1)
-                    bar.set_postfix(phase="mean-field EM", bound=f"{value:.4f}", refresh=False)
-
-                mf = EMMonitor(tol)
-                P, _, stats = run_em(P, mf_e_step, mf_m_step, n_mf, mf, last="check",
-                                     fell=mf_fell, on_record=mf_record)
-                last_r = stats[0]
-                history += mf.history
-                converged = mf.converged
-
-        self.startprob_, self.transmat_ = P[0], P[1]
+        fitted = fit_em(estep, params, n_bw=n_bw, n_mf=n_mf,
+                        tol=None if self.tol is None else float(self.tol) * n_rows,
+                        update=self.params, tables=tables, draw_right=init_right,
+                        draw_left=init_left, scale=float(self.context_init_scale) * std,
+                        rng=rng, progress=self.progress, desc=desc)
+        P = fitted.params
+        self.startprob_, self.transmat_ = P.startprob, P.transmat
         # means never updated come back bit for bit (no round trip through the shift)
-        self.means_ = U_start if P[2] is U_start_shifted else P[2] + shift
-        self.right_means_, self.left_means_ = P[3], P[4]
-        self.history_ = np.asarray(history, dtype=np.float64)
-        self.n_iter_ = len(history)
-        self.bw_n_iter_ = bw_n_iter
-        self.converged_ = bool(converged)
+        self.means_ = U_start if P.means is params.means else P.means + shift
+        self.right_means_, self.left_means_ = P.right_means, P.left_means
+        self.history_ = np.asarray(fitted.history, dtype=np.float64)
+        self.n_iter_ = len(fitted.history)
+        self.bw_n_iter_ = fitted.bw_n_iter
+        self.converged_ = bool(fitted.converged)
         self.n_features_in_ = D
-        if self.tol is not None and not converged and self.n_iter_ > 0:
+        if self.tol is not None and not fitted.converged and self.n_iter_ > 0:
             phase = "mean-field EM" if n_mf > 0 else "Baum-Welch"
             warnings.warn(
                 f"ContextHMM.fit: {phase} did not meet tol={self.tol} within its "
                 f"{n_mf if n_mf > 0 else n_bw} iterations; raise "
                 f"{'max_iter' if n_mf > 0 else 'bw_max_iter'} or loosen tol",
                 ConvergenceWarning, stacklevel=user_stacklevel())
-        if last_r is not None:
-            warn_unconverged(last_r["converged"], "ContextHMM.fit (last E-step)",
+        if fitted.last is not None:
+            warn_unconverged(fitted.last.converged, "ContextHMM.fit (last E-step)",
                              _UNCONVERGED_HINT)
         return self
 
-    # --- dask hooks
+    # --- dask hook
     # The data-parallel fit of mfengine._dask: it hands over a Partitions object (row blocks
     # of a dask array, each holding whole sequences) and imports nothing from this module.
     def _dask_fit(self, parts, y=None):
         """``fit`` on a dask array: :meth:`_em` with an E-step whose statistics are summed
-        over the partitions (:meth:`_dask_estep` runs where each block is; the chain's
-        potentials stay there as the next warm start); the M-steps run on the client.
+        over the partitions (:func:`mfengine.hmm._solve.partition_estep` runs where each
+        block is, given the problem record and the parameters, never the estimator; the
+        chain's potentials stay there as the next warm start); the M-steps run on the
+        client.
 
         ``parts``: a ``mfengine._dask.Partitions`` whose ``lengths`` give the sequences of
         each block.  The k-means of the initial means (scikit-learn's) reads the data on the
         client: set ``means_`` and leave "m" out of ``init_params`` to keep every pass on the
         workers."""
-        self._check_hyper()
+        validate_params(self)
         N, n_cols = parts.shape
         D = int(self.n_features) if self.n_features is not None else n_cols
         if n_cols != D:
@@ -1205,39 +742,16 @@ class ContextHMM(PersistMixin, BaseEstimator):
         if N < n:
             raise ValueError(f"X has {N} rows, fewer than n_states={n}")
         rng = check_random_state(self.random_state)
-        P, init_right, init_left, warm = self._start(D, rng, parts.gather)
+        params, init_right, init_left, warm = self._start(D, rng, parts.gather)
         shift, std = parts.mean_and_std()
         shift = np.asarray(shift, dtype=np.float64)
-        shipped = copy.deepcopy(self)
+        problem = self._problem()
 
-        def estep(P, first_order=False, init=None):
-            outs, logpot = parts.step(ContextHMM._dask_estep,
-                                      (shipped, P, shift, first_order, init is not None),
+        def dask_estep(P, first_order=False, init=None):
+            outs, logpot = parts.step(partition_estep,
+                                      (problem, P, shift, first_order, init is not None),
                                       parts.lengths, init)
-            outs = [o for _, o in outs]
-            # one row per partition; its 'first step' is the partition's summed first steps
-            r = {"bound": np.array([o["bound"] for o in outs]),
-                 "converged": np.concatenate([o["converged"] for o in outs]),
-                 "gamma": np.array([o["gamma"] for o in outs]), "logpot": logpot}
-            for key in ("xi", "H", "g"):
-                if key in outs[0]:
-                    r[key] = np.array([o[key] for o in outs])
-            return r, np.arange(len(outs) + 1)
+            return combine_partitions([o for _, o in outs], logpot)
 
-        return self._em(estep, P, shift, float(std), N, rng, warm, init_right, init_left,
-                        "ContextHMM.fit (dask)")
-
-    @staticmethod
-    def _dask_estep(block, state, shared, lengths):
-        """One partition's E-step (whole sequences, run where the block is): its summed
-        statistics, and the chain's log-potentials as its next warm start."""
-        model, P, shift, first_order, use_init = shared
-        Xc, offsets = model._check_X(np.asarray(block), lengths, n_features=shift.shape[0])
-        Xs = np.ascontiguousarray(Xc - shift)
-        r = model._estep(Xs, offsets, P, first_order, state if use_init else None)
-        small = {"bound": float(r["bound"].sum()), "converged": r["converged"],
-                 "gamma": r["gamma"][offsets[:-1]].sum(0)}
-        for key in ("xi", "H", "g"):
-            if r.get(key) is not None:
-                small[key] = r[key].sum(0)
-        return small, r.get("logpot")
+        return self._em(dask_estep, params, shift, float(std), N, rng, warm, init_right,
+                        init_left, "ContextHMM.fit (dask)")
