@@ -73,7 +73,7 @@ The protocol a family implements (this module imports no family)
     The family keeps its own loop and asks the partitions for sums:
     ``parts.step(func, shared, extra, states)`` runs ``func(block, state, shared, extra_k)``
     where each block is (``func``: a module-level function or static method of the family,
-    e.g. ``ContextHMM._dask_estep``) and returns the small answers and the new per-block
+    e.g. ``mfengine.hmm._solve.partition_estep``) and returns the small answers and the new per-block
     states (warm starts, left on the workers); ``parts.map``, ``parts.split``,
     ``parts.take``, ``parts.gather`` and ``parts.mean_and_std`` cover validation,
     mini-batches, sub-models' data, k-means on the client and data scales.  The families run
