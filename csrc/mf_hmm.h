@@ -11,7 +11,7 @@
  * the observed coordinates of an output are Gaussian on their own; a row of NaN is a missing
  * frame, whose whole emission drops out).  X must hold no infinities.  A lag >= T therefore leaves the first-order model: every
  * function below treats it so (and never forms t + lag), whatever the lag's size.  The
- * derivation of the mean-field updates is in docs/context_hmm.md; mfengine/hmm/_chain.pyx calls
+ * derivation of the mean-field updates is in docs/derivations/context_hmm.rst; mfengine/hmm/_chain.pyx calls
  * these functions.
  *
  * Conventions: matrices are row-major and contiguous; outputs go to caller-allocated buffers;
@@ -53,7 +53,7 @@ extern "C" {
  * median 0.004 nats (up to 20 on strongly coupled data), while the maxima the starts reach
  * often lie nats apart, so the screen keeps the start that full ascents would keep except
  * where the ranking turns after the screen, e.g. an ascent creeping over a plateau before it
- * climbs again: 2 of 162 instances of bench/hmm_starts.py (docs/context_hmm.md). */
+ * climbs again: 2 of 162 instances of bench/hmm_starts.py (docs/derivations/context_hmm.rst). */
 #define MF_HMM_PRE_TOL 1e-3
 #define MF_HMM_SCREEN_TOL 1e-5
 
@@ -103,7 +103,7 @@ int mf_hmm_sample_chain(ptrdiff_t T, ptrdiff_t n, const double *startprob, const
                         const double *logpot, ptrdiff_t n_draws, const double *u,
                         ptrdiff_t *paths, double *work);
 
-/* The link bound (docs/context_hmm.md, "Link variables"): the chain exact, each long-range
+/* The link bound (docs/derivations/context_hmm.rst, "Link variables"): the chain exact, each long-range
  * coupling -a(s).b(s') replaced by a Gaussian link variable, alternating optimal links and an
  * exact forward-backward for the chain, until the bound rises by no more than tol * T over one
  * sweep, or max_sweeps sweeps.  It serves as a starting point of mf_hmm_structured.

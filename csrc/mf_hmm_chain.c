@@ -9,7 +9,7 @@
  * marginal of s_t and leaves Q(rest | s_t) as it was, so the exact maximiser over h_t is
  *   h_t(i) = E_Q[ sum_{u != t} (e_u - h_u)(s_u) - sum_couplings K | s_t = i ] + e_t(i)
  * (up to a constant), computed from the left part (s_{<t} given s_t, through L) and the right
- * part (s_{>t} given s_t, through R), independent given s_t; see docs/context_hmm.md.
+ * part (s_{>t} given s_t, through R), independent given s_t; see docs/derivations/context_hmm.rst.
  *
  * Here: the chain's buffers and coupling energies, its messages and conditional matrices, and
  * the full-matrix path -- F(h) with the pairwise marginals (mf_hmm__xchain_objective) and one

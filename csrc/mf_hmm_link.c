@@ -1,4 +1,4 @@
-/* Context-HMM kernels: the link bound (docs/context_hmm.md, "Link variables"): the chain
+/* Context-HMM kernels: the link bound (docs/derivations/context_hmm.rst, "Link variables"): the chain
  * exact, each long-range coupling replaced by a Gaussian link variable.  See mf_hmm.h. */
 #include "mf_hmm_internal.h"
 

@@ -7,7 +7,7 @@
 #define SCREEN_TOL MF_HMM_SCREEN_TOL
 #define N_STARTS MF_HMM_N_STARTS
 /* How many of the screened starts go on to the caller's tolerance.  Two finalists (run on
- * two threads side by side) changed no bound over the 162 instances of docs/context_hmm.md and
+ * two threads side by side) changed no bound over the 162 instances of docs/derivations/context_hmm.rst and
  * cost a quarter more time on one thread. */
 #define FINALISTS 1
 /* The status of a start the caller left out (never usable, never an error). */

@@ -1,5 +1,5 @@
 /* Unit functions and the one-unit solver for nonlinear Gaussian belief networks; see
- * mf_nlgbn.h for the contract and docs/nlgbn.md for the derivations. */
+ * mf_nlgbn.h for the contract and docs/derivations/nlgbn.rst for the derivations. */
 #include <math.h>
 #include "mf_nlgbn.h"
 

@@ -1,6 +1,6 @@
 /* The E-step of a layered nonlinear Gaussian belief network over a block of patterns, and the
  * check of a network's layout that guards it; see mf_nlgbn.h for the contract and
- * docs/nlgbn.md for the derivations.  Plain C, no Python, no allocation: the caller (the
+ * docs/derivations/nlgbn.rst for the derivations.  Plain C, no Python, no allocation: the caller (the
  * Cython driver in mfengine/nlgbn/_estep.pyx) owns the threads and the scratch memory. */
 #include <math.h>
 #include <stdint.h>

@@ -103,7 +103,7 @@ class ChainProblem:
 
 def centred(params, lag, context, shape, offsets=None):
     """The coordinates in which every table is centred (see "The origin" in
-    docs/context_hmm.md): ``(params_c, centre)``, ``params`` with each mean table less the
+    docs/derivations/context_hmm.rst): ``(params_c, centre)``, ``params`` with each mean table less the
     mean of its rows, and the (N, D) array to subtract from the data: at each output x_t the
     sum of those row means over the tables whose term its mean has (``means`` always,
     ``right_means`` when s_{t+lag} lies in its sequence, ``left_means`` when s_{t-lag} does),

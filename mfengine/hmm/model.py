@@ -5,7 +5,7 @@ the long-range couplings between the state at t and the states at t +- lag in me
 (Saul & Jordan 1996, sec. 2.3): Q is the model's chain with free per-site potentials, and the
 bound is Q's exact mean-field objective E_Q[ln P(s, x)] + H(Q), maximised by coordinate ascent
 over the potentials from several starts (one of them the paper's link-variable solution).  The
-derivation, written for this model's Gaussian outputs, is in ``docs/context_hmm.md``.
+derivation, written for this model's Gaussian outputs, is in ``docs/derivations/context_hmm.rst``.
 
 The estimator speaks hmmlearn's language (``fit(X, lengths)``, ``score``, ``score_samples``,
 ``predict``, ``predict_proba``, ``decode``, ``sample``, ``params`` / ``init_params``), with
@@ -129,7 +129,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
         tolerance and the best goes on to ``infer_tol``.  A name or a sequence of names runs
         only those (one start alone is not screened).  F has several local maxima on strongly
         coupled data and no start is best everywhere, so fewer starts are faster but may end
-        lower: docs/context_hmm.md, "Fewer starts", measures both.
+        lower: docs/derivations/context_hmm.rst, "Starts", measures both.
 
     Attributes
     ----------
@@ -169,7 +169,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
     coordinates: each mean table less the mean of its rows, each output less the sum of those
     means over the tables its mean has (during ``fit``: data and means less the data's mean).
     That leaves the model unchanged, keeps data far from zero (1e17) accurate and places the
-    structured solver's first-order starts (see "The origin" in docs/context_hmm.md).
+    structured solver's first-order starts (see "The origin" in docs/derivations/context_hmm.rst).
 
     Examples
     --------

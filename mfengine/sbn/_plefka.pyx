@@ -20,7 +20,7 @@ Units are in topological order; the net is read through the compressed parent/ch
           alpha_jl = [j -> l] (d1_l w_lj + 1/2 d2_l w_lj^2 c_j) + sum_{i: j,l parents of i} g2_i w_ij w_il
           T_i = sum_{j<l parents of i} w_ij^2 v_j w_il^2 v_l = 1/2 (V_i^2 - sum_j w_ij^4 v_j^2)
 
-and G = sum_{free i} [u_i ln u_i + (1 - u_i) ln(1 - u_i)] + F (docs/plefka.md derives F22).
+and G = sum_{free i} [u_i ln u_i + (1 - u_i) ln(1 - u_i)] + F (docs/derivations/plefka.rst derives F22).
 Barren units (free, no clamped descendant; ``barren_of_clamp``) sum out of P(clamped units)
 exactly and are left out of every sum here, the entropy's too: ``core`` gives them zero
 coefficients, so they carry no term and nothing of theirs reaches their parents (G is the one

@@ -10,7 +10,7 @@ With ``Mbar_i = h_i + sum_j w_ij u_j`` and ``V_i = sum_j w_ij^2 u_j (1 - u_j)``:
 
 (Bhattacharyya & Keerthi, eqs. 20, 42-51, 72; E_2 is the energy expanded to second order around
 Mbar, the averages are under the product distribution with means u).  The G22 term in closed
-form is derived in ``docs/plefka.md``: it is minus one half of the variance of the part of
+form is derived in ``docs/derivations/plefka.rst``: it is minus one half of the variance of the part of
 E_2 of degree two and more in the centred variables S_k - u_k.  Clamped units hold their
 values (0 or 1) and carry no entropy term; free units are hidden units or missing visible ones.
 
