@@ -21,13 +21,19 @@ from mfengine.hmm._problem import HMMParams
 
 __all__ = ["INT64_MAX", "CONTEXTS", "METHODS", "ALGORITHMS", "PARAM_CODES", "MAX_MAGNITUDE",
            "check_int", "check_real", "check_lengths", "n_threads_for", "check_starts",
-           "check_method", "n_features_of", "check_params", "as_data", "check_data",
-           "fit_n_features", "check_fit_data", "check_near_centre"]
+           "check_method", "n_features_of", "check_params", "check_covars", "as_data", "check_data",
+           "fit_n_features", "check_fit_data", "check_near_centre", "COVARIANCE_TYPES",
+           "MIN_VARIANCE", "MAX_VARIANCE"]
 
 CONTEXTS = ("right", "left", "both")
 METHODS = ("structured", "naive", "exact")
 ALGORITHMS = ("viterbi", "map")
-PARAM_CODES = "stmrl"
+PARAM_CODES = "stmcrl"
+COVARIANCE_TYPES = ("spherical", "diag")
+#: The range of an output variance accepted (the kernel solves the model whose data and
+#: tables are divided by its square root; those too are held to MAX_MAGNITUDE).
+MIN_VARIANCE = 1e-100
+MAX_VARIANCE = 1e200
 # how far from 1 a row of transmat_ (or startprob_) may sum; beyond _PROB_EXACT (rounding) it
 # is then divided by its sum
 _PROB_TOL = 1e-6
@@ -217,12 +223,41 @@ def _check_table(M, name, n, D, present, context):
     return M
 
 
+def check_covars(covars, covariance_type, n, D):
+    """The output variances (D,) from ``covars_`` in hmmlearn's compact shape: (n_states,)
+    for ``"spherical"``, (n_states, n_features) for ``"diag"``, the same row for every state
+    (one covariance shared by the states; None: the identity, the paper's model)."""
+    if covars is None:
+        return np.ones(D)
+    C = as_array(covars, "covars_")
+    if C.dtype.kind not in "biuf":
+        raise TypeError(f"covars_ must be numeric, got dtype {C.dtype}")
+    C = np.asarray(C, dtype=np.float64)
+    shape = (n,) if covariance_type == "spherical" else (n, D)
+    if C.shape != shape:
+        names = "(n_states,)" if covariance_type == "spherical" else "(n_states, n_features)"
+        raise ValueError(f"covars_ must have shape {names} = {shape} for "
+                         f"covariance_type={covariance_type!r}, got {C.shape}")
+    if not np.all((C >= MIN_VARIANCE) & (C <= MAX_VARIANCE)):
+        bad = C.ravel()[np.flatnonzero(~((C >= MIN_VARIANCE) & (C <= MAX_VARIANCE)))[0]]
+        raise ValueError(f"covars_ must hold variances in [{MIN_VARIANCE:g}, "
+                         f"{MAX_VARIANCE:g}], got {bad!r}")
+    if np.any(C != C[:1]):
+        raise ValueError(
+            "covars_ must have the same row for every state: ContextHMM's states share one "
+            f"{'variance' if covariance_type == 'spherical' else 'diagonal covariance'} (with "
+            "a covariance per state, the precision of the state at t would couple the "
+            "context states to it through x_t, outside the structured posterior's family); "
+            "give one covariance, e.g. np.tile(v, (n_states, 1))")
+    return np.ascontiguousarray(np.broadcast_to(C[0], (D,)), dtype=np.float64)
+
+
 def check_params(n_states, n_features, context, startprob, transmat, means, right_means,
-                 left_means, owner="ContextHMM"):
+                 left_means, owner="ContextHMM", covars=None, covariance_type="diag"):
     """The model's parameters (the fitted attributes, also ones assigned by hand), validated,
     as an :class:`~mfengine.hmm._problem.HMMParams` of C-contiguous float64 arrays (defaults
-    filled in: uniform ``startprob``/``transmat``, zero context tables).  ``owner`` is the
-    class name an unfitted model's error names."""
+    filled in: uniform ``startprob``/``transmat``, zero context tables, unit variances).
+    ``owner`` is the class name an unfitted model's error names."""
     n = int(n_states)
     if means is None:
         raise _not_fitted(owner)
@@ -240,7 +275,19 @@ def check_params(n_states, n_features, context, startprob, transmat, means, righ
                                                                      (n,), False)
     A = np.full((n, n), 1.0 / n) if transmat is None else _check_prob(transmat, "transmat_",
                                                                        (n, n), True)
-    return HMMParams(sp, A, U, V, W)
+    params = HMMParams(sp, A, U, V, W, check_covars(covars, covariance_type, n, D))
+    if not params.unit:
+        sigma = np.sqrt(params.variances)
+        for M, name in ((U - U.mean(axis=0), "means_"), (V, "right_means_"),
+                        (W, "left_means_")):
+            big = float(np.max(np.abs(M) / sigma))
+            if big > MAX_MAGNITUDE:
+                raise ValueError(
+                    f"{name} has entries {big:.3g} standard deviations (sqrt(covars_)) away "
+                    f"from {'their centre' if name == 'means_' else 'zero'}: beyond "
+                    f"{MAX_MAGNITUDE:g} their squares, summed over a sequence, leave the "
+                    "range of float64")
+    return params
 
 
 def as_data(X, name, n_cols):
@@ -322,13 +369,18 @@ def check_fit_data(Xc, n_states):
             "float64; rescale X")
 
 
-def check_near_centre(Xc, centre):
+def check_near_centre(Xc, centre, variances=None):
     """Refuse data too far from the centre of their mean (see
-    :func:`mfengine.hmm._problem.centred`)."""
+    :func:`mfengine.hmm._problem.centred`), in units of the outputs' standard deviations
+    (``variances``, (D,); None: ones)."""
     dev = np.abs(Xc - centre)
+    unit = ""
+    if variances is not None and not np.all(variances == 1.0):
+        dev = dev / np.sqrt(variances)
+        unit = " standard deviations (sqrt(covars_))"
     if dev.size and np.nanmax(dev, initial=0.0) > MAX_MAGNITUDE:
         raise ValueError(
-            f"X has values {np.nanmax(dev):.3g} away from the centre of their mean (the "
+            f"X has values {np.nanmax(dev):.3g}{unit} away from the centre of their mean (the "
             "mean of the rows of means_, plus those of right_means_ and left_means_ where "
             f"the context state lies in the sequence): beyond {MAX_MAGNITUDE:g} their "
             "squares, summed over a sequence, leave the range of float64")

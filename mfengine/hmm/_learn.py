@@ -15,10 +15,12 @@ import numpy as np
 
 from mfengine._em import EMMonitor, run_em
 from mfengine._progress import progress_bar
+from mfengine.hmm._checks import MAX_VARIANCE
 from mfengine.hmm._problem import HMMParams
 from mfengine.hmm._solve import ChainSolution
 
-__all__ = ["initial_means", "mstep_chain", "mstep_means", "EMFit", "fit_em"]
+__all__ = ["initial_means", "initial_variances", "mstep_chain", "mstep_means",
+           "mstep_variances", "EMFit", "fit_em"]
 
 
 def initial_means(data, n_states, rng):
@@ -35,6 +37,20 @@ def initial_means(data, n_states, rng):
         rows = Xc[~np.isnan(Xc).all(axis=1)]
         rows = np.where(np.isnan(rows), np.nanmean(Xc, axis=0), rows)
         return np.ascontiguousarray(km.fit(rows).cluster_centers_, dtype=np.float64)
+
+
+def initial_variances(data, covariance_type, min_covar):
+    """hmmlearn's starting covariance, shared by the states: the variance of each column of
+    the training data (``data()``; missing values left out) plus ``min_covar``, averaged over
+    the columns for ``"spherical"``.  Returns (n_features,)."""
+    Xc = data()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=RuntimeWarning)   # a column seen once
+        v = np.nanvar(Xc, axis=0)
+    v = np.where(np.isfinite(v), v, 0.0) + float(min_covar)
+    if covariance_type == "spherical":
+        v = np.full_like(v, v.mean())
+    return np.ascontiguousarray(v, dtype=np.float64)
 
 
 def mstep_chain(params, stats, offsets, update):
@@ -72,6 +88,29 @@ def mstep_means(params, stats, tables):
             np.ascontiguousarray(theta[2 * n:]))
 
 
+def mstep_variances(params, stats, covariance_type, min_covar):
+    """Maximise the bound over the variances with Q and the tables (those of ``params``)
+    held fixed: each feature's expected squared residual per observed value (pooled over
+    the features for ``"spherical"``), at least ``min_covar`` (the bound is unimodal in
+    each variance, so the clipped value is the constrained maximum).  A feature with no
+    observed value keeps its variance.  Returns (n_features,)."""
+    H, g = stats.H.sum(0), stats.g.sum(0)
+    xx, count = stats.xx.sum(0), stats.n_obs.sum(0).astype(np.float64)
+    theta = np.concatenate(params.tables, axis=0)          # (3n, D)
+    # per feature: xx_d - 2 g_d.theta_d + theta_d.H_d.theta_d, the squared residuals divided
+    # by the current variance (precision-weighted statistics)
+    quad = np.einsum("id,dij,jd->d", theta, H, theta) - 2.0 * np.einsum("di,id->d", g, theta)
+    sq = np.maximum(xx + quad, 0.0) * params.variances    # in the data's units
+    v = params.variances.copy()
+    if covariance_type == "spherical":
+        if count.sum() > 0:
+            v[:] = sq.sum() / count.sum()
+    else:
+        seen = count > 0
+        v[seen] = sq[seen] / count[seen]
+    return np.ascontiguousarray(np.clip(v, float(min_covar), MAX_VARIANCE))
+
+
 @dataclass(frozen=True, eq=False)
 class EMFit:
     """What :func:`fit_em` learned.
@@ -98,7 +137,7 @@ class EMFit:
 
 
 def fit_em(estep, params, *, n_bw, n_mf, tol, update, tables, draw_right, draw_left, scale,
-           rng, progress, desc):
+           rng, progress, desc, covariance_type="diag", min_covar=1e-3):
     """Baum-Welch on the first-order model, then mean-field EM, from ``params``.
 
     Parameters
@@ -115,8 +154,8 @@ def fit_em(estep, params, *, n_bw, n_mf, tol, update, tables, draw_right, draw_l
     tol : float or None
         Each phase stops when an iteration raises the objective by less than this (total).
     update : str
-        The codes of ``params`` that the M-steps update ("s", "t", "m"; the context tables
-        are in ``tables``).
+        The codes of ``params`` that the M-steps update ("s", "t", "m", "c"; the context
+        tables are in ``tables``).
     tables : list of int
         The mean tables mean-field EM's M-step updates (0 = means, 1 = right, 2 = left).
     draw_right, draw_left : bool
@@ -124,6 +163,9 @@ def fit_em(estep, params, *, n_bw, n_mf, tol, update, tables, draw_right, draw_l
         ``rng`` at the start of mean-field EM (they are zero during Baum-Welch).
     progress : bool
         Show a progress bar titled ``desc``.
+    covariance_type : {"spherical", "diag"}
+        The variances' M-step (code "c" in ``update``): one pooled variance or one per
+        feature, each at least ``min_covar``.
 
     Returns
     -------
@@ -131,6 +173,13 @@ def fit_em(estep, params, *, n_bw, n_mf, tol, update, tables, draw_right, draw_l
     """
     n, D = params.n_states, params.n_features
     last = None
+
+    def _with_variances(P, r):
+        # after the tables: the joint maximum over both, one coordinate at a time
+        if "c" not in update:
+            return P
+        return P.replace(variances=mstep_variances(P, r, covariance_type, min_covar))
+
     with progress_bar(total=n_bw + n_mf, desc=desc, disable=not progress) as bar:
         # -- Baum-Welch on the first-order model (context means ignored)
         def bw_e_step(P):
@@ -141,7 +190,8 @@ def fit_em(estep, params, *, n_bw, n_mf, tol, update, tables, draw_right, draw_l
             r, offsets = stats
             sp, A = mstep_chain(P, r, offsets, update)
             U, _, _ = mstep_means(P, r, [0] if "m" in update else [])
-            return P.replace(startprob=sp, transmat=A, means=U)
+            P = P.replace(startprob=sp, transmat=A, means=U)
+            return _with_variances(P, r)
 
         def bw_record(value, stats):
             bar.update(1)
@@ -173,7 +223,7 @@ def fit_em(estep, params, *, n_bw, n_mf, tol, update, tables, draw_right, draw_l
                 r, offsets = stats
                 sp, A = mstep_chain(P, r, offsets, update)
                 U, V, W = mstep_means(P, r, tables)
-                return HMMParams(sp, A, U, V, W)
+                return _with_variances(HMMParams(sp, A, U, V, W, P.variances), r)
 
             def mf_fell(saved, P, value, stats):
                 # new transitions put the previous Q outside the chain family; with the old

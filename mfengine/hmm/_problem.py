@@ -6,8 +6,9 @@ A verb of :class:`~mfengine.ContextHMM` checks its parameters and data once
 records and never the estimator.
 
 ``HMMParams``
-    The model's parameters: initial and transition probabilities and the three mean tables
-    (own state, right context, left context), float64 and C-contiguous.
+    The model's parameters: initial and transition probabilities, the three mean tables
+    (own state, right context, left context) and the output variances, float64 and
+    C-contiguous.
 ``ChainProblem``
     What one call solves with, besides the parameters: the chain's shape (states, lag,
     context) and the solver's settings (sweeps, tolerance, starts, threads).
@@ -36,6 +37,10 @@ class HMMParams:
         Own-state output means.
     right_means, left_means : ndarray of shape (n_states, n_features)
         Context output means (zeros for an absent context).
+    variances : ndarray of shape (n_features,)
+        The output variance of each feature, shared by the states (ones: the paper's unit
+        covariance).  The kernel's model has unit covariance; :meth:`whitened` turns a model
+        with other variances into one of those (``mfengine.hmm._solve.solve`` does).
     """
 
     startprob: np.ndarray
@@ -43,6 +48,7 @@ class HMMParams:
     means: np.ndarray
     right_means: np.ndarray
     left_means: np.ndarray
+    variances: np.ndarray
 
     @property
     def n_states(self):
@@ -56,6 +62,22 @@ class HMMParams:
     def tables(self):
         """``(means, right_means, left_means)``."""
         return self.means, self.right_means, self.left_means
+
+    @property
+    def unit(self):
+        """Whether every variance is one (the kernel's model as it stands)."""
+        return bool(np.all(self.variances == 1.0))
+
+    def whitened(self):
+        """``(params_w, sigma)``: the model of the outputs divided by ``sigma`` =
+        sqrt(variances), feature by feature: every table divided by ``sigma``, unit
+        variances.  ln N(x; m, s^2) = ln N(x / s; m / s, 1) - ln s, so a bound or ln P(x) of
+        the whitened data, less ln s for every observed value, is the model's, and the
+        posteriors are the same."""
+        sigma = np.sqrt(self.variances)
+        U, V, W = (np.ascontiguousarray(M / sigma) for M in self.tables)
+        return self.replace(means=U, right_means=V, left_means=W,
+                            variances=np.ones_like(sigma)), sigma
 
     def replace(self, **changes):
         """A copy with the fields in ``changes`` replaced (the others are the same arrays)."""

@@ -48,6 +48,15 @@ class ChainSolution:
         The M-step's quadratic term in the mean tables (with ``want_stats``).
     g : ndarray of shape (n_seq, D, 3 n_states), optional
         The M-step's linear term (with ``want_stats``).
+    xx : ndarray of shape (n_seq, D), optional
+        The sum over observed outputs of x_td^2 / v_d (with ``want_stats``; v the
+        variances).  ``H``, ``g`` and ``xx`` are precision-weighted: with Q held fixed the
+        bound is, as a function of the tables theta_d = (U[:, d], V[:, d], W[:, d]) in the
+        data's units, -1/2 sum_d (xx_d - 2 g_d.theta_d + theta_d.H_d.theta_d) plus terms free
+        of them, and v_d times the bracket is the expected sum of feature d's squared
+        residuals (the variances' M-step).
+    n_obs : ndarray of intp, shape (n_seq, D), optional
+        Observed values of each feature (with ``want_stats``).
 
     In the data-parallel fit (:func:`combine_partitions`) a "sequence" is a partition:
     ``gamma`` holds each partition's summed first-step marginals, ``logpot`` its warm starts.
@@ -62,14 +71,32 @@ class ChainSolution:
     logpot: object = None
     H: np.ndarray = None
     g: np.ndarray = None
+    xx: np.ndarray = None
+    n_obs: np.ndarray = None
 
 
-def _from_kernel(out):
-    """The kernel's dict as a ChainSolution (absent entries None)."""
-    return ChainSolution(bound=out["bound"], n_sweeps=out["n_sweeps"],
-                         converged=out["converged"], gamma=out.get("gamma"),
-                         history=out.get("history"), xi=out.get("xi"),
-                         logpot=out.get("logpot"), H=out.get("H"), g=out.get("g"))
+def _from_kernel(out, sigma=None, log_sigma=None, xx=None, n_obs=None):
+    """The kernel's dict as a ChainSolution (absent entries None), for the model whose
+    whitened form (:meth:`~mfengine.hmm._problem.HMMParams.whitened`, ``sigma``) the kernel
+    solved: ``log_sigma`` (n_seq,) the sum of ln sigma_d over each sequence's observed
+    values, taken off the bound and its history; H and g back in the data's units (divided
+    by v_d and sigma_d); ``xx``, ``n_obs`` the data's statistics."""
+    bound, history, H, g = out["bound"], out.get("history"), out.get("H"), out.get("g")
+    if sigma is not None:
+        bound = bound - log_sigma
+        if history is not None:
+            history = history - log_sigma[:, None]
+        if H is not None:
+            H = H / (sigma * sigma)[None, :, None, None]
+            g = g / sigma[None, :, None]
+    return ChainSolution(bound=bound, n_sweeps=out["n_sweeps"], converged=out["converged"],
+                         gamma=out.get("gamma"), history=history, xi=out.get("xi"),
+                         logpot=out.get("logpot"), H=H, g=g, xx=xx, n_obs=n_obs)
+
+
+def _per_sequence(values, offsets):
+    """(n_seq, D) sums of the rows of ``values`` (N, D) over each sequence."""
+    return np.add.reduceat(values, offsets[:-1], axis=0) if values.shape[0] else values
 
 
 def check_exact_size(n_states, lag, context, offsets, max_augmented_states):
@@ -106,10 +133,21 @@ def solve(problem, params, X, offsets, method, want_stats=False, first_order=Fal
     n_starts = _chain.N_STARTS if problem.starts is None else len(problem.starts)
     n_items = (len(offsets) - 1) * (n_starts if method == "structured" else 1)
     n_threads = n_threads_for(problem.n_threads, n_items)
+    seen = xx = n_obs = sigma = log_sigma = None
+    if want_stats or not params.unit:
+        seen = ~np.isnan(X)
+    if not params.unit:
+        # the kernel's model has unit variances: it solves the whitened one
+        params, sigma = params.whitened()
+        X = np.ascontiguousarray(X / sigma)
+        log_sigma = _per_sequence(seen.astype(np.float64), offsets) @ np.log(sigma)
+    if want_stats:
+        xx = _per_sequence(np.where(seen, X * X, 0.0), offsets)
+        n_obs = _per_sequence(seen.astype(np.intp), offsets)
     return _from_kernel(_chain.run(
         method, params.startprob, params.transmat, params.means, params.right_means,
         params.left_means, lag, right, left, X, offsets, problem.max_iter, problem.tol,
-        want_stats, n_threads, init, problem.starts))
+        want_stats, n_threads, init, problem.starts), sigma, log_sigma, xx, n_obs)
 
 
 def solve_from_starts(problem, params, X, offsets):
@@ -123,7 +161,10 @@ def solve_from_starts(problem, params, X, offsets):
               want_stats=True)
     c = np.concatenate([np.broadcast_to(M.mean(axis=0), M.shape)
                         for M in params.tables])   # (3n, D)
-    return dataclasses.replace(r, g=r.g + np.einsum("sdij,jd->sdi", r.H, c))
+    # and the squared data so that xx - 2 g.theta + theta.H.theta (the expected squared
+    # residuals) is the same in both: xx = xx_c + c.H.c + 2 g_c.c
+    xx = r.xx + np.einsum("id,sdij,jd->sd", c, r.H, c) + 2.0 * np.einsum("sdi,id->sd", r.g, c)
+    return dataclasses.replace(r, g=r.g + np.einsum("sdij,jd->sdi", r.H, c), xx=xx)
 
 
 def estep(problem, params, X, offsets, first_order=False, init=None):
@@ -152,7 +193,9 @@ def partition_estep(block, state, shared, lengths):
         gamma=r.gamma[offsets[:-1]].sum(0),
         xi=None if r.xi is None else r.xi.sum(0),
         H=None if r.H is None else r.H.sum(0),
-        g=None if r.g is None else r.g.sum(0))
+        g=None if r.g is None else r.g.sum(0),
+        xx=None if r.xx is None else r.xx.sum(0),
+        n_obs=None if r.n_obs is None else r.n_obs.sum(0))
     return small, r.logpot
 
 
@@ -169,7 +212,7 @@ def combine_partitions(outs, logpot):
     r = ChainSolution(bound=np.array([o.bound for o in outs]), n_sweeps=None,
                       converged=np.concatenate([o.converged for o in outs]),
                       gamma=stack("gamma"), xi=stack("xi"), logpot=logpot, H=stack("H"),
-                      g=stack("g"))
+                      g=stack("g"), xx=stack("xx"), n_obs=stack("n_obs"))
     return r, np.arange(len(outs) + 1)
 
 
@@ -201,6 +244,7 @@ def log_joint(params, lag, context, X, offsets, path):
     (missing values marginalised: their terms drop out)."""
     right, left = context in ("right", "both"), context in ("left", "both")
     U, V, W = params.tables
+    sigma = np.sqrt(params.variances)
     lag = int(lag)
     total = 0.0
     with np.errstate(divide="ignore"):
@@ -215,7 +259,9 @@ def log_joint(params, lag, context, X, offsets, path):
                 mean[lag:] += W[s[:T - lag]]
             total += logsp[s[0]] + np.sum(logA[s[:-1], s[1:]])
             seen = ~np.isnan(x)    # missing values are marginalised: their terms drop out
-            total += -0.5 * np.sum((x - mean)[seen] ** 2) - np.count_nonzero(seen) * _HALF_LOG_2PI
+            z = ((x - mean) / sigma)[seen]
+            total += (-0.5 * np.sum(z ** 2) - np.count_nonzero(seen) * _HALF_LOG_2PI
+                      - np.sum(seen @ np.log(sigma)))
     return float(total)
 
 
@@ -240,5 +286,5 @@ def sample_sequence(params, lag, context, T, rng):
         mean[:-L] += V[states[L:]]
     if left and T > L:
         mean[L:] += W[states[:-L]]
-    X = mean + rng.standard_normal((T, U.shape[1]))
+    X = mean + np.sqrt(params.variances) * rng.standard_normal((T, U.shape[1]))
     return X, states

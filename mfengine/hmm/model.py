@@ -25,12 +25,13 @@ from sklearn.base import BaseEstimator
 from mfengine._base import ConvergenceWarning, PersistMixin, user_stacklevel, warn_unconverged
 from mfengine._validation import (BOOLEAN, N_THREADS, RANDOM_STATE, Interval, Options, Satisfies,
                                   check_random_state, check_value, validate_params)
-from mfengine.hmm._checks import (ALGORITHMS, CONTEXTS, INT64_MAX, MAX_MAGNITUDE, METHODS,
+from mfengine.hmm._checks import (ALGORITHMS, CONTEXTS, COVARIANCE_TYPES, INT64_MAX,
+                                  MAX_MAGNITUDE, MAX_VARIANCE, METHODS, MIN_VARIANCE,
                                   PARAM_CODES, check_data, check_fit_data, check_int,
                                   check_method, check_near_centre, check_params, check_real,
                                   check_starts, fit_n_features, n_features_of)
 from mfengine.hmm._chain import START_NAMES
-from mfengine.hmm._learn import fit_em, initial_means
+from mfengine.hmm._learn import fit_em, initial_means, initial_variances
 from mfengine.hmm._problem import ChainProblem, centred
 from mfengine.hmm._result import HMMInferenceResult
 from mfengine.hmm._solve import (check_exact_size, combine_partitions, draw_paths, estep,
@@ -46,10 +47,11 @@ class ContextHMM(PersistMixin, BaseEstimator):
 
     States ``S_t`` in ``0 .. n_states - 1`` follow a first-order Markov chain with initial
     probabilities ``startprob_`` and transitions ``transmat_``.  The output ``x_t`` in
-    R^n_features is Gaussian with unit covariance (Saul & Jordan 1996, eq. 23) and mean
+    R^n_features is Gaussian with mean
     ``means_[S_t] + right_means_[S_{t+lag}] + left_means_[S_{t-lag}]``, where the right-context
     term is present for ``context="right"`` or ``"both"`` and the left-context term for
-    ``"left"`` or ``"both"``.
+    ``"left"`` or ``"both"``, and a diagonal covariance ``covars_`` shared by the states
+    (``covariance_type``; Saul & Jordan 1996, eq. 23, fix it at the identity).
 
     A context state that falls outside the sequence (t + lag >= T or t - lag < 0) contributes
     nothing, so the first ``lag`` outputs have no left context and the last ``lag`` no right
@@ -62,7 +64,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
 
     NaN entries of X are missing values, marginalised by every verb and method: a row of NaN
     is a missing frame (its whole emission drops out), a NaN coordinate drops only its own
-    terms (the covariance is the identity).  hmmlearn refuses NaN.
+    terms (the covariance is diagonal).  hmmlearn refuses NaN.
 
     Parameters
     ----------
@@ -92,14 +94,26 @@ class ContextHMM(PersistMixin, BaseEstimator):
         Mean-field sweeps per sequence of one solve (any integer >= 0).
     infer_tol : float, default=1e-10
         A solve stops when a sweep raises the bound by at most this many nats per time step.
+    covariance_type : {"diag", "spherical"}, default="diag"
+        hmmlearn's names: one variance per feature (``covars_`` of shape (n_states,
+        n_features)) or one for all features (shape (n_states,)).  The states share it: every
+        row of ``covars_`` is the same.  (A covariance per state would couple the precision
+        of the state at t to the context states through x_t, and with ``context="both"``
+        three states at once, outside the structured posterior's pairwise family.)  Learned
+        in both phases of :meth:`fit` when ``params`` has ``c``; scaling the data scales it,
+        and leaves what is decoded unchanged.
+    min_covar : float, default=1e-3
+        Floor of the learned variances (hmmlearn's name and default).  Also added to the
+        data's variance that initialises ``covars_``.
     algorithm : {"viterbi", "map"}, default="viterbi"
         Decoder of :meth:`decode` and :meth:`predict` (as hmmlearn's): ``"viterbi"`` is the
         most probable path of the structured posterior's chain Q, ``"map"`` the most probable
         state of each marginal.
-    params : str, default="stmrl"
+    params : str, default="stmcrl"
         Parameters that :meth:`fit` updates: any of ``s`` (``startprob_``), ``t`` (``transmat_``),
-        ``m`` (``means_``), ``r`` (``right_means_``), ``l`` (``left_means_``).
-    init_params : str, default="stmrl"
+        ``m`` (``means_``), ``c`` (``covars_``), ``r`` (``right_means_``), ``l``
+        (``left_means_``).
+    init_params : str, default="stmcrl"
         Parameters that :meth:`fit` initialises (same codes).  A parameter left out keeps the
         value it was given before fit (and is initialised only when it was not set); a
         parameter that is set and listed here is overwritten, with a warning, as in hmmlearn.
@@ -141,6 +155,11 @@ class ContextHMM(PersistMixin, BaseEstimator):
         Own-state output means; must be set (or fitted) before scoring.
     right_means_, left_means_ : ndarray of shape (n_states, n_features)
         Context output means (zeros when not set; must stay zero for an absent context).
+    covars_ : ndarray of shape (n_states,) or (n_states, n_features)
+        Output variances in hmmlearn's compact shape for ``covariance_type``, the same row
+        for every state (ones, the paper's unit covariance, when not set).  hmmlearn's
+        ``covars_`` property gives full matrices; ``np.apply_along_axis(np.diag, 1, covars_)``
+        does for ``"diag"``.
     history_ : ndarray of shape (`n_iter_`,)
         After :meth:`fit`: the objective of each EM iteration, summed over sequences, in nats:
         the first ``bw_n_iter_`` entries the exact log-likelihood of the first-order model
@@ -208,6 +227,8 @@ class ContextHMM(PersistMixin, BaseEstimator):
         "starts": [Satisfies(lambda v: check_starts(v) or True,
                              f"'all', one of {START_NAMES} or a sequence of them "
                              "without repeats")],
+        "covariance_type": [Options(*COVARIANCE_TYPES)],
+        "min_covar": [Interval(numbers.Real, MIN_VARIANCE, MAX_VARIANCE)],
         "algorithm": [Options(*ALGORITHMS)],
         "params": [Satisfies(lambda v: isinstance(v, str) and not set(v) - set(PARAM_CODES),
                              f"a string of the letters {PARAM_CODES!r}")],
@@ -221,15 +242,17 @@ class ContextHMM(PersistMixin, BaseEstimator):
         "progress": [BOOLEAN],
     }
     _saved_state = {"startprob_": "array", "transmat_": "array", "means_": "array",
-                    "right_means_": "array", "left_means_": "array", "history_": "vector",
+                    "right_means_": "array", "left_means_": "array", "covars_": "array",
+                    "history_": "vector",
                     "n_iter_": "count", "bw_n_iter_": "count", "converged_": "flag",
                     "n_features_in_": "count"}
 
     def __init__(self, n_states=2, n_features=None, lag=1, context="right", method="structured",
                  max_iter=50, tol=1e-4, bw_max_iter=50, infer_max_iter=100, infer_tol=1e-10,
-                 algorithm="viterbi", params="stmrl", init_params="stmrl",
+                 algorithm="viterbi", params="stmcrl", init_params="stmcrl",
                  context_init_scale=0.1, max_augmented_states=2**20, warm_start=False,
-                 n_threads=None, random_state=None, progress=True, starts="all"):
+                 n_threads=None, random_state=None, progress=True, starts="all",
+                 covariance_type="diag", min_covar=1e-3):
         self.n_states = n_states
         self.n_features = n_features
         self.lag = lag
@@ -241,6 +264,8 @@ class ContextHMM(PersistMixin, BaseEstimator):
         self.infer_max_iter = infer_max_iter
         self.infer_tol = infer_tol
         self.starts = starts
+        self.covariance_type = covariance_type
+        self.min_covar = min_covar
         self.algorithm = algorithm
         self.params = params
         self.init_params = init_params
@@ -265,6 +290,13 @@ class ContextHMM(PersistMixin, BaseEstimator):
         return tags
 
     # ------------------------------------------------------------- checks and records
+    def _covars_of(self, variances):
+        """``covars_`` in hmmlearn's compact shape from the shared variances (D,)."""
+        n = int(self.n_states)
+        if self.covariance_type == "spherical":
+            return np.full(n, float(variances[0]))
+        return np.ascontiguousarray(np.tile(variances, (n, 1)))
+
     def _params(self):
         """The parameters, validated (hyperparameters first), as an
         :class:`~mfengine.hmm._problem.HMMParams` (defaults filled in)."""
@@ -272,7 +304,8 @@ class ContextHMM(PersistMixin, BaseEstimator):
         return check_params(self.n_states, self.n_features, self.context,
                             getattr(self, "startprob_", None), getattr(self, "transmat_", None),
                             getattr(self, "means_", None), getattr(self, "right_means_", None),
-                            getattr(self, "left_means_", None), type(self).__name__)
+                            getattr(self, "left_means_", None), type(self).__name__,
+                            getattr(self, "covars_", None), self.covariance_type)
 
     def _check_fitted(self):
         """``mf.load``: the loaded parameters as every call checks them."""
@@ -314,7 +347,7 @@ class ContextHMM(PersistMixin, BaseEstimator):
         params = self._params()   # the model first, so that a bad parameter is named before X
         Xc, offsets = self._check_X(X, lengths)
         params_c, centre = centred(params, self.lag, self.context, Xc.shape, offsets)
-        check_near_centre(Xc, centre)
+        check_near_centre(Xc, centre, params.variances)
         if method == "exact":
             check_exact_size(self.n_states, self.lag, self.context, offsets,
                              self.max_augmented_states)
@@ -652,6 +685,9 @@ class ContextHMM(PersistMixin, BaseEstimator):
                 self.transmat_ = np.full((n, n), 1.0 / n)
             if self._needs_init("m", "means_"):
                 self.means_ = initial_means(data, n, rng)
+            if self._needs_init("c", "covars_"):
+                v = initial_variances(data, self.covariance_type, self.min_covar)
+                self.covars_ = self._covars_of(v)
             draw_right = self._right and self._needs_init("r", "right_means_")
             if not self._right or draw_right:
                 self.right_means_ = np.zeros((n, D))
@@ -696,12 +732,15 @@ class ContextHMM(PersistMixin, BaseEstimator):
                         tol=None if self.tol is None else float(self.tol) * n_rows,
                         update=self.params, tables=tables, draw_right=init_right,
                         draw_left=init_left, scale=float(self.context_init_scale) * std,
-                        rng=rng, progress=self.progress, desc=desc)
+                        rng=rng, progress=self.progress, desc=desc,
+                        covariance_type=self.covariance_type, min_covar=float(self.min_covar))
         P = fitted.params
         self.startprob_, self.transmat_ = P.startprob, P.transmat
         # means never updated come back bit for bit (no round trip through the shift)
         self.means_ = U_start if P.means is params.means else P.means + shift
         self.right_means_, self.left_means_ = P.right_means, P.left_means
+        if "c" in self.params or getattr(self, "covars_", None) is not None:
+            self.covars_ = self._covars_of(P.variances)
         self.history_ = np.asarray(fitted.history, dtype=np.float64)
         self.n_iter_ = len(fitted.history)
         self.bw_n_iter_ = fitted.bw_n_iter
