@@ -24,10 +24,10 @@ from mfengine.sbn.dag import DagStructure
 
 try:
     from . import reference as ref
-except ImportError:  # tests/ is not a package: pytest puts it on sys.path
+except ImportError:  # tests/ is not a package: conftest.py puts references/ on sys.path
     import reference as ref
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _get_include():

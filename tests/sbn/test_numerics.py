@@ -212,7 +212,7 @@ def numerics(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("numerics")
     (tmp / "prog.c").write_text(NUMERICS_PROGRAM)
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     cc = (sysconfig.get_config_var("CC") or "cc").split()
     # the flags of the build (no -ffast-math: the header must be right under them)
     cmd = cc + ["-O3", "-std=c99", "-fno-math-errno", "-fno-trapping-math",

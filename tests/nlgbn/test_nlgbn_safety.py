@@ -1,7 +1,7 @@
 """NLGBN with hostile input never crashes, never returns NaN or a falling history, and names
 the offending argument (issue 14).
 
-Every group of cases runs in a child interpreter (``python tests/test_nlgbn_safety.py GROUP``)
+Every group of cases runs in a child interpreter (``python tests/nlgbn/test_nlgbn_safety.py GROUP``)
 so that a crash of the compiled code is a failed test, not a dead test run; the child checks
 each case against its expectation and prints the failures as JSON.  Expectations:
 

@@ -1,5 +1,5 @@
 """Slow, obviously-right NumPy references for the Plefka schemes G11, G12, G22
-(Bhattacharyya & Keerthi), used only by tests/test_plefka.py.
+(Bhattacharyya & Keerthi), used only by tests/sbn/test_plefka.py.
 
 Everything here works on ONE item with a dense (n, n) weight matrix ``W`` (``W[i, j]`` from j
 to i, j < i), a bias vector ``h``, a clamp row (0/1, NaN for a free unit) and a mean vector

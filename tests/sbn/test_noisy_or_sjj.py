@@ -90,7 +90,7 @@ def test_never_above_exact_and_equal_to_the_reference(scale):
             assert np.allclose(Q.sum(axis=1)[(W > 0).any(axis=1)], 1.0)   # q on the simplex
             ref = bound_ref(W, h, mu[p], Q, free)
             assert ref == pytest.approx(bound[p], rel=1e-10, abs=1e-9)
-            # the slow reference of tests/reference_sjj.py agrees too (on the net without its
+            # the slow reference of tests/references/reference_sjj.py agrees too (on the net without its
             # barren units)
             k = ~barren_mask(W, free)
             assert sjj_noisy_or(W[np.ix_(k, k)], h[k], mu[p][k], Q[np.ix_(k, k)],

@@ -8,9 +8,9 @@ clear error (ValueError, TypeError, MemoryError, OverflowError) whose message na
 argument.  The whole run happens in a child interpreter, so a crash of the compiled code fails
 the test instead of killing the test run, and a hang hits the timeout.
 
-    pytest tests/test_nlgbn_fuzz.py                          # short profile (300 calls)
-    python tests/test_nlgbn_fuzz.py --examples 10000         # long profile, prints the counts
-    python tests/test_nlgbn_fuzz.py --examples 10000 --seed 7   # other cases
+    pytest tests/nlgbn/test_nlgbn_fuzz.py                            # short profile (300 calls)
+    python tests/nlgbn/test_nlgbn_fuzz.py --examples 10000           # long profile, prints the counts
+    python tests/nlgbn/test_nlgbn_fuzz.py --examples 10000 --seed 7   # other cases
 """
 import argparse
 import copy

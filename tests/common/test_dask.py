@@ -367,7 +367,7 @@ def _speed_table():
     return rows, os.getloadavg()[0]
 
 
-if __name__ == "__main__":      # python tests/test_dask.py [--speed]: the equality figures
+if __name__ == "__main__":      # python tests/common/test_dask.py [--speed]: the equality figures
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,

@@ -19,7 +19,7 @@ import pytest
 import mfengine
 from mfengine._config import get_include
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PACKAGE_DIR = os.path.dirname(os.path.abspath(mfengine.__file__))
 PUBLIC_HEADERS = ("mfengine_solver.h", "mf_status.h")
 

@@ -15,7 +15,7 @@ from mfengine.sbn import _gaussian
 
 try:
     from . import reference as ref
-except ImportError:  # tests/ is not a package: pytest puts it on sys.path
+except ImportError:  # tests/ is not a package: conftest.py puts references/ on sys.path
     import reference as ref
 
 

@@ -1,7 +1,7 @@
 """numpydoc's validator on every public name of mfengine: the classes and functions of
 ``mfengine.__all__``, the public methods and properties that mfengine defines on those classes,
 and the public functions of the modules listed there.  Every error is listed, grouped by
-module; ``python tests/test_docstrings.py`` prints the same list and a count per module.
+module; ``python tests/common/test_docstrings.py`` prints the same list and a count per module.
 """
 import inspect
 import sys

@@ -1,4 +1,4 @@
-"""The compiled Gaussian mean-field kernel against the slow reference in tests/reference.py,
+"""The compiled Gaussian mean-field kernel against the slow reference in tests/references/reference.py,
 update-by-update monotonicity of the bound (via the kernel's private ``trace``), and the
 stationarity conditions at the solution."""
 import json
@@ -15,7 +15,7 @@ from mfengine.sbn import _gaussian
 
 try:
     from . import reference as ref
-except ImportError:  # tests/ is not a package: pytest puts it on sys.path
+except ImportError:  # tests/ is not a package: conftest.py puts references/ on sys.path
     import reference as ref
 
 TIGHT = dict(tol=1e-12, inner_tol=1e-10, max_sweeps=500)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-SOURCES = Path(__file__).resolve().parents[1] / "mfengine"
+SOURCES = Path(__file__).resolve().parents[2] / "mfengine"
 
 #: Passed by address but only ever read inside the regions: the net or DAG description, and
 #: the placeholder a kernel gets for an empty weight array.

@@ -22,7 +22,7 @@ The 1-D maximisation over mu_k recomputes the full bound at every trial point
 (``scipy.optimize.minimize_scalar(method="bounded")`` on -L).  A minimiser that only sees
 function values can place the optimum only to about sqrt(machine epsilon) (the objective is flat
 to second order there), so the result is then polished with ``brentq`` on the analytic
-derivative dL/dmu_k (written out below from the formula; ``tests/test_gaussian_kernel.py``
+derivative dL/dmu_k (written out below from the formula; ``tests/sbn/test_gaussian_kernel.py``
 checks it against finite differences of ``bound``).  For a strictly concave 1-D problem
 (sum_c J_ck^2 < 4) this is THE maximiser.  Otherwise the 1-D problem may have several local
 maxima and ``solve(rule=...)`` says which one to take: "global" (the default) the highest one
