@@ -17,7 +17,7 @@ Asserted per family:
   and refusals of valid input stay within today's documented counts (UNCLEAR_LIMIT,
   REFUSED_LIMIT; 0 where today is 0).
 
-The long profile (bench/fuzz_long.py, at least 10,000 calls) is what a maintainer runs; see
+The long profile (bench/tools/fuzz_long.py, at least 10,000 calls) is what a maintainer runs; see
 docs/testing.md.  Both print one reproducer per failure:
 ``python -c 'import numpy as np, mfengine as mf; ...'``.
 

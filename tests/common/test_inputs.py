@@ -337,7 +337,7 @@ def test_sample_arguments(net):
         net.sample(3, random_state="seed")
 
 
-# --- what the long fuzz found with further seeds (bench/fuzz_long.py --seed 11 / 23 / 47):
+# --- what the long fuzz found with further seeds (bench/tools/fuzz_long.py --seed 11 / 23 / 47):
 # each error names the argument at fault, and valid input is not refused
 
 def test_errors_name_the_argument_found_by_further_fuzz_seeds():

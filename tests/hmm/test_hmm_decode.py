@@ -65,7 +65,7 @@ def test_decode_agrees_with_exact_decoding_on_small_instances():
     # 196 of these 200 and 390 of 400 instances (97.5%; the rest within a factor 0.67 of its
     # posterior probability); the naive marginals' argmax in 181 and 362 (90.5%); the same
     # with the four screened starts as with the three full ascents before them
-    # (`pytest -s` prints the counts; `python bench/hmm_start_detail.py --decode 400`).
+    # (`pytest -s` prints the counts; `python bench/studies/hmm_start_detail.py --decode 400`).
     n_inst = 200
     agree, near, naive_agree, ratios = decode_counts(n_inst)
     print(f"decode: exact MAP path in {agree}/{n_inst}, within 1% of its posterior "

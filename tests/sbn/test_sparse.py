@@ -176,8 +176,9 @@ def test_no_quadratic_memory_for_a_large_sparse_net():
 
 
 def _large_uniform_net(n, nnz, activation, seed=0):
-    """Each edge a child drawn uniformly and a parent anywhere below it (bench/sparse_scaling's
-    "uniform" nets): the parents' and children's state read from all over memory."""
+    """Each edge a child drawn uniformly and a parent anywhere below it
+    (bench/speed/sparse_scaling's "uniform" nets): the parents' and children's state read from
+    all over memory."""
     rng = np.random.default_rng(seed)
     i = rng.integers(1, n, nnz)
     j = i - 1 - (rng.random(nnz) * i).astype(np.int64)

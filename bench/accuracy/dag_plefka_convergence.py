@@ -1,10 +1,10 @@
 """Convergence of plefka11/plefka12 on the diagnosis-style noisy-OR net (issue 11, item 3).
 
-    python bench/dag_plefka_convergence.py                 # 20 cases, seed 0 (~1 min)
-    python bench/dag_plefka_convergence.py --cases 50 --seed 1
-    python bench/dag_plefka_convergence.py --cases 100 --unrecorded 0.95   # ~200 findings a case
+    python bench/accuracy/dag_plefka_convergence.py                 # 20 cases, seed 0 (~1 min)
+    python bench/accuracy/dag_plefka_convergence.py --cases 50 --seed 1
+    python bench/accuracy/dag_plefka_convergence.py --cases 100 --unrecorded 0.95   # ~200 findings a case
 
-The net and cases are drawn as ``bench/diagnosis.py`` draws them:
+The net and cases are drawn as ``bench/speed/diagnosis.py`` draws them:
 ``mf.datasets.make_diagnosis_net(600, 4000, 10, random_state=seed)`` (600 diseases, 4000
 findings, 10 parents per finding, leak biases 0.005-0.01) and ``net.sample(cases,
 random_state=seed + 1)``; the findings are clamped, the diseases free; ``infer``'s defaults

@@ -10,8 +10,8 @@ lag (score, best of --repeat, and 10 fixed sweeps of the coordinate ascent, best
 isolates the cost per sweep from the number of sweeps each instance needs), and two threads
 against one over sequences and over the four starts of the one T = 1000 sequence.
 
-    python bench/hmm_speed.py            # about a minute on one idle core
-    python bench/hmm_speed.py --quick    # smaller scaling runs
+    python bench/speed/hmm_speed.py            # about a minute on one idle core
+    python bench/speed/hmm_speed.py --quick    # smaller scaling runs
 
 Single-thread times are CPU times of the process (time.process_time), so that other processes
 sharing the cores inflate them less; the thread comparison is in wall time and needs two idle
@@ -20,14 +20,16 @@ once untimed first, and the best of at least 5 rounds is kept).  Compare the rat
 """
 import argparse
 import os
+import sys
 import time
 import warnings
 
 import numpy as np
 
-import _common
-import mfengine as mf
-from mfengine.hmm import _chain
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+import _common  # noqa: E402
+import mfengine as mf  # noqa: E402
+from mfengine.hmm import _chain  # noqa: E402
 
 
 def make_model(n=10, D=2, lag=5, context="both", seed=0, n_threads=1):

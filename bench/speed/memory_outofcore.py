@@ -20,8 +20,8 @@ default only 10^5 patterns, memmap and memory; ``--all`` runs every combination)
 
 Usage::
 
-    nice -n 10 python bench/memory_outofcore.py      # about 1.5 minutes on 2 busy cores
-    python bench/memory_outofcore.py --sizes 100000 --models bm --storage memmap memory
+    nice -n 10 python bench/speed/memory_outofcore.py      # about 1.5 minutes on 2 busy cores
+    python bench/speed/memory_outofcore.py --sizes 100000 --models bm --storage memmap memory
 """
 import argparse
 import json

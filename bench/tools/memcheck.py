@@ -1,8 +1,8 @@
 """The memory check (issue 14 item 5): every family's kernels under valgrind's memcheck.
 
-    python bench/memcheck.py                    # ~6 min on 2 cores: 60 fuzz cases per family
-    python bench/memcheck.py --per-family 10    # a quicker look (~3 min)
-    python bench/memcheck.py --keep vg.xml      # keep valgrind's XML report
+    python bench/tools/memcheck.py                    # ~6 min on 2 cores: 60 fuzz cases per family
+    python bench/tools/memcheck.py --per-family 10    # a quicker look (~3 min)
+    python bench/tools/memcheck.py --keep vg.xml      # keep valgrind's XML report
 
 One Python process runs under ``valgrind --tool=memcheck`` with ``PYTHONMALLOC=malloc`` (so
 that every Python object is a malloc block valgrind watches) and two OpenMP threads: first a
@@ -34,7 +34,7 @@ import time
 import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS = os.path.join(HERE, "..", "tests")
+TESTS = os.path.join(HERE, "..", "..", "tests")
 
 #: Families whose fuzz cases run in the loop, and entries left out because they are slow
 #: under valgrind (a fit of an HMM or a classifier is covered by the valid calls).

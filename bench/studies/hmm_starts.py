@@ -10,8 +10,8 @@ isolates the starts and the screen).  This script runs both on the same random i
 run (the full procedure through the one-chain kernels of ``mfengine.hmm._chain``) and prints
 how often the solver's bound is higher, equal or lower, by how much, and the time of each.
 
-    python bench/hmm_starts.py            # 162 instances, about 20 s on one idle core
-    python bench/hmm_starts.py --quick    # 81 instances (T = 300 only)
+    python bench/studies/hmm_starts.py            # 162 instances, about 20 s on one idle core
+    python bench/studies/hmm_starts.py --quick    # 81 instances (T = 300 only)
 
 Instances: n in (3, 5, 10) states, D = 2, lag in (1, 2, 5), context right / left / both,
 T in (300, 1000), context means of scale 0.3, 1 and 3 against own-state means of scale 2,

@@ -1,9 +1,9 @@
 """Sparse DAG belief nets: time per sweep against the number of edges, and the cost of
 building a large net.
 
-    nice -n 10 python bench/sparse_scaling.py                  # 1e3 .. 1e7 edges, sjj
-    nice -n 10 python bench/sparse_scaling.py --max-edges 1e6 --runs sjj:noisy_or:uniform,plefka11:sigmoid:local
-    nice -n 10 python bench/sparse_scaling.py --runs sjj:sigmoid:uniform:plain,sjj:sigmoid:uniform
+    nice -n 10 python bench/speed/sparse_scaling.py                  # 1e3 .. 1e7 edges, sjj
+    nice -n 10 python bench/speed/sparse_scaling.py --max-edges 1e6 --runs sjj:noisy_or:uniform,plefka11:sigmoid:local
+    nice -n 10 python bench/speed/sparse_scaling.py --runs sjj:sigmoid:uniform:plain,sjj:sigmoid:uniform
                                           # before/after the sjj kernel's large-net layout
 
 Random DAGs with a fixed mean fan-in (default 10): n_units = edges / fan-in, each edge a

@@ -3,7 +3,7 @@
 The model's residuals x_t - m_t do not depend on where the origin of each mean table lies, but
 the solver's first-order starts (the chain with the context couplings left out) do, so the
 ascent can end on another local maximum.  This scores the random instances of
-``bench/hmm_starts.py`` (162 per draw) with the default solver (four screened starts) in:
+``bench/studies/hmm_starts.py`` (162 per draw) with the default solver (four screened starts) in:
 
 * ``means_``: data and means less the mean of the rows of ``means_`` (the build before
   "The origin" in docs/context_hmm.md);
@@ -14,8 +14,8 @@ ascent can end on another local maximum.  This scores the random instances of
 and prints, per context scale, each system's mean bound minus the best of the three, and how
 often it is more than 0.1 nats below the best.
 
-    python bench/hmm_origin.py                  # the 162 instances of bench/hmm_starts.py
-    python bench/hmm_origin.py --seed-offset 1000   # another draw of the same grid
+    python bench/studies/hmm_origin.py                  # the 162 of bench/studies/hmm_starts.py
+    python bench/studies/hmm_origin.py --seed-offset 1000   # another draw of the same grid
 """
 import argparse
 import os
@@ -43,7 +43,7 @@ def coordinates(h, X):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed-offset", type=int, default=0,
-                    help="added to every instance's seed (0: bench/hmm_starts.py's draw)")
+                    help="added to every instance's seed (0: bench/studies/hmm_starts.py's draw)")
     a = ap.parse_args()
     sys.path.insert(0, HERE)
     from hmm_starts import instance_grid, make_model
@@ -65,7 +65,7 @@ def main():
             bounds[i, j] = r["bound"][0]
         scales[i] = cs
     best = bounds.max(axis=1)
-    print(f"{len(grid)} instances of bench/hmm_starts.py's grid, seeds + {a.seed_offset}; "
+    print(f"{len(grid)} instances of bench/studies/hmm_starts.py's grid, seeds + {a.seed_offset}; "
           "structured bound minus the best of the three systems (nats), mean and how many "
           "instances lie more than 0.1 below it")
     print(f"{'context scale':>14}" + "".join(f"{s:>22}" for s in SYSTEMS))

@@ -1,14 +1,15 @@
 """ContextHMM structured bounds of this build against another build of mfengine, instance by instance.
 
-Scores the 162 random instances of ``bench/hmm_starts.py`` and the issue-11 sequence of
-``bench/hmm_speed.py`` with ``method="structured"`` under this build and under the build found at
-``--other`` (a source tree built in place, for example a ``git worktree`` of an older commit
-after ``python setup.py build_ext --inplace``), each in its own process, and prints, by context
-scale, how the bounds differ (this build minus the other) and the CPU time each took.
+Scores the 162 random instances of ``bench/studies/hmm_starts.py`` and the issue-11 sequence
+of ``bench/speed/hmm_speed.py`` with ``method="structured"`` under this build and under the
+build found at ``--other`` (a source tree built in place, for example a ``git worktree`` of an
+older commit after ``python setup.py build_ext --inplace``), each in its own process, and
+prints, by context scale, how the bounds differ (this build minus the other) and the CPU time
+each took.
 
     git worktree add /tmp/old 18ec21f && (cd /tmp/old && python setup.py -q build_ext --inplace)
-    python bench/hmm_compare_builds.py --other /tmp/old
-    python bench/hmm_compare_builds.py --other /tmp/old --starts own-means --infer-tol 1e-8
+    python bench/speed/hmm_compare_builds.py --other /tmp/old
+    python bench/speed/hmm_compare_builds.py --other /tmp/old --starts own-means --infer-tol 1e-8
 
 ``--starts`` and ``--infer-tol`` set this build's solver (the other build runs its defaults).
 The instances are generated here, once, and handed to both processes, so that both score the
@@ -24,6 +25,8 @@ import tempfile
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(HERE)
+REPO = os.path.dirname(BENCH)
 ATTRS = ("means_", "right_means_", "left_means_", "transmat_", "startprob_")
 CONTEXTS = ("both", "right", "left")
 
@@ -54,8 +57,9 @@ print(mf.__file__)
 
 
 def instances():
-    """The issue-11 sequence ("B") and the 162 of bench/hmm_starts.py, with their scales."""
-    sys.path.insert(0, HERE)
+    """The issue-11 sequence ("B") and the 162 of bench/studies/hmm_starts.py, with their scales."""
+    sys.path.insert(0, BENCH)
+    import _paths  # noqa: F401  (studies/ on sys.path, for hmm_starts)
     import hmm_speed
     import hmm_starts
     data, keys, scales = {}, [], []
@@ -106,7 +110,7 @@ def main():
         npz = os.path.join(tmp, "instances.npz")
         np.savez(npz, **data)
         print("builds:")
-        this = score(os.path.dirname(HERE), npz, keys, kw, tmp, "this")
+        this = score(REPO, npz, keys, kw, tmp, "this")
         other = score(os.path.abspath(a.other), npz, keys, {}, tmp, "other")
     d = this[:, 0] - other[:, 0]
     print(f"\nthis build {kw or '(defaults)'} minus the other (defaults), structured bound, nats")

@@ -1,8 +1,8 @@
 """Microbenchmarks of every compiled kernel family on main, at several sizes.
 
-    pytest bench --benchmark-only -k kernels                       # run
-    pytest bench --benchmark-only --benchmark-autosave             # save (.benchmarks/)
-    pytest bench --benchmark-only --benchmark-compare              # compare with the last save
+    pytest bench/suite --benchmark-only -k kernels                 # run
+    pytest bench/suite --benchmark-only --benchmark-autosave       # save (.benchmarks/)
+    pytest bench/suite --benchmark-only --benchmark-compare        # compare with the last save
 
 Each benchmark times one call on inputs built once, and records its throughput in
 ``extra_info``.  Nothing here asserts a timing; each checks that the result is sane.

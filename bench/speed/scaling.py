@@ -1,6 +1,6 @@
 """Scaling study: mf.infer's time per sweep against the number of weights (1 thread).
 
-    python bench/scaling.py            (or: python bench/compare.py --scaling)
+    python bench/speed/scaling.py            (or: python bench/speed/compare.py --scaling)
 
 Nets of three equal layers [w, w, w] (2 w^2 weights, from ~1e3 to ~1e6), weights
 N(0, 1/fan_in) (``weight_scale=1``, so the inputs stay O(1) at every width), a batch sampled
@@ -17,7 +17,8 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+import _paths  # noqa: E402,F401  (bench/ and its folders on sys.path)
 
 import numpy as np  # noqa: E402
 

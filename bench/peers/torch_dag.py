@@ -1,4 +1,4 @@
-"""The PyTorch peers of bench/dag_compare.py: L-BFGS per item and joint L-BFGS on the same
+"""The PyTorch peers of bench/speed/dag_compare.py: L-BFGS per item and joint L-BFGS on the same
 objectives (see that script's docstring)."""
 
 import numpy as np

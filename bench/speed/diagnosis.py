@@ -1,7 +1,7 @@
 """Mean-field inference on a diagnosis-style noisy-OR net (the shape of QMR-DT).
 
-    python bench/diagnosis.py                    # 600 diseases, 4000 findings, 200 cases
-    python bench/diagnosis.py --cases 400 --seed 1 --methods sjj,plefka11,plefka12
+    python bench/speed/diagnosis.py                    # 600 diseases, 4000 findings, 200 cases
+    python bench/speed/diagnosis.py --cases 400 --seed 1 --methods sjj,plefka11,plefka12
 
 The net comes from ``mf.datasets.make_diagnosis_net`` (sparse weights, each finding with 10
 random parent diseases, leak biases 0.005-0.01).  The cases are findings sampled from the net
@@ -29,7 +29,7 @@ itself, and unevenly (on a 2-core VM with those settings: 1.5-2.1 ms of CPU per 
 of 1.1, two threads 1.16-1.89x one thread instead of 1.91-1.93x).  The kernel therefore advises
 the system to back the means and q arrays it allocates and fills with ordinary pages
 (``mf_small_pages``, MADV_NOHUGEPAGE), whatever NumPy asked for; the script prints NumPy's
-request and the system's settings, and ``NUMPY_MADVISE_HUGEPAGE=0 python bench/diagnosis.py``
+request and the system's settings, and ``NUMPY_MADVISE_HUGEPAGE=0 python bench/speed/diagnosis.py``
 should now print the same speeds as without it.
 """
 import argparse
@@ -42,7 +42,8 @@ import warnings
 import numpy as np
 from scipy.special import entr
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+import _paths  # noqa: E402,F401  (bench/ and its folders on sys.path)
 
 import _common  # noqa: E402
 import mfengine as mf  # noqa: E402

@@ -1,8 +1,8 @@
 """Tables 1 and 2 of Bhattacharyya & Keerthi: accuracy of G11, G12, G22, SJJ (and the
 Gaussian-approximated bound of Saul & Jordan) on 10,000 random 2x4x6 belief nets.
 
-    python bench/plefka_tables.py                   # 10,000 nets per setting, PNGs in bench/results/
-    python bench/plefka_tables.py --n-nets 1000     # quicker
+    python bench/accuracy/plefka_tables.py                   # 10,000 nets per setting, PNGs in bench/results/
+    python bench/accuracy/plefka_tables.py --n-nets 1000     # quicker
 
 The measure is E = -G / ln Z - 1 (for a bound L: L / ln Z - 1), averaged over nets, with ln Z
 the exact log-probability of the clamped visible units by enumeration.  Besides the mean, the

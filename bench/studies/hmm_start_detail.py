@@ -1,13 +1,15 @@
 """ContextHMM structured solver: which of its starts wins, and the other numbers of
 docs/context_hmm.md that examples/context_hmm.py does not print.
 
-    python bench/hmm_start_detail.py               # parts 1-3, the 160 instances of part 3 of
-                                                   # examples/context_hmm.py (about 10 s)
-    python bench/hmm_start_detail.py --grid        # part 1 on bench/hmm_starts.py's 162 too
-    python bench/hmm_start_detail.py --decode 400  # part 4 only, on 400 instances
-    python bench/hmm_start_detail.py --random 3000 # part 5 only, on 3000 random models
-    python bench/hmm_start_detail.py --threads 5   # part 6 only, 5 rounds
-    python bench/hmm_start_detail.py --halving     # part 7 only (about 15 s)
+    python bench/studies/hmm_start_detail.py               # parts 1-3, the 160 instances of
+                                                           # part 3 of examples/context_hmm.py
+                                                           # (about 10 s)
+    python bench/studies/hmm_start_detail.py --grid        # part 1 on the 162 of
+                                                           # bench/studies/hmm_starts.py too
+    python bench/studies/hmm_start_detail.py --decode 400  # part 4 only, on 400 instances
+    python bench/studies/hmm_start_detail.py --random 3000 # part 5 only, on 3000 random models
+    python bench/studies/hmm_start_detail.py --threads 5   # part 6 only, 5 rounds
+    python bench/studies/hmm_start_detail.py --halving     # part 7 only (about 15 s)
 
 1. The starts.  The solver (mf_hmm_structured, csrc/mf_hmm.h) runs four starts -- 0: the link
    solution from the first-order posterior, 1: the link solution from the naive marginals (the
@@ -29,21 +31,21 @@ docs/context_hmm.md that examples/context_hmm.py does not print.
 3. The same instances at the data's raw origin (no centring: the kernels called directly on
    the uncentred means and data): structured, naive and link gaps, means over 20.
 4. (--decode N) Viterbi on the structured chain Q against the exact MAP path (enumeration), on
-   the first N instances of tests/test_hmm_decode.py's generator.
+   the first N instances of tests/hmm/test_hmm_decode.py's generator.
 5. (--random N) Structured against naive on N random models (lag 1 apart from lags 2-3): how
    often structured is below naive beyond the stopping tolerance, by how much, and whether
    ascents from random potentials find a chain above the structured bound there.
-6. (--threads R) The issue-11 workload of bench/hmm_speed.py (n = 10, lag 5, both, T = 1000,
+6. (--threads R) The issue-11 workload of bench/speed/hmm_speed.py (n = 10, lag 5, both, T = 1000,
    one sequence): wall time of the structured score on one and on two threads (the four starts
    run apart), best of 3 each, in R rounds; each round first and last measures how many cores
    two busy threads of this process get (2.0: both cores free), since on a shared machine a
    round where another process holds a core says nothing about threads.
 7. (--halving) Successive halving of the starts, simulated from every start's full ascent on
-   the 162 instances of bench/hmm_starts.py, the 160 of part 3 and the issue-11 sequence: after
-   k sweeps only the `keep` starts with the highest F go on to the screen (the rest stopped),
-   the screen then keeping the best of them as the solver does.  Printed per (keep, k): the
-   share of the sweeps (screens and the kept continuation) it would save, and how many bounds
-   it would lower against the solver's.
+   the 162 instances of bench/studies/hmm_starts.py, the 160 of part 3 and the issue-11
+   sequence: after k sweeps only the `keep` starts with the highest F go on to the screen (the
+   rest stopped), the screen then keeping the best of them as the solver does.  Printed per
+   (keep, k): the share of the sweeps (screens and the kept continuation) it would save, and
+   how many bounds it would lower against the solver's.
 """
 import argparse
 import os
@@ -57,13 +59,15 @@ import mfengine as mf
 from mfengine.hmm import _chain
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(HERE)
+REPO = os.path.dirname(BENCH)
 START_NAMES = ("link from first-order", "link from naive", "first-order", "own terms only")
 EPS = 1e-6
 
 
 def part3_model(lag, cs, seed):
     """The instances of examples/context_hmm.py, part 3 (same draws)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+    sys.path.insert(0, os.path.join(REPO, "examples"))
     from context_hmm import gap_instance
     return gap_instance(lag, cs, seed, n_threads=1, progress=False)
 
@@ -261,7 +265,7 @@ def part1_grid():
         by_scale.setdefault((T, cs), []).append(r)
         cases.append((f"n={n} lag={lag} {context} T={T} context scale {cs}", r))
     rows = [(f"T = {T}, context scale {cs}", res) for (T, cs), res in sorted(by_scale.items())]
-    report_starts(rows, f"bench/hmm_starts.py's {len(grid)} instances")
+    report_starts(rows, f"bench/studies/hmm_starts.py's {len(grid)} instances")
     screen_losses(cases)
     print(f"    ({time.process_time() - t0:.0f} s CPU)")
 
@@ -376,10 +380,11 @@ def part5(n_models, seed=0):
 
 
 def part4(n_inst):
-    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+    # test_hmm_decode imports its neighbour test_hmm and the reference in tests/references/
+    sys.path[:0] = [os.path.join(REPO, "tests", "hmm"), os.path.join(REPO, "tests", "references")]
     from test_hmm_decode import decode_counts
     agree, near, naive_agree, ratios = decode_counts(n_inst)
-    print(f"\n[4] decoding, {n_inst} instances of tests/test_hmm_decode.py: structured Viterbi "
+    print(f"\n[4] decoding, {n_inst} instances of tests/hmm/test_hmm_decode.py: structured Viterbi "
           f"is the exact MAP path in {agree} ({100 * agree / n_inst:.1f}%), within 1% of its "
           f"posterior probability in {near}, worst ratio {min(ratios):.3f}; naive argmax: "
           f"{naive_agree} ({100 * naive_agree / n_inst:.1f}%)")
@@ -404,10 +409,11 @@ def cores_free():
 
 
 def part6(rounds):
-    sys.path.insert(0, HERE)
+    sys.path.insert(0, BENCH)
+    import _paths  # noqa: F401  (speed/, for hmm_speed)
     from hmm_speed import make_model
     h = make_model()
-    X, _ = h.sample(1000, random_state=1)     # bench/hmm_speed.py's workload
+    X, _ = h.sample(1000, random_state=1)     # bench/speed/hmm_speed.py's workload
     print("\n[6] structured score of one T = 1000 sequence (n = 10, lag 5, both), wall time, "
           "best of 3; cores: what two busy threads got before / after the round")
     # one thread: the four screened starts against the kept start's continuation, rebuilt
@@ -450,7 +456,8 @@ def part6(rounds):
 
 
 def part7():
-    sys.path.insert(0, HERE)
+    sys.path.insert(0, BENCH)
+    import _paths  # noqa: F401  (speed/, for hmm_speed)
     from hmm_speed import make_model as issue_model
     from hmm_starts import instance_grid, make_model
     cases = []
@@ -493,7 +500,7 @@ def part7():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--grid", action="store_true",
-                    help="part 1 on bench/hmm_starts.py's 162 instances as well")
+                    help="part 1 on bench/studies/hmm_starts.py's 162 instances as well")
     ap.add_argument("--decode", type=int, default=0, metavar="N",
                     help="only part 4, on N instances")
     ap.add_argument("--random", type=int, default=0, metavar="N",

@@ -5,10 +5,10 @@ process (``tests/fuzz/worker.py``; one child per few hundred cases, restarted af
 a hang), and prints one table per family -- calls, crashes, hangs, silent bad results,
 unclear messages, refused valid input -- with a one-line reproducer for every failure kind.
 
-    python bench/fuzz_long.py                      # ~11,500 calls, ~5 min on 2 cores
-    python bench/fuzz_long.py --per-family 50      # a quick look
-    python bench/fuzz_long.py --family NLGBN --per-family 2000 --seed 7
-    python bench/fuzz_long.py --json fuzz.json     # every outcome, for a closer look
+    python bench/tools/fuzz_long.py                      # ~11,500 calls, ~5 min on 2 cores
+    python bench/tools/fuzz_long.py --per-family 50      # a quick look
+    python bench/tools/fuzz_long.py --family NLGBN --per-family 2000 --seed 7
+    python bench/tools/fuzz_long.py --json fuzz.json     # every outcome, for a closer look
 
 Exit status 1 when a crash, a hang or a silent bad result was found.  See docs/testing.md.
 """
@@ -19,7 +19,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
 
 from fuzz import cases as fuzz_cases  # noqa: E402
 from fuzz import runner  # noqa: E402

@@ -1,9 +1,9 @@
 """E-step speed of mf.NLGBN on the bars network (Frey & Hinton, section 3.1), beside NumPy and
 PyTorch.
 
-    python bench/nlgbn_speed.py                  # 2000 noisy bar patterns, 1 and 2 threads
-    python bench/nlgbn_speed.py --n 500 --train-iter 10
-    python bench/nlgbn_speed.py --no-numpy       # only mfengine and the PyTorch peer
+    python bench/speed/nlgbn_speed.py                  # 2000 noisy bar patterns, 1 and 2 threads
+    python bench/speed/nlgbn_speed.py --n 500 --train-iter 10
+    python bench/speed/nlgbn_speed.py --no-numpy       # only mfengine and the PyTorch peer
 
 The PyTorch peer (issue 11) is the one a user would write: the same bound F (eq. 11) as a
 batched float64 function of every pattern's means and log-variances (torch, one thread), summed
@@ -31,7 +31,8 @@ import sys
 import numpy as np
 from scipy.special import ndtr
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+import _paths  # noqa: E402,F401  (bench/ and its folders on sys.path)
 
 import _common  # noqa: E402
 import mfengine as mf  # noqa: E402

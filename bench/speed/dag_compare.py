@@ -1,17 +1,17 @@
 """mf.infer's DAG methods "sjj", "plefka11" and "plefka12" against a NumPy and a PyTorch peer
 (one process).
 
-    python bench/dag_compare.py                  # both models, sjj and plefka12 (~2-3 min)
-    python bench/dag_compare.py --models layered --methods plefka11,plefka12 --no-joint
+    python bench/speed/dag_compare.py                  # both models, sjj and plefka12 (~2-3 min)
+    python bench/speed/dag_compare.py --models layered --methods plefka11,plefka12 --no-joint
                                                  # issue 11's Plefka target (~20 s)
-    python bench/dag_compare.py --models batch --methods sjj
-    python bench/dag_compare.py --no-torch
+    python bench/speed/dag_compare.py --models batch --methods sjj
+    python bench/speed/dag_compare.py --no-torch
 
 Models (the same inputs for every implementation):
 
 * ``batch``   -- a ``mf.BeliefNetBatch`` of 10,000 random layered 2x4x6 sigmoid nets, weights
-  and biases uniform in [-1, 1] (``bench/plefka_tables.random_nets``, seed 0), the six bottom
-  units clamped to 0; one item per net (the setting of Bhattacharyya & Keerthi's Table 1);
+  and biases uniform in [-1, 1] (``bench/accuracy/plefka_tables.random_nets``, seed 0), the six
+  bottom units clamped to 0; one item per net (the setting of Bhattacharyya & Keerthi's Table 1);
 * ``layered`` -- ``mf.SigmoidBeliefNet([4, 12, 36, 100], random_state=0)`` (weights
   N(0, 1/fan_in), zero biases: Saul & Jordan's net), 1000 patterns sampled from it
   (``random_state=1``); mf.infer converts it to a DAG.
@@ -57,11 +57,11 @@ changes the bound by less than tol):
   (n_items, ...) tensors, converged items dropped (``_t_batched_lbfgs``).
 * PyTorch joint L-BFGS -- ``torch.optim.LBFGS`` (strong-Wolfe line search, history 10) on the
   sum of the items' objectives over the same logits, one tensor for all items (items do not
-  interact, so the sum's optimum is every item's optimum), as ``bench/torch_impl.py`` does for
-  the Gaussian bound.  Its shared history and step cannot adapt to 10,000 differently curved
-  items: on the batch model it needs ~900 iterations for sjj (the per-item version: 46 on
-  average), and more the more items it is given, so it runs on a subset there (its rate on a
-  subset overstates its rate on all items).
+  interact, so the sum's optimum is every item's optimum), as
+  ``bench/peers/torch_gaussian.py`` does for the Gaussian bound.  Its shared history and step
+  cannot adapt to 10,000 differently curved items: on the batch model it needs ~900 iterations
+  for sjj (the per-item version: 46 on average), and more the more items it is given, so it
+  runs on a subset there (its rate on a subset overstates its rate on all items).
 
 PyTorch runs with torch.set_num_threads(1).
 
@@ -82,7 +82,8 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+import _paths  # noqa: E402,F401  (bench/ and its folders on sys.path)
 
 import mfengine as mf  # noqa: E402,F401
 
@@ -98,13 +99,13 @@ from dag_cases import (  # noqa: E402
     make_case,
     run_mf,
 )
-from dag_numpy_peer import (  # noqa: E402
+from numpy_dag import (  # noqa: E402
     np_g12_objective,
     np_sjj_objective,
     np_solve,
 )
-import dag_torch_peer  # noqa: E402
-from dag_torch_peer import (  # noqa: E402
+import torch_dag  # noqa: E402
+from torch_dag import (  # noqa: E402
     _t_objective,
     torch_available,
     torch_solve,
@@ -122,7 +123,7 @@ def objective_mismatch(case, method, ref):
         val = -np_g12_objective(case.W, case.b, mus, order=11 if method == "plefka11" else 12)
     out = {"numpy": float(np.max(np.abs(val - ref.bound)))}
     if torch_available():
-        torch = dag_torch_peer._torch
+        torch = torch_dag._torch
 
         def logit(p):
             with np.errstate(divide="ignore"):
@@ -183,7 +184,7 @@ def environment():
     bits = [f"python {platform.python_version()}", f"numpy {np.__version__}",
             f"mfengine {getattr(mf, '__version__', '?')}"]
     if torch_available():
-        bits.append(f"torch {dag_torch_peer._torch.__version__}")
+        bits.append(f"torch {torch_dag._torch.__version__}")
     load = os.getloadavg() if hasattr(os, "getloadavg") else ()
     return (f"{', '.join(bits)}; {os.cpu_count()} CPUs; "
             f"load average {', '.join(f'{x:.2f}' for x in load)}")

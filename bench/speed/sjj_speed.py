@@ -1,8 +1,8 @@
 """Speed of the strict (SJJ) bound on the paper's layered sigmoid net, against PyTorch L-BFGS.
 
-    nice -n 10 python bench/sjj_speed.py                  # 1000 patterns, both peers
-    nice -n 10 python bench/sjj_speed.py --peers per_item  # the faster peer only (~30 s)
-    nice -n 10 python bench/sjj_speed.py --n 300          # a quicker run
+    nice -n 10 python bench/speed/sjj_speed.py                  # 1000 patterns, both peers
+    nice -n 10 python bench/speed/sjj_speed.py --peers per_item  # the faster peer only (~30 s)
+    nice -n 10 python bench/speed/sjj_speed.py --n 300          # a quicker run
 
 The case (``bench/dag_cases.py``, "layered"): ``mf.SigmoidBeliefNet([4, 12, 36, 100],
 random_state=0)`` -- weights N(0, 1/fan_in), zero biases -- and 1000 binary patterns sampled
@@ -12,7 +12,7 @@ from it (``random_state=1``); tol 1e-6.
   turn, the best wall clock of ``--repeats`` rounds (at least 5; and the process CPU time of
   that one-thread run, which a busy machine disturbs less), with the mean and largest number
   of sweeps, and beside them the machine's own two-thread scaling (``_common.core_scaling``).
-* The PyTorch peers of ``bench/dag_torch_peer.py`` (float64, ``torch.set_num_threads(1)``),
+* The PyTorch peers of ``bench/peers/torch_dag.py`` (float64, ``torch.set_num_threads(1)``),
   which maximise the same bound over every pattern's mean logits and xi logits:
   "per_item" -- one L-BFGS per pattern, run in lockstep over the batch (each pattern its own
   history and line search; stops at max |gradient| <= 1e-6); "joint" -- ``torch.optim.LBFGS``
@@ -34,7 +34,8 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+import _paths  # noqa: E402,F401  (bench/ and its folders on sys.path)
 
 import _common  # noqa: E402
 import mfengine as mf  # noqa: E402
@@ -51,7 +52,7 @@ def run_mf(case, threads):
 
 
 def run_peer(case, which):
-    import dag_torch_peer as peer
+    import torch_dag as peer
 
     if not peer.torch_available():
         return None, peer.torch_why_unavailable()

@@ -1,7 +1,7 @@
 """The DAG methods with missing visible units: summed out, against kept as free units.
 
-    nice -n 10 python bench/dag_missing.py                   # about a minute
-    nice -n 10 python bench/dag_missing.py --n 300 --methods sjj   # quicker
+    nice -n 10 python bench/accuracy/dag_missing.py                   # about a minute
+    nice -n 10 python bench/accuracy/dag_missing.py --n 300 --methods sjj   # quicker
 
 A missing visible unit at the bottom of a layered net has no observed descendant: it sums out
 of P(observed) exactly, and every DAG method ("sjj" and the Plefka schemes) leaves it out of

@@ -1,4 +1,4 @@
-"""Fixtures of the benchmark suite: ``python -m pytest bench --benchmark-only``.
+"""Fixtures of the benchmark suite: ``python -m pytest bench/suite --benchmark-only``.
 
 The nets, the data and mf.infer's 1-thread reference solution are built once per session;
 every benchmark then times one call on the same inputs.  At the end a ratio table
@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
 
+import _paths  # noqa: E402,F401  (bench/ and its folders: _common, the peers, dag_compare)
 import _common  # noqa: E402
 
 _THROUGHPUT = {}   # (case, method, threads) -> patterns/s (best round)

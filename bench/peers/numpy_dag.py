@@ -1,4 +1,4 @@
-"""The NumPy peer of bench/dag_compare.py: the sjj and G12 objectives and their batched
+"""The NumPy peer of bench/speed/dag_compare.py: the sjj and G12 objectives and their batched
 fixed-point solver (see that script's docstring)."""
 import numpy as np
 

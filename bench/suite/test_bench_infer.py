@@ -1,6 +1,6 @@
 """Benchmarks of mf.infer against the NumPy and PyTorch peers on the same inputs.
 
-Run: ``python -m pytest bench --benchmark-only``.  Each benchmark records patterns/s in
+Run: ``python -m pytest bench/suite --benchmark-only``.  Each benchmark records patterns/s in
 ``benchmark.extra_info``; correctness is asserted (every mf pattern converged and at a
 maximum -- the NumPy solver warm-started from mf's solution gains < 1e-3 nats --, identical
 answers for 1 and 2 threads, the peers' bounds within the tolerances stated in ``_common``),
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import _common
-import numpy_impl
-import torch_impl
+import numpy_gaussian
+import torch_gaussian
 
 import mfengine as mf
 
@@ -42,7 +42,7 @@ def test_mfengine(benchmark, case, reference, record, threads):
 def test_numpy(benchmark, case, reference, record):
     def run():
         with _common.blas_threads(1):
-            return numpy_impl.infer(case.net, case.V, tol=TOL)
+            return numpy_gaussian.infer(case.net, case.V, tol=TOL)
 
     r = benchmark.pedantic(run, rounds=1, iterations=1)
     st = _common.check_agreement(case.name, "numpy", r.bound, reference.bound)
@@ -53,13 +53,13 @@ def test_numpy(benchmark, case, reference, record):
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_torch(benchmark, case, reference, record, threads):
-    if not torch_impl.available():
-        pytest.skip(f"PyTorch peer skipped: {torch_impl.why_unavailable()}")
+    if not torch_gaussian.available():
+        pytest.skip(f"PyTorch peer skipped: {torch_gaussian.why_unavailable()}")
     if threads == 2 and case.name == "normal01":
         pytest.skip("PyTorch on 2 threads is timed on scale1 only (normal01 takes ~600 L-BFGS "
                     "iterations of tiny parallel regions: minutes on a busy 2-core machine)")
-    torch_impl.infer(case.net, case.V[:8], tol=TOL, n_threads=threads)   # warm-up, untimed
-    r = benchmark.pedantic(torch_impl.infer, args=(case.net, case.V),
+    torch_gaussian.infer(case.net, case.V[:8], tol=TOL, n_threads=threads)   # warm-up, untimed
+    r = benchmark.pedantic(torch_gaussian.infer, args=(case.net, case.V),
                            kwargs={"tol": TOL, "n_threads": threads}, rounds=1, iterations=1)
     st = _common.check_agreement(case.name, "torch", r.bound, reference.bound)
     record(benchmark, case, "torch", threads, mean_bound=float(r.bound.mean()),

@@ -2,8 +2,8 @@
 noisy-OR nets on 4x4 bar images with each mean-field objective, then score the learned nets by
 the exact log-likelihood per pattern (enumerating the 9 hidden units).
 
-    python bench/bars_learning.py                            # the paper's setting: 10 restarts, 500 epochs
-    python bench/bars_learning.py --restarts 3 --epochs 100  # quicker
+    python bench/accuracy/bars_learning.py                            # the paper's setting: 10 restarts, 500 epochs
+    python bench/accuracy/bars_learning.py --restarts 3 --epochs 100  # quicker
 
 Data: 2000 images, all bars vertical or all horizontal with probability 1/2, each bar on with
 probability 1/2 (``mf.datasets.make_bars``).  Every method starts each restart from the same

@@ -1,6 +1,6 @@
 """PyTorch (CPU, float64) peer: the same bound maximised by L-BFGS over all hidden logits.
 
-The bound (Saul & Jordan, eq. 24; see ``numpy_impl``) is written once with autograd, for the
+The bound (Saul & Jordan, eq. 24; see ``numpy_gaussian``) is written once with autograd, for the
 whole batch; the parameters are the logits t = logit(mu) of every hidden unit of every
 pattern, one (n_patterns, n_hidden) tensor, and ``torch.optim.LBFGS`` (strong-Wolfe line
 search) maximises the sum of the per-pattern bounds.  Patterns do not interact, so the sum's

@@ -4,16 +4,16 @@ The solver runs four starts by default ("link", "naive-link", "first-order", "ow
 screens them and takes the best on to ``infer_tol``.  ``ContextHMM(starts=...)`` runs a subset
 (one start alone is not screened).  This script scores, through ``ContextHMM.score``:
 
-1. the issue-11 workload of ``bench/hmm_speed.py`` (n = 10, lag 5, context both, T = 1000)
+1. the issue-11 workload of ``bench/speed/hmm_speed.py`` (n = 10, lag 5, context both, T = 1000)
    with every setting, against hmmlearn's ``GaussianHMM.score`` on the same sequence in the
    same run (ratio = mfengine time / hmmlearn time, CPU time, best of --repeat);
-2. the 162 random instances of ``bench/hmm_starts.py`` with every setting: total CPU time
+2. the 162 random instances of ``bench/studies/hmm_starts.py`` with every setting: total CPU time
    against the default, and the bound against the default's on each instance (mean and
    largest loss, how many instances end lower by more than 1e-6 and by more than 0.1 nats,
    how many end higher).
 
-    python bench/hmm_fewer_starts.py            # about a minute on one idle core
-    python bench/hmm_fewer_starts.py --quick    # 81 instances (T = 300 only)
+    python bench/studies/hmm_fewer_starts.py            # about a minute on one idle core
+    python bench/studies/hmm_fewer_starts.py --quick    # 81 instances (T = 300 only)
 """
 import argparse
 import os
@@ -24,8 +24,9 @@ import warnings
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))  # bench/
 
+import _paths  # noqa: E402,F401  (speed/, for hmm_speed)
 import _common  # noqa: E402,F401  (thread settings of the benchmarks)
 from hmm_speed import best_time as cpu_best  # noqa: E402  (CPU time, best of n)
 from hmm_speed import make_model as workload_model  # noqa: E402
@@ -84,7 +85,7 @@ def part2(quick):
             t = time.process_time()
             bounds[i, j] = h.score(X)
             times[i] += time.process_time() - t
-    print(f"\n[2] {len(grid)} instances of bench/hmm_starts.py; bound minus the default's "
+    print(f"\n[2] {len(grid)} instances of bench/studies/hmm_starts.py; bound minus the default's "
           "(all starts, infer_tol 1e-10), nats; CPU time over all instances")
     print(f"    {'setting':44s} {'time s':>7s} {'x default':>9s} {'mean':>8s} {'largest':>8s} "
           f"{'<-1e-6':>7s} {'<-0.1':>6s} {'>1e-6':>6s}")

@@ -1,9 +1,9 @@
 """Side-by-side comparison of mf.infer with the NumPy and PyTorch peers (outside pytest).
 
-    python bench/compare.py              # both weight scales, 1000 patterns each (~1 min)
-    python bench/compare.py --scaling    # time per sweep against the number of weights
-    python bench/compare.py --n 200 --no-torch
-    python bench/compare.py --torch-threads 1,2   # also PyTorch on 2 threads
+    python bench/speed/compare.py              # both weight scales, 1000 patterns each (~1 min)
+    python bench/speed/compare.py --scaling    # time per sweep against the number of weights
+    python bench/speed/compare.py --n 200 --no-torch
+    python bench/speed/compare.py --torch-threads 1,2   # also PyTorch on 2 threads
 
 For each case (the 4x12x36x100 net with weights N(0, 1/fan_in) and with weights N(0, 1); the
 same nets and data as the pytest-benchmark suite, see ``_common``) it prints one row per
@@ -29,14 +29,15 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+import _paths  # noqa: E402,F401  (bench/ and its folders on sys.path)
 
 import numpy as np  # noqa: E402
 
 import mfengine as mf  # noqa: E402
 
 import _common  # noqa: E402
-import torch_impl  # noqa: E402
+import torch_gaussian  # noqa: E402
 
 TARGETS = """\
 targets (1 thread unless stated; measured wall-time value in brackets; met/NOT met judged on it):
@@ -45,7 +46,7 @@ targets (1 thread unless stated; measured wall-time value in brackets; met/NOT m
   normal01 mf >= 1000 patterns/s                      [{n1_mf1:.0f}; per CPU-s {n1_mf1c:.0f}]  {ok3}
   normal01 every mf pattern converged                 [{n1_conv:.4f}]  {ok4}
   2 threads >= 1.8x one thread (scale1 / normal01)    [{s1_tt:.2f}x / {n1_tt:.2f}x]  {ok5}
-  scaling slope 0.9-1.1 above ~6e4 weights            (python bench/compare.py --scaling)"""
+  scaling slope 0.9-1.1 above ~6e4 weights            (python bench/speed/compare.py --scaling)"""
 
 
 _POLISH = {}
@@ -75,9 +76,9 @@ def compare(case_names, n, repeats, use_torch, torch_threads, budget=4.0):
     header = (f"  {'method':15s} {'thr':>3s}  {'patterns/s':>10s}  {'per CPU-s':>9s}  {'mean bound':>12s}"
               f"  {'mean d':>10s}  {'mean|d|':>9s}  {'|d|<1e-3':>7s}  {'conv':>6s}"
               f"  {'iterations':>20s}  {'polish gain mean / max':>20s}")
-    torch_ok = use_torch and torch_impl.available()
+    torch_ok = use_torch and torch_gaussian.available()
     if use_torch and not torch_ok:
-        print(f"PyTorch peer skipped: {torch_impl.why_unavailable()}")
+        print(f"PyTorch peer skipped: {torch_gaussian.why_unavailable()}")
     for name in case_names:
         with _common.blas_threads(1):   # OpenBLAS threads left spinning would take mf's core
             case = _common.make_case(name, n)
@@ -104,7 +105,7 @@ def compare(case_names, n, repeats, use_torch, torch_threads, budget=4.0):
         print(_fmt_row(case, rows[("numpy", 1)], ref, n))
         if torch_ok:
             for t in torch_threads:
-                torch_impl.infer(case.net, case.V[:8], n_threads=t)   # warm-up
+                torch_gaussian.infer(case.net, case.V[:8], n_threads=t)   # warm-up
                 rows[("torch", t)] = _common.timed(_common.run_torch, case, t, repeats=repeats,
                                                    budget=budget)
                 print(_fmt_row(case, rows[("torch", t)], ref, n))
@@ -158,8 +159,8 @@ def environment():
     import platform
     bits = [f"python {platform.python_version()}", f"numpy {np.__version__}",
             f"mfengine {mf.__version__}"]
-    if torch_impl.available():
-        bits.append(f"torch {torch_impl._torch.__version__}")
+    if torch_gaussian.available():
+        bits.append(f"torch {torch_gaussian._torch.__version__}")
     cfg = mf.get_config() if hasattr(mf, "get_config") else {}
     if isinstance(cfg, dict):
         for key in ("openmp", "runtime_dispatch", "native"):
@@ -184,7 +185,7 @@ def main(argv=None):
                          "2-core machine its ~600 tiny parallel regions per N(0,1) run make the "
                          "2-thread run take minutes)")
     ap.add_argument("--scaling", action="store_true",
-                    help="run the scaling study (bench/scaling.py) instead of the comparison")
+                    help="run the scaling study (bench/speed/scaling.py) instead of the comparison")
     args = ap.parse_args(argv)
     if args.scaling:
         import scaling
