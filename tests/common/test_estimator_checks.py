@@ -1,28 +1,52 @@
 """scikit-learn's estimator checks on every mfengine estimator.
 
 Every estimator is one entry of ``ENTRIES``: an instance with small (fast) settings, whether
-it takes binary (0/1) data only, and the checks it is expected to fail with the reason.  The
-checks run strictly: an expected failure that passes is a test failure, so the lists stay
-true.
+it takes binary (0/1) data only, and the checks that cannot apply to it, with the reason.  A
+check that cannot apply is not run (it is filtered out of scikit-learn's list, not marked as an
+expected failure); every other check must pass.  The lists are kept true by two tests:
+``test_not_applicable_checks_are_listed`` prints them (``pytest -rP`` shows the print) and
+asserts that every listed check is a check of the installed scikit-learn (so a renamed or
+removed check cannot linger), and ``test_not_applicable_checks_do_fail`` runs the listed checks
+quietly and asserts that each one fails (so a check that starts to pass comes off the list).
+Checks that scikit-learn runs only with SciPy's array API support switched on (``IN_A_CHILD``)
+run in a child process, by the same rules.
 
 scikit-learn's checks feed continuous data (uniform draws, blobs) and its tags have no flag for
 "binary input only", so an estimator of binary data fails every check that needs a successful
-fit on such data.  Those checks are listed in ``BINARY_ONLY`` and run a second time on a
-subclass that maps each non-negative finite entry of X to a bit before calling the real
-method (``binary_variant``); NaN, infinity, negative values, sparse matrices, strings and
-complex numbers pass through unchanged, so the real input validation is still what the checks
-see.  Every check of ``BINARY_ONLY`` must pass there: that shows the failures on continuous
-data come from binary-only input and from nothing else.
+fit on such data.  Those checks are listed in ``BINARY_ONLY`` and run on a subclass that maps
+each non-negative finite entry of X to a bit before calling the real method
+(``binary_variant``); NaN, infinity, negative values, sparse matrices, strings and complex
+numbers pass through unchanged, so the real input validation is still what the checks see.
+Every check of ``BINARY_ONLY`` must pass there: that shows the failures on continuous data come
+from binary-only input and from nothing else.
 
-To add an estimator: append one ``Entry`` (``binary=True`` adds the second run).
+Checks are matched by the name of the check function, as scikit-learn's own
+``expected_failed_checks`` is, so a name covers every instance of the check (e.g. both
+``check_estimators_pickle`` and ``check_estimators_pickle(readonly_memmap=True)``).
+
+To add an estimator: append one ``Entry`` (``binary=True`` adds the run on binary data).
 """
+import functools
 import inspect
+import json
+import os
+import subprocess
+import sys
+import unittest
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.utils.estimator_checks import parametrize_with_checks
+
+try:  # scikit-learn >= 1.6 (the package's minimum): the public generator of the checks
+    from sklearn.utils.estimator_checks import estimator_checks_generator
+except ImportError:  # pragma: no cover - an older scikit-learn
+    from sklearn.utils.estimator_checks import check_estimator
+
+    def estimator_checks_generator(estimator):
+        return check_estimator(estimator, generate_only=True)
 
 from mfengine.baselines import BernoulliMixture, MixtureClassifier
 from mfengine.classify import GenerativeClassifier
@@ -36,10 +60,11 @@ _HMMLEARN = ("hmmlearn's meanings: the second argument of fit/score is lengths, 
 _FIXED_WIDTH = ("the net's structure fixes its visible units (3): the check fits data of "
                 "another width, which is refused with a clear error")
 
-#: Checks that fail for an estimator of binary data only because they fit on continuous X.
+#: Checks that cannot apply to an estimator of binary data only: they fit on continuous X.
 BINARY_ONLY = {
     name: _CONTINUOUS
     for name in [
+        "check_array_api_input",
         "check_classifier_data_not_an_array",
         "check_classifiers_classes",
         "check_classifiers_train",
@@ -74,15 +99,17 @@ class Entry:
     """One estimator under test.
 
     estimator : an instance with small settings.
-    binary : whether it takes binary data only (adds the run on ``binary_variant``).
-    expected : further checks expected to fail, {check name: reason}.
-    binary_expected : checks expected to fail even on the binary variant, {name: reason}.
+    binary : whether it takes binary data only (its run leaves out ``BINARY_ONLY``, and a run
+        on ``binary_variant`` is added).
+    not_applicable : further checks that cannot apply to it, {check name: reason}.
+    binary_not_applicable : checks that cannot apply even to the binary variant,
+        {check name: reason}.
     """
 
     estimator: object
     binary: bool = False
-    expected: dict = field(default_factory=dict)
-    binary_expected: dict = field(default_factory=dict)
+    not_applicable: dict = field(default_factory=dict)
+    binary_not_applicable: dict = field(default_factory=dict)
 
 
 ENTRIES = [
@@ -90,18 +117,20 @@ ENTRIES = [
     Entry(MixtureClassifier(n_components=2, max_iter=5, tol=None), binary=True),
     # a classifier refuses one sample (one class) before it looks at X; a density model fits
     Entry(BernoulliMixture(n_components=2, max_iter=5, tol=None), binary=True,
-          expected={"check_fit2d_1sample": _CONTINUOUS}),
+          not_applicable={"check_fit2d_1sample": _CONTINUOUS}),
     # the visible layer's size (None) comes from X, as a density model's should
     Entry(SigmoidBeliefNet([2, None], max_iter=2, progress=False), binary=True,
-          expected={"check_fit2d_1sample": _CONTINUOUS}),
+          not_applicable={"check_fit2d_1sample": _CONTINUOUS}),
     # a BeliefNet's visible units are fixed by its structure (W, visible): a check that fits
     # data of another width cannot apply to it
     Entry(BeliefNet(np.tril(np.full((5, 5), 0.5), -1), np.zeros(5), visible=[2, 3, 4],
                     max_iter=2, batch_size=10, progress=False), binary=True,
-          expected={k: _FIXED_WIDTH for k in ("check_positive_only_tag_during_fit",
-                                              "check_fit2d_1sample")},
-          binary_expected={k: _FIXED_WIDTH for k in (
-              "check_estimators_overwrite_params", "check_estimators_fit_returns_self",
+          not_applicable={k: _FIXED_WIDTH for k in ("check_positive_only_tag_during_fit",
+                                                    "check_fit2d_1sample",
+                                                    "check_array_api_input")},
+          binary_not_applicable={k: _FIXED_WIDTH for k in (
+              "check_array_api_input", "check_estimators_overwrite_params",
+              "check_estimators_fit_returns_self",
               "check_readonly_memmap_input", "check_n_features_in_after_fitting",
               "check_positive_only_tag_during_fit", "check_estimators_dtypes",
               "check_dtype_object", "check_fit2d_1sample", "check_fit2d_1feature",
@@ -111,11 +140,10 @@ ENTRIES = [
     # (scikit-learn's checks pass y there), score is the total log-probability bound and
     # score_samples returns (logprob, posteriors)
     Entry(ContextHMM(n_states=2, lag=1, max_iter=2, bw_max_iter=2, tol=None, progress=False),
-          expected={k: _HMMLEARN for k in (
-              "check_dict_unchanged", "check_dont_overwrite_parameters", "check_dtype_object",
-              "check_estimators_dtypes", "check_estimators_fit_returns_self",
-              "check_estimators_overwrite_params",
-              "check_estimators_pickle", "check_estimators_pickle(readonly_memmap=True)",
+          not_applicable={k: _HMMLEARN for k in (
+              "check_array_api_input", "check_dict_unchanged", "check_dont_overwrite_parameters",
+              "check_dtype_object", "check_estimators_dtypes", "check_estimators_fit_returns_self",
+              "check_estimators_overwrite_params", "check_estimators_pickle",
               "check_f_contiguous_array_estimator", "check_fit2d_1feature",
               "check_fit2d_1sample", "check_fit2d_predict1d", "check_fit_check_is_fitted",
               "check_fit_idempotent", "check_fit_score_takes_y",
@@ -200,37 +228,128 @@ def _clone_as(cls, est):
     return cls(**est.get_params(deep=False))
 
 
-# ---------------------------------------------------------------------------- the two runs
-_REAL = {id(e.estimator): e for e in ENTRIES}
+# ---------------------------------------------------------------------------- the runs
+def _check_name(check):
+    """The name of the check function, as scikit-learn's expected_failed_checks matches it."""
+    while hasattr(check, "__wrapped__"):
+        check = check.__wrapped__
+    return check.func.__name__ if isinstance(check, functools.partial) else check.__name__
+
+
+def _check_id(check):
+    """The check's name with its keyword arguments: unique among an estimator's checks."""
+    kw = check.keywords if isinstance(check, functools.partial) else {}
+    args = ",".join(f"{k}={v}" for k, v in kw.items())
+    return f"{_check_name(check)}({args})" if args else _check_name(check)
+
+
+#: Checks that scikit-learn runs only in a process where SciPy's array API support was switched
+#: on before SciPy was imported (SCIPY_ARRAY_API=1; it skips them elsewhere).  That setting
+#: would change SciPy for the whole suite, so these run in a child process that has it
+#: (``test_array_api_checks_in_a_child_process``) and never in this one.
+IN_A_CHILD = {"check_array_api_input"}
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass
+class Run:
+    """One estimator's run: the checks scikit-learn generates for it, and which of them cannot
+    apply ({check name: reason})."""
+
+    estimator: object
+    not_applicable: dict
+    checks: list = field(init=False)
+
+    def __post_init__(self):
+        self.checks = list(estimator_checks_generator(self.estimator))
+
+    def params(self, applicable=True, in_child=False):
+        """pytest parameters (estimator, check) of the checks that apply (or cannot apply),
+        among those of this process (or of the child process)."""
+        name = type(self.estimator).__name__
+        return [pytest.param(est, check, id=f"{name}-{_check_id(check)}")
+                for est, check in self.checks
+                if (_check_name(check) not in self.not_applicable) == applicable
+                and (_check_name(check) in IN_A_CHILD) == in_child]
+
+
 _VARIANTS = [
     (_clone_as(binary_variant(type(e.estimator)), e.estimator), e) for e in ENTRIES if e.binary
 ]
-_VARIANT = {id(v): e for v, e in _VARIANTS}
+REAL_RUNS = [Run(e.estimator, {**(BINARY_ONLY if e.binary else {}), **e.not_applicable})
+             for e in ENTRIES]
+BINARY_RUNS = [Run(v, dict(e.binary_not_applicable)) for v, e in _VARIANTS]
 
 
-def _expected_real(est):
-    e = _REAL[id(est)]
-    return {**(BINARY_ONLY if e.binary else {}), **e.expected}
+def _outcome(estimator, check):
+    """"passed", "failed" or "skipped: <reason>" of one check, its warnings silenced."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            check(estimator)
+        except unittest.SkipTest as e:
+            return f"skipped: {e}"
+        except Exception:
+            return "failed"
+    return "passed"
 
 
-def _expected_variant(est):
-    return dict(_VARIANT[id(est)].binary_expected)
+def _outcomes(applicable, in_child):
+    """{id: outcome} of the checks that apply (or cannot apply) to every estimator."""
+    return {p.id: _outcome(*p.values) for run in REAL_RUNS + BINARY_RUNS
+            for p in run.params(applicable, in_child)}
 
 
-_STRICT = ({"xfail_strict": True}
-           if "xfail_strict" in inspect.signature(parametrize_with_checks).parameters else {})
-
-
-@parametrize_with_checks([e.estimator for e in ENTRIES], expected_failed_checks=_expected_real,
-                         **_STRICT)
+@pytest.mark.parametrize("estimator, check", [p for r in REAL_RUNS for p in r.params()])
 def test_sklearn_checks(estimator, check):
     check(estimator)
 
 
-@parametrize_with_checks([v for v, _ in _VARIANTS], expected_failed_checks=_expected_variant,
-                         **_STRICT)
+@pytest.mark.parametrize("estimator, check", [p for r in BINARY_RUNS for p in r.params()])
 def test_sklearn_checks_on_binary_data(estimator, check):
     check(estimator)
+
+
+def test_array_api_checks_in_a_child_process():
+    """The checks of IN_A_CHILD, in a child process with SCIPY_ARRAY_API=1: each one that
+    applies passes, each one that cannot apply fails (none is skipped)."""
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import test_estimator_checks as t; "
+            "print(json.dumps([t._outcomes(True, True), t._outcomes(False, True)]))")
+    proc = subprocess.run([sys.executable, "-c", code, HERE], capture_output=True, text=True,
+                          timeout=600, env=dict(os.environ, SCIPY_ARRAY_API="1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    applies, not_applicable = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert {k: v for k, v in applies.items() if v != "passed"} == {}
+    assert {k: v for k, v in not_applicable.items() if v != "failed"} == {}
+
+
+def test_not_applicable_checks_are_listed():
+    """Print the checks that are not run, with the reasons (``pytest -s`` or ``-rP`` shows
+    them); every listed check is a check of this scikit-learn version, and has a reason."""
+    import sklearn
+    from sklearn.utils import estimator_checks
+
+    listed = set(BINARY_ONLY).union(*(e.not_applicable for e in ENTRIES),
+                                    *(e.binary_not_applicable for e in ENTRIES))
+    lines = [f"scikit-learn {sklearn.__version__}"]
+    for run in REAL_RUNS + BINARY_RUNS:
+        names = {_check_name(c) for _, c in run.checks}
+        skipped = {c: r for c, r in run.not_applicable.items() if c in names}
+        lines.append(f"{type(run.estimator).__name__}: {len(skipped)} of {len(names)} checks "
+                     "not run")
+        lines += [f"    {c}: {r}" for c, r in sorted(skipped.items())]
+    print("\n" + "\n".join(lines))
+    assert all(r for run in REAL_RUNS + BINARY_RUNS for r in run.not_applicable.values())
+    unknown = sorted(c for c in listed | IN_A_CHILD
+                     if not callable(getattr(estimator_checks, c, None)))
+    assert unknown == [], f"scikit-learn {sklearn.__version__} has no such checks: {unknown}"
+
+
+def test_not_applicable_checks_do_fail():
+    """Every check that is not run because it cannot apply does fail on its estimator (a check
+    that passes belongs in the run, not on the list)."""
+    outcomes = _outcomes(applicable=False, in_child=False)
+    assert {k: v for k, v in outcomes.items() if v != "failed"} == {}
 
 
 def test_binary_variant_maps_only_valid_entries():
