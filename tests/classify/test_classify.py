@@ -208,6 +208,8 @@ def test_works_inside_scikit_learn_model_selection(digits):
     assert scores.shape == (2,) and np.all(scores > 0.5)
 
 
+# slow: accuracy on a real data set; the small-data tests above check the method
+@pytest.mark.slow
 def test_default_configuration_on_digits(digits):
     """The tuned defaults (chosen by CV on the training split) keep a low test error."""
     X_train, X_test, y_train, y_test = digits

@@ -25,6 +25,8 @@ def _run(args, cwd):
                           capture_output=True, text=True, timeout=300)
 
 
+# slow: the whole demo (training and figures); the other commands are checked by default
+@pytest.mark.slow
 def test_demo_quick(tmp_path):
     pytest.importorskip("sklearn")
     pytest.importorskip("matplotlib")

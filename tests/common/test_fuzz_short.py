@@ -41,6 +41,10 @@ import pytest
 
 pytest.importorskip("hypothesis")
 
+# slow: the drawn profile; the named hostile inputs of every family run by default (test_inputs,
+# test_persist, the families' safety and validation tests)
+pytestmark = pytest.mark.slow
+
 from fuzz import cases as fuzz_cases  # noqa: E402
 from fuzz import runner  # noqa: E402
 

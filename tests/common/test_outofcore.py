@@ -117,6 +117,8 @@ _CHILD = textwrap.dedent("""
 """)
 
 
+# slow: a memory measurement; the answers on disk are checked by the other tests
+@pytest.mark.slow
 def test_memory_flat_in_the_number_of_patterns(tmp_path):
     # 20,000 and 80,000 patterns of 784 pixels as uint8 on disk (63 MB); in memory as float64
     # they would take 125 and 500 MB.  Scored in chunks, the peak resident size grows by

@@ -133,6 +133,9 @@ def hostile_outcomes():
     return runner.run_cases(drawn, timeout=60)
 
 
+# slow: the drawn hostile files; the crafted files and the reproducers below run by
+# default
+@pytest.mark.slow
 def test_hostile_files_are_refused_by_name_or_load_a_valid_model(hostile_outcomes):
     bad = [(c, r, o) for c, r, o in hostile_outcomes if o not in ("clean", "ok")]
     assert not bad, "\n".join(f"{o}: {c['edit']}: {r.get('msg') or r.get('problem')}\n    "
@@ -140,6 +143,7 @@ def test_hostile_files_are_refused_by_name_or_load_a_valid_model(hostile_outcome
     assert len(hostile_outcomes) >= 0.9 * N_HOSTILE
 
 
+@pytest.mark.slow
 def test_hostile_files_cover_every_family_and_damage(hostile_outcomes):
     from fuzz import model_files
 

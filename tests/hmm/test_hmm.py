@@ -172,7 +172,9 @@ def test_ascent_converges_to_a_stationary_point():
     assert np.max(np.abs(fd_grad(np.zeros((15, 3))))) > 1e-2   # the check can fail
 
 
-@pytest.mark.parametrize("context", CONTEXTS)
+# "both" runs by default; "right" and "left" (also checked against enumeration) are slow
+@pytest.mark.parametrize("context", [pytest.param(c, marks=pytest.mark.slow) if c != "both" else c
+                                     for c in CONTEXTS])
 def test_link_iteration_matches_slow_reference(context):
     h = random_hmm(context=context, seed=12)
     p = R.params_of(h)

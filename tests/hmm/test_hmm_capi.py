@@ -225,6 +225,9 @@ OUTSIDE_SETUP = textwrap.dedent(
 )
 
 
+# slow: a second outside build; common/test_c_api.py's outside extension cimports the HMM
+# entry points too
+@pytest.mark.slow
 def test_an_outside_cython_extension_cimports_the_c_api(tmp_path):
     pytest.importorskip("Cython", reason="building an outside extension needs Cython")
     (tmp_path / "outside_hmm.pyx").write_text(OUTSIDE_PYX)

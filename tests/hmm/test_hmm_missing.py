@@ -93,7 +93,9 @@ def test_chain_objective_and_sweep_with_missing_values_match_enumeration(context
         assert v1 == pytest.approx(R.exact_elbo(p, Xm, h_ref), abs=1e-10)
 
 
-@pytest.mark.parametrize("context", CONTEXTS)
+# "both" runs by default; "right" and "left" (also checked against enumeration) are slow
+@pytest.mark.parametrize("context", [pytest.param(c, marks=pytest.mark.slow) if c != "both" else c
+                                     for c in CONTEXTS])
 def test_naive_and_link_with_missing_values_match_the_slow_references(context):
     h = random_hmm(context=context, seed=12)
     p = R.params_of(h)

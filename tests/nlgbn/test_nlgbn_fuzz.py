@@ -8,7 +8,7 @@ clear error (ValueError, TypeError, MemoryError, OverflowError) whose message na
 argument.  The whole run happens in a child interpreter, so a crash of the compiled code fails
 the test instead of killing the test run, and a hang hits the timeout.
 
-    pytest tests/nlgbn/test_nlgbn_fuzz.py                            # short profile (300 calls)
+    pytest tests/nlgbn/test_nlgbn_fuzz.py -m slow                    # short profile (300 calls)
     python tests/nlgbn/test_nlgbn_fuzz.py --examples 10000           # long profile, prints the counts
     python tests/nlgbn/test_nlgbn_fuzz.py --examples 10000 --seed 7   # other cases
 """
@@ -261,6 +261,18 @@ def run_in_child(n_examples, timeout=600):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def _slow(test):
+    """pytest's slow mark; pytest is imported only when it runs this file (it also runs as a
+    script)."""
+    try:
+        import pytest
+    except ImportError:
+        return test
+    return pytest.mark.slow(test)
+
+
+# slow: the drawn profile; test_nlgbn_safety's named hostile inputs run by default
+@_slow
 def test_fuzz_short_profile():
     import pytest
 

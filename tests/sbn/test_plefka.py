@@ -753,7 +753,8 @@ def test_coordinate_descent_sums_out_barren_units_too(act):
     assert taken_over >= 3
 
 
-@pytest.mark.parametrize("order", [11, 12])
+# the same fallback for both orders: order 11 is slow
+@pytest.mark.parametrize("order", [pytest.param(11, marks=pytest.mark.slow), 12])
 def test_fallback_converges_on_cases_with_most_findings_unrecorded(order):
     """The diagnosis-style net with 95% of the findings unrecorded (they sum out): where the
     coordinate descent creeps along a valley of G (the diseases that could explain a positive

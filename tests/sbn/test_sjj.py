@@ -141,6 +141,9 @@ def test_sigmoid_solution_is_optimal_in_each_coordinate():
             assert abs(d) < 1e-4 or mu[i] < 1e-12 or mu[i] > 1 - 1e-12
 
 
+# slow: finite differences over ten nets; tests/sbn/test_noisy_or_sjj.py checks the noisy-OR
+# solution against the slow reference
+@pytest.mark.slow
 def test_noisy_or_q_is_optimal():
     rng = np.random.default_rng(4)
     for trial in range(10):
