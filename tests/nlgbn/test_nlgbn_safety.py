@@ -445,8 +445,9 @@ def mfengine_valgrind_errors(log):
             and any("nlgbn" in x or "_estep" in x for x in r)]
 
 
-@pytest.mark.skipif(not os.environ.get("MFENGINE_VALGRIND"), reason="set MFENGINE_VALGRIND=1 "
-                    "(slow: several minutes) to run the kernel groups under valgrind")
+# slow: a few minutes under valgrind (pytest tests/nlgbn/test_nlgbn_safety.py -m slow); skipped
+# where valgrind is not installed
+@pytest.mark.slow
 @pytest.mark.parametrize("group", ["kernel", "data"])
 def test_kernel_under_valgrind(group, tmp_path):
     import shutil
