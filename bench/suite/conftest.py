@@ -1,4 +1,4 @@
-"""Fixtures of the benchmark suite: ``python -m pytest bench/suite --benchmark-only``.
+"""Fixtures of the benchmark suite: ``pytest bench/suite --benchmark-only``.
 
 The nets, the data and mf.infer's 1-thread reference solution are built once per session;
 every benchmark then times one call on the same inputs.  At the end a ratio table

@@ -1,8 +1,8 @@
 """Microbenchmarks of mf.infer's DAG methods (sjj, plefka12, plefka22) and of the sjj /
 plefka12 peers of ``speed/dag_compare.py``, on the same inputs as that script.
 
-    python -m pytest bench/suite/test_bench_dag.py --benchmark-only          # ~2 min
-    python -m pytest bench/suite/test_bench_dag.py --benchmark-only -k batch
+    pytest bench/suite/test_bench_dag.py --benchmark-only          # ~2 min
+    pytest bench/suite/test_bench_dag.py --benchmark-only -k batch
 
 Models (``dag_compare.make_case``): ``batch``, 10,000 random 2x4x6 sigmoid nets (W, h ~
 U[-1, 1], visible units clamped to 0, one item per net); ``layered``, the 4x12x36x100 net

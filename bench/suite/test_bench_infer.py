@@ -1,6 +1,6 @@
 """Benchmarks of mf.infer against the NumPy and PyTorch peers on the same inputs.
 
-Run: ``python -m pytest bench/suite --benchmark-only``.  Each benchmark records patterns/s in
+Run: ``pytest bench/suite --benchmark-only``.  Each benchmark records patterns/s in
 ``benchmark.extra_info``; correctness is asserted (every mf pattern converged and at a
 maximum -- the NumPy solver warm-started from mf's solution gains < 1e-3 nats --, identical
 answers for 1 and 2 threads, the peers' bounds within the tolerances stated in ``_common``),
