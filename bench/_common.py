@@ -1,4 +1,4 @@
-"""Shared by the pytest-benchmark suite and ``compare.py``: the benchmark cases, the three
+"""Shared by the pytest-benchmark suite and ``speed/compare.py``: the benchmark cases, the three
 methods behind one calling convention, and the agreement checks.
 
 Cases (Saul & Jordan's 4x12x36x100 net; 1000 patterns sampled from the net; tol 1e-6):
@@ -53,8 +53,9 @@ import numpy as np
 
 import mfengine as mf
 
-import numpy_impl
-import torch_impl
+import _paths  # noqa: F401  (the peers' folder on sys.path)
+import numpy_gaussian
+import torch_gaussian
 
 SIZES = (4, 12, 36, 100)
 N_PATTERNS = 1000
@@ -145,13 +146,13 @@ def run_mf(case, threads, tol=TOL):
 
 def run_numpy(case, tol=TOL):
     with blas_threads(1):
-        r = numpy_impl.infer(case.net, case.V, tol=tol)
+        r = numpy_gaussian.infer(case.net, case.V, tol=tol)
     return Outcome("NumPy", 1, r.bound, r.converged, r.mu[:-1],
                    f"{r.n_iter.mean():.1f}/{r.n_iter.max()} sweeps")
 
 
 def run_torch(case, threads, tol=TOL):
-    r = torch_impl.infer(case.net, case.V, tol=tol, n_threads=threads)
+    r = torch_gaussian.infer(case.net, case.V, tol=tol, n_threads=threads)
     return Outcome("PyTorch L-BFGS", threads, r.bound, r.converged, r.mu[:-1],
                    f"{r.n_iter} it/{r.n_evals} evals", extra={"stop_reason": r.stop_reason})
 
@@ -260,5 +261,5 @@ def polish_gain(case, mu_hidden, bound, tol=TOL):
     under test."""
     init = np.concatenate(mu_hidden, axis=1)
     with blas_threads(1):
-        r = numpy_impl.infer(case.net, case.V, tol=tol, init_mu=init)
+        r = numpy_gaussian.infer(case.net, case.V, tol=tol, init_mu=init)
     return r.bound - bound

@@ -1,14 +1,15 @@
-"""The models of bench/dag_compare.py, their data, and mf.infer's run on them."""
+"""The models of bench/speed/dag_compare.py, their data, and mf.infer's run on them."""
 import os
 import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/
 
 import mfengine as mf  # noqa: E402
 
+import _paths  # noqa: E402,F401  (accuracy/ on sys.path)
 from plefka_tables import random_nets  # noqa: E402
 
 BATCH_SIZES = (2, 4, 6)

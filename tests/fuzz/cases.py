@@ -1086,7 +1086,7 @@ def generate_many(families, n, seed=0):
     The cases are drawn in a fresh interpreter (``python cases.py``): Hypothesis's engine
     is deterministic for a given seed only within the same calling context (the same seed
     drew 118 cases from one script and 119 from another), so every caller -- the short
-    profile under pytest, bench/fuzz_long.py -- draws them the same way and gets the same
+    profile under pytest, bench/tools/fuzz_long.py -- draws them the same way and gets the same
     cases."""
     import json
     import subprocess

@@ -1,0 +1,284 @@
+"""The context-HMM kernels' C API (issue 11, item 4): mfengine/hmm/_chain.pxd.
+
+mf_hmm_fb_infer, mf_hmm_structured_infer, mf_hmm_structured_infer_starts and
+mf_hmm_naive_infer are noexcept nogil functions over raw pointers that return the status codes
+of mf_status.h.  Checked here: the same numbers
+as the Python API (bit for bit, for any thread count), every MF_EBADARG condition of the
+contract, and that an outside Cython extension can cimport and call them.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import mfengine
+from mfengine.hmm import _chain
+
+import reference_hmm as R
+from test_hmm import random_hmm, shifted
+
+MF_OK, MF_NOT_CONVERGED, MF_EBADARG = 0, 1, -1
+
+
+def model_and_data(context="both"):
+    h = random_hmm(n=3, D=2, lag=2, context=context, seed=1, cscale=0.7)
+    Xs = [h.sample(T, random_state=T)[0] for T in (30, 7, 12)]
+    Xs[0][3] = np.nan
+    Xs[2][5, 1] = np.nan
+    X, lengths = np.concatenate(Xs), np.array([30, 7, 12], dtype=np.intp)
+    # the data and means exactly as the Python API hands them over
+    P, Xc = shifted(h, X, np.concatenate([[0], np.cumsum(lengths)]))
+    P = (P.startprob, P.transmat, *P.tables)   # the kernel's five arrays
+    return h, X, lengths, P, Xc
+
+
+CODES = {"right": 1, "left": 2, "both": 3}
+
+
+@pytest.mark.parametrize("method", ["structured", "naive"])
+@pytest.mark.parametrize("context", ["right", "left", "both"])
+def test_c_api_gives_the_python_api_numbers(method, context):
+    h, X, lengths, P, Xc = model_and_data(context)
+    r = h.infer(X, lengths, method=method)
+    for threads in (1, 2, 4):   # 4 > the 3 sequences: the starts (naive: the sequences) apart
+        st, bound, gamma, logpot, ns, conv = _chain._capi_selftest(
+            method, *P, 2, CODES[context], Xc, lengths, h.infer_max_iter, h.infer_tol, threads)
+        assert st == MF_OK
+        np.testing.assert_array_equal(bound, r.bound)
+        np.testing.assert_array_equal(gamma, r.posteriors)
+        np.testing.assert_array_equal(ns, r.n_iter)
+        np.testing.assert_array_equal(conv, r.converged)
+        if method == "structured":
+            np.testing.assert_array_equal(logpot, r.potentials)
+    # a budget too small: results written, MF_NOT_CONVERGED
+    st, bound, *_ , conv = _chain._capi_selftest(method, *P, 2, CODES[context], Xc, lengths, 1,
+                                                 0.0, 1)
+    assert st == MF_NOT_CONVERGED and not conv.all() and np.all(np.isfinite(bound))
+
+
+@pytest.mark.parametrize("starts", ["link", "naive-link", "first-order", "own-means",
+                                    ("first-order", "own-means"),
+                                    ("link", "naive-link", "first-order", "own-means")])
+def test_c_api_with_a_mask_of_starts_gives_the_python_api_numbers(starts):
+    h, X, lengths, P, Xc = model_and_data()
+    default = h.infer(X, lengths)
+    r = h.set_params(starts=starts).infer(X, lengths)
+    mask = _chain.start_mask(starts)
+    for threads in (1, 2, 4):
+        st, bound, gamma, logpot, ns, conv = _chain._capi_selftest(
+            "structured", *P, 2, 3, Xc, lengths, h.infer_max_iter, h.infer_tol, threads, mask)
+        assert st == MF_OK
+        np.testing.assert_array_equal(bound, r.bound)
+        np.testing.assert_array_equal(gamma, r.posteriors)
+        np.testing.assert_array_equal(logpot, r.potentials)
+        np.testing.assert_array_equal(ns, r.n_iter)
+        np.testing.assert_array_equal(conv, r.converged)
+    # a subset runs other ascents than the four (their potentials differ in the last digits),
+    # so these equalities would fail if the mask were not passed on; all four is the default
+    if len(starts) == 4 and not isinstance(starts, str):
+        np.testing.assert_array_equal(r.potentials, default.potentials)
+    else:
+        assert not np.array_equal(r.potentials, default.potentials)
+
+
+@pytest.mark.parametrize("mask", [0, 16, 31, 1 << 31, 2**32 - 1])
+def test_c_api_refuses_a_mask_of_no_start_or_an_unknown_one_writing_nothing(mask):
+    h, X, lengths, P, Xc = model_and_data()
+    st, bound, gamma, logpot, ns, conv = _chain._capi_selftest(
+        "structured", *P, 2, 3, Xc, lengths, h.infer_max_iter, h.infer_tol, 1, mask)
+    assert st == MF_EBADARG
+    assert not (bound.any() or gamma.any() or logpot.any() or ns.any() or conv.any())
+
+
+def test_c_api_refuses_every_bad_argument():
+    h, X, lengths, P, Xc = model_and_data()
+    sp, A, U, V, W = P
+
+    def call(sp=sp, A=A, U=U, V=V, W=W, lag=2, context=3, X=Xc, lengths=lengths, max_sweeps=50,
+             tol=1e-9, method="structured"):
+        return _chain._capi_selftest(method, np.ascontiguousarray(sp), np.ascontiguousarray(A),
+                                     np.ascontiguousarray(U), np.ascontiguousarray(V),
+                                     np.ascontiguousarray(W), lag, context,
+                                     np.ascontiguousarray(X), np.asarray(lengths, np.intp),
+                                     max_sweeps, tol, 1)[0]
+
+    assert call() == MF_OK
+    bad = {
+        "lag < 1": dict(lag=0),
+        "context 0": dict(context=0),
+        "context 4": dict(context=4),
+        "startprob not summing to 1": dict(sp=sp * 0.9),
+        "negative startprob": dict(sp=np.array([1.5, -0.5, 0.0])),
+        "NaN startprob": dict(sp=np.array([np.nan, 0.5, 0.5])),
+        "transmat row not summing to 1": dict(A=A * 1.01),
+        "negative transmat": dict(A=np.array([[1.2, -0.2, 0.0], A[1], A[2]])),
+        "NaN in means": dict(U=np.where(np.arange(6).reshape(3, 2) == 4, np.nan, U)),
+        "means beyond 1e100": dict(V=V + 1e101),
+        "inf in left means": dict(W=np.where(np.arange(6).reshape(3, 2) == 0, np.inf, W)),
+        "inf in X": dict(X=np.where(np.arange(Xc.size).reshape(Xc.shape) == 7, np.inf, Xc)),
+        "a length of 0": dict(lengths=[30, 0, 19]),
+        "a negative length": dict(lengths=[30, -7, 26]),
+        "negative max_sweeps": dict(max_sweeps=-1),
+        "negative tol": dict(tol=-1e-9),
+        "NaN tol": dict(tol=np.nan),
+        "infinite tol": dict(tol=np.inf),
+    }
+    for what, kw in bad.items():
+        for method in ("structured", "naive"):
+            assert call(method=method, **kw) == MF_EBADARG, what
+    # NaN in X is a missing value, not an error; no sequences is a valid call
+    assert call(X=np.full_like(Xc, np.nan)) == MF_OK
+    assert call(lengths=np.zeros(0, np.intp)) == MF_OK
+
+
+OUTSIDE_PYX = textwrap.dedent(
+    """
+    # cython: language_level=3
+    import numpy as np
+    from mfengine.hmm._chain cimport (mf_hmm_fb_infer, mf_hmm_structured_infer,
+                                      mf_hmm_structured_infer_starts, mf_hmm_naive_infer,
+                                      MF_OK, MF_EBADARG, MF_HMM_START_LINK,
+                                      MF_HMM_START_NAIVE_LINK, MF_HMM_START_FIRST_ORDER,
+                                      MF_HMM_START_OWN_MEANS, MF_HMM_ALL_STARTS)
+
+    def start_bits():
+        return (MF_HMM_START_LINK, MF_HMM_START_NAIVE_LINK, MF_HMM_START_FIRST_ORDER,
+                MF_HMM_START_OWN_MEANS, MF_HMM_ALL_STARTS)
+
+    def fb(double[::1] sp, double[:, ::1] A, double[:, ::1] logpot):
+        cdef Py_ssize_t T = logpot.shape[0], n = logpot.shape[1]
+        cdef double[:, ::1] gamma = np.empty((T, n))
+        cdef double[:, ::1] xi = np.empty((n, n))
+        cdef double logz = 0.0
+        cdef int status
+        with nogil:
+            status = mf_hmm_fb_infer(T, n, &sp[0], &A[0, 0], &logpot[0, 0], &gamma[0, 0],
+                                     &xi[0, 0], &logz)
+        return status, np.asarray(gamma), np.asarray(xi), logz
+
+    def infer(str method, double[::1] sp, double[:, ::1] A, double[:, ::1] U, double[:, ::1] V,
+              double[:, ::1] W, Py_ssize_t lag, int context, double[:, ::1] X,
+              Py_ssize_t[::1] lengths, Py_ssize_t max_sweeps, double tol, int n_threads):
+        cdef Py_ssize_t n = U.shape[0], D = U.shape[1], N = X.shape[0], k = lengths.shape[0]
+        cdef double[::1] bound = np.zeros(k)
+        cdef double[:, ::1] gamma = np.zeros((N, n))
+        cdef double[:, ::1] logpot = np.zeros((N, n))
+        cdef Py_ssize_t[::1] ns = np.zeros(k, dtype=np.intp)
+        cdef signed char[::1] conv = np.zeros(k, dtype=np.int8)
+        cdef int status
+        cdef bint structured = method == "structured", own = method == "own-means"
+        with nogil:
+            if own:
+                status = mf_hmm_structured_infer_starts(
+                    n, D, lag, context, &sp[0], &A[0, 0], &U[0, 0], &V[0, 0], &W[0, 0], k,
+                    &lengths[0], &X[0, 0], max_sweeps, tol, n_threads, MF_HMM_START_OWN_MEANS,
+                    &gamma[0, 0], &logpot[0, 0], &bound[0], &ns[0], &conv[0])
+            elif structured:
+                status = mf_hmm_structured_infer(n, D, lag, context, &sp[0], &A[0, 0], &U[0, 0],
+                                                 &V[0, 0], &W[0, 0], k, &lengths[0], &X[0, 0],
+                                                 max_sweeps, tol, n_threads, &gamma[0, 0],
+                                                 &logpot[0, 0], &bound[0], &ns[0], &conv[0])
+            else:
+                status = mf_hmm_naive_infer(n, D, lag, context, &sp[0], &A[0, 0], &U[0, 0],
+                                            &V[0, 0], &W[0, 0], k, &lengths[0], &X[0, 0],
+                                            max_sweeps, tol, n_threads, &gamma[0, 0], &bound[0],
+                                            &ns[0], &conv[0])
+        return status, np.asarray(bound), np.asarray(gamma), np.asarray(logpot)
+
+    def bad_calls():
+        cdef double p[4]
+        p[0] = 1.0
+        return (mf_hmm_fb_infer(0, 1, p, p, p, p, NULL, p) == MF_EBADARG,
+                mf_hmm_fb_infer(1, 1, NULL, p, p, p, NULL, p) == MF_EBADARG,
+                mf_hmm_structured_infer(0, 1, 1, 1, p, p, p, p, p, 0, NULL, NULL, 1, 0.0, 1,
+                                        NULL, NULL, NULL, NULL, NULL) == MF_EBADARG,
+                mf_hmm_naive_infer(1, 0, 1, 1, p, p, p, p, p, 0, NULL, NULL, 1, 0.0, 1,
+                                   NULL, NULL, NULL, NULL) == MF_EBADARG,
+                mf_hmm_structured_infer(1, 1, 1, 1, p, p, p, p, p, 1, NULL, p, 1, 0.0, 1,
+                                        p, p, p, NULL, NULL) == MF_EBADARG,
+                mf_hmm_structured_infer_starts(1, 1, 1, 1, p, p, p, p, p, 0, NULL, NULL, 1, 0.0,
+                                               1, 0, NULL, NULL, NULL, NULL, NULL)
+                == MF_EBADARG,
+                # a valid model and no sequences, but a start that does not exist
+                mf_hmm_structured_infer_starts(1, 1, 1, 1, p, p, p, p, p, 0, NULL, NULL, 1, 0.0,
+                                               1, 16, NULL, NULL, NULL, NULL, NULL)
+                == MF_EBADARG,
+                mf_hmm_structured_infer_starts(1, 1, 1, 1, p, p, p, p, p, 0, NULL, NULL, 1, 0.0,
+                                               1, 8, NULL, NULL, NULL, NULL, NULL)
+                == MF_OK)
+    """
+)
+
+OUTSIDE_SETUP = textwrap.dedent(
+    """
+    import os, sys, mfengine
+    from setuptools import setup, Extension
+    from Cython.Build import cythonize
+    where = os.path.dirname(os.path.dirname(mfengine.__file__))
+    setup(name="outside_hmm",
+          ext_modules=cythonize([Extension("outside_hmm", ["outside_hmm.pyx"],
+                                           include_dirs=[mfengine.get_include()])],
+                                include_path=[where], quiet=True))
+    """
+)
+
+
+# slow: a second outside build; common/test_c_api.py's outside extension cimports the HMM
+# entry points too
+@pytest.mark.slow
+def test_an_outside_cython_extension_cimports_the_c_api(tmp_path):
+    pytest.importorskip("Cython", reason="building an outside extension needs Cython")
+    (tmp_path / "outside_hmm.pyx").write_text(OUTSIDE_PYX)
+    (tmp_path / "setup.py").write_text(OUTSIDE_SETUP)
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    res = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace", "-q"],
+                         cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    h, X, lengths, P, Xc = model_and_data()
+    np.savez(tmp_path / "in.npz", X=Xc, lengths=lengths, sp=P[0], A=P[1], U=P[2], V=P[3],
+             W=P[4], logpot=R._site_terms(R.params_of(h), X[:30]) * 0.3)
+    script = textwrap.dedent(
+        f"""
+        import numpy as np, outside_hmm as o
+        d = np.load({str(tmp_path / 'in.npz')!r})
+        out = {{}}
+        for m in ("structured", "naive", "own-means"):
+            s, b, g, lp = o.infer(m, d["sp"], d["A"], d["U"], d["V"], d["W"], 2, 3, d["X"],
+                                  d["lengths"], 400, 1e-13, 2)
+            out[m + "_status"], out[m + "_bound"], out[m + "_gamma"] = s, b, g
+            out[m + "_logpot"] = lp
+        s, g, xi, lz = o.fb(d["sp"], d["A"], np.ascontiguousarray(np.nan_to_num(d["logpot"])))
+        out.update(fb_status=s, fb_gamma=g, fb_xi=xi, fb_logz=lz, bad=o.bad_calls(),
+                   bits=o.start_bits())
+        np.savez({str(tmp_path / 'out.npz')!r}, **out)
+        """
+    )
+    res = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = np.load(tmp_path / "out.npz")
+    for m in ("structured", "naive"):
+        r = h.infer(X, lengths, method=m)
+        assert out[m + "_status"] == MF_OK
+        np.testing.assert_array_equal(out[m + "_bound"], r.bound)
+        np.testing.assert_array_equal(out[m + "_gamma"], r.posteriors)
+    np.testing.assert_array_equal(out["structured_logpot"], h.infer(X, lengths).potentials)
+    # the mask of starts: its bits are the Python API's, and one start gives its numbers
+    names = ("link", "naive-link", "first-order", "own-means")
+    assert list(out["bits"]) == [_chain.start_mask(s) for s in names] + [_chain.start_mask(names)]
+    r = h.set_params(starts="own-means").infer(X, lengths)
+    assert out["own-means_status"] == MF_OK
+    np.testing.assert_array_equal(out["own-means_bound"], r.bound)
+    np.testing.assert_array_equal(out["own-means_gamma"], r.posteriors)
+    np.testing.assert_array_equal(out["own-means_logpot"], r.potentials)
+    lp = np.nan_to_num(np.load(tmp_path / "in.npz")["logpot"])
+    g, xi, lz = R.forward_backward(P[0], P[1], lp)
+    assert out["fb_status"] == MF_OK
+    assert float(out["fb_logz"]) == pytest.approx(lz, rel=1e-12)
+    np.testing.assert_allclose(out["fb_gamma"], g, atol=1e-12)
+    np.testing.assert_allclose(out["fb_xi"], xi, atol=1e-12)
+    assert out["bad"].all()
