@@ -23,7 +23,9 @@ scipy or compiled code sees a value, it checks that
   names one of the package's model classes;
 * every array is named by exactly one place of the record, and every tag is well formed;
   a sparse matrix's structure is checked in full (index ranges, a monotone ``indptr``);
-* the parameters are exactly the class's constructor arguments, and the fitted attributes
+* the parameters are exactly the class's constructor arguments (less those a class added
+  since files were first written, ``_params_added``, which take the value that reproduces
+  the model such a file holds), and the fitted attributes
   are among those the class declares (``_saved_state``), each of its declared kind, with the
   ones that belong together (``_saved_together``) all present or all absent;
 * and finally the model's own checks (``_check_loaded``) accept the parameters and the
@@ -509,6 +511,8 @@ def _load(path):
     if not isinstance(params, dict) or not isinstance(state, dict):
         raise _Refused("the header's params and state must be records")
     names = set(cls._get_param_names())
+    for name, value in getattr(cls, "_params_added", {}).items():
+        params.setdefault(name, value)
     if set(params) != names:
         odd = sorted(set(params) ^ names)[0]
         raise _Refused(f"entry params.{odd} is "

@@ -94,17 +94,6 @@ class ContextHMM(PersistMixin, BaseEstimator):
         Mean-field sweeps per sequence of one solve (any integer >= 0).
     infer_tol : float, default=1e-10
         A solve stops when a sweep raises the bound by at most this many nats per time step.
-    covariance_type : {"diag", "spherical"}, default="diag"
-        hmmlearn's names: one variance per feature (``covars_`` of shape (n_states,
-        n_features)) or one for all features (shape (n_states,)).  The states share it: every
-        row of ``covars_`` is the same.  (A covariance per state would couple the precision
-        of the state at t to the context states through x_t, and with ``context="both"``
-        three states at once, outside the structured posterior's pairwise family.)  Learned
-        in both phases of :meth:`fit` when ``params`` has ``c``; scaling the data scales it,
-        and leaves what is decoded unchanged.
-    min_covar : float, default=1e-3
-        Floor of the learned variances (hmmlearn's name and default).  Also added to the
-        data's variance that initialises ``covars_``.
     algorithm : {"viterbi", "map"}, default="viterbi"
         Decoder of :meth:`decode` and :meth:`predict` (as hmmlearn's): ``"viterbi"`` is the
         most probable path of the structured posterior's chain Q, ``"map"`` the most probable
@@ -144,6 +133,17 @@ class ContextHMM(PersistMixin, BaseEstimator):
         only those (one start alone is not screened).  F has several local maxima on strongly
         coupled data and no start is best everywhere, so fewer starts are faster but may end
         lower: docs/derivations/context_hmm.rst, "Starts", measures both.
+    covariance_type : {"diag", "spherical"}, default="diag"
+        hmmlearn's names: one variance per feature (``covars_`` of shape (n_states,
+        n_features)) or one for all features (shape (n_states,)).  The states share it: every
+        row of ``covars_`` is the same.  (A covariance per state would couple the precision
+        of the state at t to the context states through x_t, and with ``context="both"``
+        three states at once, outside the structured posterior's pairwise family.)  Learned
+        in both phases of :meth:`fit` when ``params`` has ``c``; scaling the data scales it,
+        and leaves what is decoded unchanged.
+    min_covar : float, default=1e-3
+        Floor of the learned variances (hmmlearn's name and default).  Also added to the
+        data's variance that initialises ``covars_``.
 
     Attributes
     ----------
@@ -241,6 +241,9 @@ class ContextHMM(PersistMixin, BaseEstimator):
         "random_state": [RANDOM_STATE],
         "progress": [BOOLEAN],
     }
+    # files written before ContextHMM had covariances: their models have the unit covariance,
+    # which covars_ left unset gives with these
+    _params_added = {"covariance_type": "diag", "min_covar": 1e-3}
     _saved_state = {"startprob_": "array", "transmat_": "array", "means_": "array",
                     "right_means_": "array", "left_means_": "array", "covars_": "array",
                     "history_": "vector",

@@ -121,9 +121,11 @@ def test_baum_welch_warm_up_is_hmmlearns():
     sp0, A0 = np.full(3, 1 / 3), np.array([[0.5, 0.3, 0.2], [0.2, 0.6, 0.2], [0.3, 0.3, 0.4]])
     U0 = h.means_ + 0.3
     m = mf.ContextHMM(3, 2, lag=2, context="both", max_iter=0, bw_max_iter=6, tol=None,
-                      init_params="", progress=False)
+                      init_params="", params="stm", progress=False)
     m.startprob_, m.transmat_, m.means_ = sp0.copy(), A0.copy(), U0.copy()
+    m.covars_ = np.ones((3, 2))         # set and not in params: held fixed
     m.fit(X, lengths)
+    np.testing.assert_array_equal(m.covars_, np.ones((3, 2)))
     o = GaussianHMM(3, covariance_type="spherical", n_iter=6, tol=0.0, params="stm",
                     init_params="", implementation="scaling")
     o.startprob_, o.transmat_, o.means_, o.covars_ = sp0.copy(), A0.copy(), U0.copy(), np.ones(3)
@@ -303,10 +305,16 @@ def test_fit_on_data_far_from_zero_never_decreases(offset, scale):
     for part in (m.history_[: m.bw_n_iter_], m.history_[m.bw_n_iter_:]):
         assert np.all(np.diff(part) >= 0), np.diff(part)
     # unit-variance data near 1e8 is scored as accurately as the same data near 0: the
-    # log-likelihood per sample is that of a unit Gaussian fit (about -2.8 nats for D = 2)
+    # log-likelihood per sample is that of a Gaussian fit (about -2.8 nats for D = 2); near
+    # 1e17 float64 holds two values 16 apart, so the learned variances fall to min_covar,
+    # where a density is at most 1 / sqrt(2 pi min_covar) per feature
     if scale == 1.0:
         per_step = m.history_[m.bw_n_iter_ - 1] / len(X)
-        assert -4.0 < per_step < -2.0 if offset == 1e8 else per_step <= 0.0
+        if offset == 1e8:
+            assert -4.0 < per_step < -2.0
+        else:
+            np.testing.assert_array_equal(m.covars_, m.min_covar)
+            assert per_step <= -np.log(2 * np.pi * m.min_covar) + 1e-9
         ref = mf.ContextHMM(3, 2, lag=2, context="both", max_iter=8, bw_max_iter=8, tol=None,
                             random_state=0, progress=False)
         with warnings.catch_warnings():
