@@ -3,7 +3,7 @@
  * mf_exp_parts(x, &num, &den) splits exp(x), x <= 0, as num / den so that a caller that
  * divides anyway (a sigmoid e / (1 + e) = num / (den + num)) pays for one division, not two.
  * num / den has a relative error of about 2 ulp at most against long double exp over
- * [-708, 0] (2.0 ulp measured with SSE2, 1.8 with AVX2+FMA); tests/test_numerics.py checks it
+ * [-708, 0] (2.0 ulp measured with SSE2, 1.8 with AVX2+FMA); tests/sbn/test_numerics.py checks it
  * directly (mf_exp_neg of mf_numerics.h), through the kernel's sigmoid against scipy's expit,
  * and through the bound against a NumPy evaluation.
  *

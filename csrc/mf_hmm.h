@@ -53,7 +53,7 @@ extern "C" {
  * median 0.004 nats (up to 20 on strongly coupled data), while the maxima the starts reach
  * often lie nats apart, so the screen keeps the start that full ascents would keep except
  * where the ranking turns after the screen, e.g. an ascent creeping over a plateau before it
- * climbs again: 2 of 162 instances of bench/hmm_starts.py (docs/derivations/context_hmm.rst). */
+ * climbs again: 2 of 162 instances of bench/studies/hmm_starts.py (docs/derivations/context_hmm.rst). */
 #define MF_HMM_PRE_TOL 1e-3
 #define MF_HMM_SCREEN_TOL 1e-5
 

@@ -7,7 +7,7 @@
  * over them vectorise where their bodies allow).  Each is accurate to a few ulps wherever its
  * result is a normal double (where it is subnormal, to a few units of the smallest one, as
  * for exp; mf_sigmoid and mf_sig_u excepted, see there), returns the right limit (0, 1,
- * +-inf) where the exact value is one, and propagates NaN; tests/test_numerics.py compares
+ * +-inf) where the exact value is one, and propagates NaN; tests/sbn/test_numerics.py compares
  * each with long-double references. */
 #ifndef MF_NUMERICS_H
 #define MF_NUMERICS_H

@@ -57,7 +57,7 @@ Data-parallel fit (the pattern of dask-ml's k-means: partitions compute, the cli
 
     For the same seed and schedule the fitted parameters equal those of ``fit`` on the same
     data in memory up to round-off (the sums are added in another order: partition by
-    partition); tests/test_dask.py checks 1e-9.  One round trip per mini-batch: the paper's
+    partition); tests/common/test_dask.py checks 1e-9.  One round trip per mini-batch: the paper's
     on-line rule (``batch_size=1``) is inherently sequential and runs, correctly but slowly,
     with one round trip per pattern; use a mini-batch schedule on a cluster.
     * ``GenerativeClassifier``: the net of each class as SigmoidBeliefNet above, on that

@@ -6,7 +6,7 @@ ascent can end on another local maximum.  This scores the random instances of
 ``bench/studies/hmm_starts.py`` (162 per draw) with the default solver (four screened starts) in:
 
 * ``means_``: data and means less the mean of the rows of ``means_`` (the build before
-  "The origin" in docs/context_hmm.md);
+  "The origin" in docs/derivations/context_hmm.rst);
 * ``raw``: the coordinates the instances were drawn in;
 * ``tables``: each table less the mean of its rows, each output less the sum of those means
   over the tables its mean has (``ContextHMM._shifted``, what ``score`` runs),

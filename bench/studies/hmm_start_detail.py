@@ -1,5 +1,5 @@
 """ContextHMM structured solver: which of its starts wins, and the other numbers of
-docs/context_hmm.md that examples/context_hmm.py does not print.
+docs/derivations/context_hmm.rst that examples/context_hmm.py does not print.
 
     python bench/studies/hmm_start_detail.py               # parts 1-3, the 160 instances of
                                                            # part 3 of examples/context_hmm.py

@@ -10,7 +10,7 @@ unclear messages, refused valid input -- with a one-line reproducer for every fa
     python bench/tools/fuzz_long.py --family NLGBN --per-family 2000 --seed 7
     python bench/tools/fuzz_long.py --json fuzz.json     # every outcome, for a closer look
 
-Exit status 1 when a crash, a hang or a silent bad result was found.  See docs/testing.md.
+Exit status 1 when a crash, a hang or a silent bad result was found.  See docs/maintainers.rst.
 """
 import argparse
 import json

@@ -19,7 +19,7 @@ reads and writes, invalid frees, uses of uninitialised values, and definite leak
 allocation came from mfengine -- and counts the rest (CPython's, numpy's, OpenMP's, the
 dynamic loader's) as noise without judging it.
 
-Exit status 1 when an error in mfengine's code was found.  See docs/testing.md.
+Exit status 1 when an error in mfengine's code was found.  See docs/maintainers.rst.
 """
 import argparse
 import collections

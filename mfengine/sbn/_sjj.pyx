@@ -97,7 +97,7 @@ steps:
   term in product form (one exponential, no logarithm per edge) with an allowance
   (fan-in + 8) eps M', M' = |h| + |Z| + |term| + 1 + sum over parents (4 |W| + 1), which covers
   its rounding (see fast_bound_at).  So the reported bound is strict on either path
-  (tests/test_sjj_strict.py checks both against 60-digit arithmetic and enumeration).
+  (tests/sbn/test_sjj_strict.py checks both against 60-digit arithmetic and enumeration).
 
 The solve's argument ``fast=False`` keeps every item on the careful path (tests compare the
 two).  Per edge and sweep the fast path costs about 1 exponential (only for units whose xi
@@ -115,7 +115,7 @@ the solve), keeps the per-edge factors as pairs in parent order only (the mean p
 child edge's factors anew from the child's xi, read with its record, and the child-order w and
 e^w: the same expressions, so the same doubles), prefetches the next unit's parents' or
 children's records one unit ahead: one random line per edge in each pass, 41-46 ns per
-edge at 1e7 edges (bench/sparse_scaling.py: 10 sweeps, best of 2 calls; 88 without the
+edge at 1e7 edges (bench/speed/sparse_scaling.py: 10 sweeps, best of 2 calls; 88 without the
 prefetch).  The arithmetic is the plain layout's up to the order of some vectorised
 sums (equal to rounding), and the same for any thread count.  (Transparent huge pages for the
 scratch were tried and left out: no gain with parents anywhere, 35 -> 58 ns per edge with

@@ -18,7 +18,7 @@ Asserted per family:
   REFUSED_LIMIT; 0 where today is 0).
 
 The long profile (bench/tools/fuzz_long.py, at least 10,000 calls) is what a maintainer runs; see
-docs/testing.md.  Both print one reproducer per failure:
+docs/maintainers.rst.  Both print one reproducer per failure:
 ``python -c 'import numpy as np, mfengine as mf; ...'``.
 
 The unclear messages and refusals counted today (seed 14, 120 cases per family, plus the

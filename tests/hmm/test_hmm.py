@@ -412,7 +412,7 @@ def test_bounds_below_exact(context):
 
 
 def test_structured_at_least_naive_for_lag_two_and_more():
-    # measured, not proven (docs/context_hmm.md): from weak to strong context, lag >= 2
+    # measured, not proven (docs/derivations/context_hmm.rst): from weak to strong context, lag >= 2
     for context in CONTEXTS:
         for lag in (2, 3):
             for k, cscale in enumerate((0.1, 0.3, 1.0, 3.0)):
@@ -427,7 +427,7 @@ def test_structured_at_least_naive_for_lag_two_and_more():
 def test_structured_can_lose_to_naive_at_lag_one():
     # at lag 1 the couplings act on the very pairs (s_t, s_t+1) whose dependence the family fixes
     # to the model's transitions; here the best chain of the family (300 random starts) stays
-    # below the naive bound (docs/context_hmm.md)
+    # below the naive bound (docs/derivations/context_hmm.rst)
     h = random_hmm(n=2, D=1, lag=1, context="right", seed=30, cscale=3.0, sep=1.0, sticky=0.0)
     X, _ = h.sample(8, random_state=30)
     args = kernel_args(h)

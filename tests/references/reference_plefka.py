@@ -3,7 +3,7 @@
 
 Everything here works on ONE item with a dense (n, n) weight matrix ``W`` (``W[i, j]`` from j
 to i, j < i), a bias vector ``h``, a clamp row (0/1, NaN for a free unit) and a mean vector
-``u``.  The mathematics is in docs/plefka.md; the two routes to the second Plefka term are
+``u``.  The mathematics is in docs/derivations/plefka.rst; the two routes to the second Plefka term are
 kept independent:
 
 * ``second_term_closed``: expand -E_2 (the C = 2 Taylor energy) into multilinear monomials of

@@ -122,7 +122,7 @@ def test_second_plefka_term_against_enumeration(act):
 
 
 def test_second_term_is_never_positive():
-    """It is minus one half of a variance (docs/plefka.md), so G22 <= G12 everywhere."""
+    """It is minus one half of a variance (docs/derivations/plefka.rst), so G22 <= G12 everywhere."""
     rng = np.random.default_rng(5)
     for act in ACTS:
         S, w, h, net_of, clamp, u = random_batch(rng, act, n=10, n_items=50, scale=3.0)
