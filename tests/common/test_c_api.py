@@ -166,10 +166,12 @@ OUTSIDE_PYX = textwrap.dedent(
                                      &xi[0, 0], &logz)
         return status, np.asarray(gamma), np.asarray(xi), logz
 
+    # method "structured", "naive", "two starts", or "diag structured" / "diag naive":
+    # mf_hmm_infer_diag with the variances var (None: NULL)
     def hmm(str method, const double[::1] sp, const double[:, ::1] A, const double[:, ::1] U,
             const double[:, ::1] V, const double[:, ::1] W, Py_ssize_t lag, int context,
             const double[:, ::1] X, const Py_ssize_t[::1] lengths, Py_ssize_t max_sweeps,
-            double tol, int n_threads):
+            double tol, int n_threads, const double[::1] var=None):
         cdef Py_ssize_t n = U.shape[0], D = U.shape[1], N = X.shape[0], k = lengths.shape[0]
         cdef double[::1] bound = np.empty(k)
         cdef double[:, ::1] gamma = np.empty((N, n))
@@ -177,9 +179,21 @@ OUTSIDE_PYX = textwrap.dedent(
         cdef Py_ssize_t[::1] ns = np.empty(k, dtype=np.intp)
         cdef signed char[::1] conv = np.empty(k, dtype=np.int8)
         cdef bint structured = method == "structured", two = method == "two starts"
+        cdef bint diag = method.startswith("diag ")
+        cdef int code = (MF_HMM_METHOD_NAIVE if method.endswith("naive")
+                         else MF_HMM_METHOD_STRUCTURED)
+        cdef const double *vp = NULL
         cdef int status
+        if var is not None:
+            vp = &var[0]
         with nogil:
-            if two:
+            if diag:
+                status = mf_hmm_infer_diag(code, MF_HMM_ALL_STARTS, n, D, lag, context, &sp[0],
+                                           &A[0, 0], &U[0, 0], &V[0, 0], &W[0, 0], vp, k,
+                                           &lengths[0], &X[0, 0], max_sweeps, tol, n_threads,
+                                           &gamma[0, 0], &logpot[0, 0], &bound[0], &ns[0],
+                                           &conv[0])
+            elif two:
                 status = mf_hmm_structured_infer_starts(
                     n, D, lag, context, &sp[0], &A[0, 0], &U[0, 0], &V[0, 0], &W[0, 0], k,
                     &lengths[0], &X[0, 0], max_sweeps, tol, n_threads,
@@ -195,30 +209,6 @@ OUTSIDE_PYX = textwrap.dedent(
                                             &V[0, 0], &W[0, 0], k, &lengths[0], &X[0, 0],
                                             max_sweeps, tol, n_threads, &gamma[0, 0],
                                             &bound[0], &ns[0], &conv[0])
-        return (status, np.asarray(bound), np.asarray(gamma), np.asarray(logpot),
-                np.asarray(ns), np.asarray(conv))
-
-    def hmm_diag(str method, const double[::1] sp, const double[:, ::1] A,
-                 const double[:, ::1] U, const double[:, ::1] V, const double[:, ::1] W,
-                 const double[::1] var, Py_ssize_t lag, int context, const double[:, ::1] X,
-                 const Py_ssize_t[::1] lengths, Py_ssize_t max_sweeps, double tol,
-                 int n_threads):
-        cdef Py_ssize_t n = U.shape[0], D = U.shape[1], N = X.shape[0], k = lengths.shape[0]
-        cdef double[::1] bound = np.empty(k)
-        cdef double[:, ::1] gamma = np.empty((N, n))
-        cdef double[:, ::1] logpot = np.empty((N, n))
-        cdef Py_ssize_t[::1] ns = np.empty(k, dtype=np.intp)
-        cdef signed char[::1] conv = np.empty(k, dtype=np.int8)
-        cdef const double *vp = NULL
-        cdef int status, code = (MF_HMM_METHOD_STRUCTURED if method == "structured"
-                                 else MF_HMM_METHOD_NAIVE)
-        if var is not None:
-            vp = &var[0]
-        with nogil:
-            status = mf_hmm_infer_diag(code, MF_HMM_ALL_STARTS, n, D, lag, context, &sp[0],
-                                       &A[0, 0], &U[0, 0], &V[0, 0], &W[0, 0], vp, k,
-                                       &lengths[0], &X[0, 0], max_sweeps, tol, n_threads,
-                                       &gamma[0, 0], &logpot[0, 0], &bound[0], &ns[0], &conv[0])
         return (status, np.asarray(bound), np.asarray(gamma), np.asarray(logpot),
                 np.asarray(ns), np.asarray(conv))
 
@@ -498,9 +488,8 @@ def outside(tmp_path_factory):
                 r[m + "_" + k] = v
         for m in ("structured", "naive"):
             for var in ("diag", "none"):
-                res = o.hmm_diag(m, h("sp"), h("A"), h("U"), h("V"), h("W"),
-                                 h("var") if var == "diag" else None, 2, 3, h("X"),
-                                 h("lengths"), 400, 1e-13, 2)
+                res = o.hmm("diag " + m, h("sp"), h("A"), h("U"), h("V"), h("W"), 2, 3, h("X"),
+                            h("lengths"), 400, 1e-13, 2, h("var") if var == "diag" else None)
                 for k, v in zip(("status", "bound", "gamma", "logpot", "ns", "conv"), res):
                     r[f"{{m}}_{{var}}_{{k}}"] = v
         g = lambda k: d["ng_" + k]

@@ -156,29 +156,6 @@ OUTSIDE_PYX = textwrap.dedent(
     def methods():
         return MF_HMM_METHOD_STRUCTURED, MF_HMM_METHOD_NAIVE
 
-    def diag(str method, double[::1] sp, double[:, ::1] A, double[:, ::1] U, double[:, ::1] V,
-             double[:, ::1] W, var, Py_ssize_t lag, int context, double[:, ::1] X,
-             Py_ssize_t[::1] lengths, Py_ssize_t max_sweeps, double tol, int n_threads):
-        cdef Py_ssize_t n = U.shape[0], D = U.shape[1], N = X.shape[0], k = lengths.shape[0]
-        cdef double[::1] bound = np.zeros(k)
-        cdef double[:, ::1] gamma = np.zeros((N, n))
-        cdef double[:, ::1] logpot = np.zeros((N, n))
-        cdef Py_ssize_t[::1] ns = np.zeros(k, dtype=np.intp)
-        cdef signed char[::1] conv = np.zeros(k, dtype=np.int8)
-        cdef double[::1] v
-        cdef const double *vp = NULL
-        cdef int status, code = (MF_HMM_METHOD_STRUCTURED if method == "structured"
-                                 else MF_HMM_METHOD_NAIVE)
-        if var is not None:
-            v = var
-            vp = &v[0]
-        with nogil:
-            status = mf_hmm_infer_diag(code, MF_HMM_ALL_STARTS, n, D, lag, context, &sp[0],
-                                       &A[0, 0], &U[0, 0], &V[0, 0], &W[0, 0], vp, k,
-                                       &lengths[0], &X[0, 0], max_sweeps, tol, n_threads,
-                                       &gamma[0, 0], &logpot[0, 0], &bound[0], &ns[0], &conv[0])
-        return status, np.asarray(bound), np.asarray(gamma), np.asarray(logpot)
-
     def fb(double[::1] sp, double[:, ::1] A, double[:, ::1] logpot):
         cdef Py_ssize_t T = logpot.shape[0], n = logpot.shape[1]
         cdef double[:, ::1] gamma = np.empty((T, n))
@@ -278,11 +255,8 @@ def test_an_outside_cython_extension_cimports_the_c_api(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     h, X, lengths, P, Xc = model_and_data()
-    Pv, var, Xv, _ = diag_case()
     np.savez(tmp_path / "in.npz", X=Xc, lengths=lengths, sp=P[0], A=P[1], U=P[2], V=P[3],
-             W=P[4], logpot=R._site_terms(R.params_of(h), X[:30]) * 0.3, var=var, diagX=Xv,
-             diagU=Pv[2], diagV=Pv[3], diagW=Pv[4], noneX=Xc, noneU=P[2], noneV=P[3],
-             noneW=P[4])
+             W=P[4], logpot=R._site_terms(R.params_of(h), X[:30]) * 0.3)
     script = textwrap.dedent(
         f"""
         import numpy as np, outside_hmm as o
@@ -296,13 +270,6 @@ def test_an_outside_cython_extension_cimports_the_c_api(tmp_path):
         s, g, xi, lz = o.fb(d["sp"], d["A"], np.ascontiguousarray(np.nan_to_num(d["logpot"])))
         out.update(fb_status=s, fb_gamma=g, fb_xi=xi, fb_logz=lz, bad=o.bad_calls(),
                    bits=o.start_bits(), methods=o.methods())
-        for m in ("structured", "naive"):
-            for var in ("diag", "none"):
-                s, b, g, lp = o.diag(m, d["sp"], d["A"], d[var + "U"], d[var + "V"],
-                                     d[var + "W"], d["var"] if var == "diag" else None, 2, 3,
-                                     d[var + "X"], d["lengths"], 400, 1e-13, 2)
-                out.update({{f"{{m}}_{{var}}_status": s, f"{{m}}_{{var}}_bound": b,
-                             f"{{m}}_{{var}}_gamma": g, f"{{m}}_{{var}}_logpot": lp}})
         np.savez({str(tmp_path / 'out.npz')!r}, **out)
         """
     )
@@ -324,19 +291,8 @@ def test_an_outside_cython_extension_cimports_the_c_api(tmp_path):
     np.testing.assert_array_equal(out["own-means_bound"], r.bound)
     np.testing.assert_array_equal(out["own-means_gamma"], r.posteriors)
     np.testing.assert_array_equal(out["own-means_logpot"], r.potentials)
-    # mf_hmm_infer_diag: the whitened problem's numbers, and without variances the old ones
+    # mf_hmm_infer_diag's method codes (its numbers from an outside extension: test_c_api)
     assert list(out["methods"]) == [METHODS["structured"], METHODS["naive"]]
-    for m in ("structured", "naive"):
-        st, bound, gamma, logpot, *_ = whitened_reference(m, Pv, var, Xv, lengths)
-        assert out[m + "_diag_status"] == MF_OK
-        np.testing.assert_array_equal(out[m + "_diag_gamma"], gamma)
-        np.testing.assert_allclose(out[m + "_diag_bound"], bound, rtol=1e-13, atol=0)
-        assert out[m + "_none_status"] == MF_OK
-        for k in ("bound", "gamma"):   # the old entry point's outputs above
-            np.testing.assert_array_equal(out[f"{m}_none_{k}"], out[f"{m}_{k}"])
-        if m == "structured":
-            np.testing.assert_array_equal(out[m + "_diag_logpot"], logpot)
-            np.testing.assert_array_equal(out[m + "_none_logpot"], out[m + "_logpot"])
     lp = np.nan_to_num(np.load(tmp_path / "in.npz")["logpot"])
     g, xi, lz = R.forward_backward(P[0], P[1], lp)
     assert out["fb_status"] == MF_OK
