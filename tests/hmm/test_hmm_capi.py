@@ -484,3 +484,31 @@ def test_diag_refuses_bad_variances_and_methods_writing_nothing():
     assert diag_call("structured", P, var, X, empty)[0] == MF_OK
     assert diag_call("structured", P, np.array([0.3, 0.0]), X, empty)[0] == MF_EBADARG
     assert diag_call("naive", P, var, X, lengths, starts=0, logpot_null=True)[0] == MF_OK
+
+
+@pytest.mark.parametrize("method", ["structured", "naive"])
+@pytest.mark.parametrize("covariance_type", ["diag", "spherical"])
+def test_diag_gives_the_python_api_numbers(method, covariance_type):
+    """ContextHMM(covariance_type=...) with learned-style variances: the C entry point on the
+    centred data and tables the Python API hands its kernel (before it whitens them) gives its
+    posteriors, potentials and sweeps bit for bit (the same division), and its bounds to
+    rounding (the correction summed in another order)."""
+    h, X, lengths, _, _ = model_and_data()
+    var = np.array([0.3, 2.5]) if covariance_type == "diag" else np.array([0.7, 0.7])
+    h.set_params(covariance_type=covariance_type)
+    h.covars_ = h._covars_of(var)
+    X = X * np.sqrt(var)
+    P, Xc = shifted(h, X, np.concatenate([[0], np.cumsum(lengths)]))
+    np.testing.assert_array_equal(P.variances, var)
+    r = h.infer(X, lengths, method=method)
+    for threads in (1, 2):
+        st, bound, gamma, logpot, ns, conv = diag_call(
+            method, (P.startprob, P.transmat, *P.tables), P.variances, Xc, lengths,
+            threads=threads, max_sweeps=h.infer_max_iter, tol=h.infer_tol)
+        assert st == MF_OK
+        np.testing.assert_array_equal(gamma, r.posteriors)
+        np.testing.assert_array_equal(ns, r.n_iter)
+        np.testing.assert_array_equal(conv.astype(bool), r.converged)
+        np.testing.assert_allclose(bound, r.bound, rtol=1e-13, atol=0)
+        if method == "structured":
+            np.testing.assert_array_equal(logpot, r.potentials)
