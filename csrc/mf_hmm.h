@@ -14,6 +14,11 @@
  * derivation of the mean-field updates is in docs/derivations/context_hmm.rst; mfengine/hmm/_chain.pyx calls
  * these functions.
  *
+ * A diagonal output covariance diag(variances) is served above these functions by whitening:
+ * the data and the tables divided column-wise by sqrt(variances), the bound less the sum of
+ * ln sqrt(variances[d]) over the observed entries (the C entry point mfengine_hmm_infer_diag
+ * of mf_hmm_capi.c; the entry points for outside callers are listed in mfengine_solver.h).
+ *
  * Conventions: matrices are row-major and contiguous; outputs go to caller-allocated buffers;
  * every function returns a status of mf_status.h and never prints:
  *   MF_OK             results written;

@@ -27,7 +27,8 @@
  *                            mf_hmm_structured_infer, mfengine_hmm_structured_infer,
  *                            mf_hmm_structured_infer_starts,
  *                                                     mfengine_hmm_structured_infer_starts,
- *                            mf_hmm_naive_infer       mfengine_hmm_naive_infer
+ *                            mf_hmm_naive_infer,      mfengine_hmm_naive_infer,
+ *                            mf_hmm_infer_diag        mfengine_hmm_infer_diag
  *     mfengine.nlgbn._estep  mf_nlgbn_infer           mfengine_nlgbn_infer
  */
 #ifndef MFENGINE_SOLVER_H
@@ -63,7 +64,9 @@ int mfengine_sjj_solve(
 /* The context-HMM entry points, plain C in mfengine/hmm/_chain*.so: no interpreter needed
  * (link against that file, and against libpython, which the module needs to load).  The same
  * functions as the capsules mf_hmm_fb_infer, mf_hmm_structured_infer,
- * mf_hmm_structured_infer_starts, mf_hmm_naive_infer. */
+ * mf_hmm_structured_infer_starts, mf_hmm_naive_infer, mf_hmm_infer_diag.  All but the last
+ * take unit output covariance; mfengine_hmm_infer_diag takes a diagonal one (variances, one a
+ * dimension, NULL for the identity) and either method. */
 
 /* The starts of the structured solver, the bits of mfengine_hmm_structured_infer_starts's
  * mask (ContextHMM(starts=...)'s names "link", "naive-link", "first-order", "own-means");
@@ -73,6 +76,10 @@ int mfengine_sjj_solve(
 #define MFENGINE_HMM_START_FIRST_ORDER 4u   /* the first-order posterior */
 #define MFENGINE_HMM_START_OWN_MEANS 8u     /* ... of the model with its context means left out */
 #define MFENGINE_HMM_ALL_STARTS 15u
+
+/* The methods of mfengine_hmm_infer_diag. */
+#define MFENGINE_HMM_METHOD_STRUCTURED 0    /* ContextHMM.infer(method="structured") */
+#define MFENGINE_HMM_METHOD_NAIVE 1         /* ContextHMM.infer(method="naive") */
 
 int mfengine_hmm_fb_infer(
     ptrdiff_t T, ptrdiff_t n, const double *startprob, const double *transmat,
@@ -98,6 +105,15 @@ int mfengine_hmm_naive_infer(
     ptrdiff_t n_seq, const ptrdiff_t *lengths, const double *X, ptrdiff_t max_sweeps,
     double tol, int n_threads, double *gamma, double *bound, ptrdiff_t *n_sweeps,
     signed char *converged);
+
+/* method MFENGINE_HMM_METHOD_*, starts the mask (structured only), variances (D) or NULL;
+ * logpot is written by the structured method only (may be NULL for the naive one). */
+int mfengine_hmm_infer_diag(
+    int method, unsigned starts, ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, int context,
+    const double *startprob, const double *transmat, const double *U, const double *V,
+    const double *W, const double *variances, ptrdiff_t n_seq, const ptrdiff_t *lengths,
+    const double *X, ptrdiff_t max_sweeps, double tol, int n_threads, double *gamma,
+    double *logpot, double *bound, ptrdiff_t *n_sweeps, signed char *converged);
 
 /* The NLGBN E-step, plain C in mfengine/nlgbn/_estep*.so: no interpreter needed (the same
  * function as the capsule mf_nlgbn_infer). */
@@ -161,6 +177,13 @@ typedef int (*mfengine_hmm_naive_infer_fn)(
     ptrdiff_t n_seq, const ptrdiff_t *lengths, const double *X, ptrdiff_t max_sweeps,
     double tol, int n_threads, double *gamma, double *bound, ptrdiff_t *n_sweeps,
     signed char *converged);
+
+typedef int (*mfengine_hmm_infer_diag_fn)(
+    int method, unsigned starts, ptrdiff_t n, ptrdiff_t D, ptrdiff_t lag, int context,
+    const double *startprob, const double *transmat, const double *U, const double *V,
+    const double *W, const double *variances, ptrdiff_t n_seq, const ptrdiff_t *lengths,
+    const double *X, ptrdiff_t max_sweeps, double tol, int n_threads, double *gamma,
+    double *logpot, double *bound, ptrdiff_t *n_sweeps, signed char *converged);
 
 typedef int (*mfengine_nlgbn_infer_fn)(
     ptrdiff_t n_layers, const ptrdiff_t *sizes, const signed char *types,

@@ -152,6 +152,23 @@ mf_hmm_structured_infer_starts(mf_hmm_structured_infer's arguments with `unsigne
   naive-link start alone has no finite naive solution (zeros in the transitions), the link
   start stands in for it; a sequence with no context coupling (length <= lag) runs its one
   ascent whatever the mask.  MF_EBADARG also for a mask of 0 or with any other bit set.
+mf_hmm_infer_diag(method, starts, n, D, lag, context, startprob, transmat, U, V, W,
+  variances, n_seq, lengths, X, max_sweeps, tol, n_threads, gamma, logpot, bound, n_sweeps,
+  converged): either solver above with a diagonal output covariance, x_t ~ N(U[s_t] +
+  V[s_t+lag] + W[s_t-lag], diag(variances)) (equal variances: a spherical one).  method
+  MF_HMM_METHOD_STRUCTURED (0) or MF_HMM_METHOD_NAIVE (1) (in C: MFENGINE_HMM_METHOD_*);
+  starts the mask of mf_hmm_structured_infer_starts (read by the structured method only);
+  variances (D,) one per output dimension, shared by the states, or NULL for unit covariance
+  (then the numbers of mf_hmm_structured_infer_starts / mf_hmm_naive_infer, bit for bit);
+  logpot written by the structured method only (may be NULL for the naive one); the other
+  arguments and the outputs as above.  It whitens: with sigma_d = sqrt(variances[d]) the
+  unit-covariance solver runs on U, V, W and X divided column-wise by sigma (exact: N(x; m,
+  sigma^2) = N(x / sigma; m / sigma, 1) / sigma), so gamma and logpot are those of the
+  whitened problem and bound is its bound less the sum of ln sigma_d over the observed entries
+  (t, d) of each sequence.  The tables are copied once a call, each sequence's rows into a
+  scratch of its thread's.  MF_EBADARG also: a method other than 0 and 1; variances with an
+  entry NaN, infinite, zero or negative; a mean over sigma_d above 1e100 in magnitude; an
+  entry of X over sigma_d infinite.
 
 4. Nonlinear Gaussian belief net, Frey & Hinton 1999 (module mfengine.nlgbn._estep).
 mf_nlgbn_infer(n_layers, sizes, types, weights, biases, variances, n_patterns, X, missing,

@@ -15,7 +15,9 @@
 # within 1e-8); U, V, W (n, D) the own-state, right-context and left-context means (V read only
 # with right context, W only with left; may be NULL otherwise), finite, |entry| <= 1e100.
 # Sequences: n_seq >= 0 of lengths[s] >= 1 rows, concatenated in X (sum(lengths), D); a NaN
-# entry of X is a missing value (marginalised), infinities are refused.
+# entry of X is a missing value (marginalised), infinities are refused.  mf_hmm_infer_diag takes
+# either method and a diagonal output covariance: variances (D,) each finite and > 0, or NULL
+# for the identity of the others.
 
 cdef extern from "mf_status.h":
     enum:
@@ -34,6 +36,9 @@ cdef extern from "mfengine_solver.h":
         MF_HMM_START_FIRST_ORDER "MFENGINE_HMM_START_FIRST_ORDER"
         MF_HMM_START_OWN_MEANS "MFENGINE_HMM_START_OWN_MEANS"
         MF_HMM_ALL_STARTS "MFENGINE_HMM_ALL_STARTS"
+        # mf_hmm_infer_diag's methods: structured or fully factorised (naive) mean field
+        MF_HMM_METHOD_STRUCTURED "MFENGINE_HMM_METHOD_STRUCTURED"
+        MF_HMM_METHOD_NAIVE "MFENGINE_HMM_METHOD_NAIVE"
 
 cdef int mf_hmm_fb_infer(
     Py_ssize_t T, Py_ssize_t n, const double *startprob, const double *transmat,
@@ -59,3 +64,10 @@ cdef int mf_hmm_naive_infer(
     Py_ssize_t n_seq, const Py_ssize_t *lengths, const double *X, Py_ssize_t max_sweeps,
     double tol, int n_threads, double *gamma, double *bound, Py_ssize_t *n_sweeps,
     signed char *converged) noexcept nogil
+
+cdef int mf_hmm_infer_diag(
+    int method, unsigned starts, Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag, int context,
+    const double *startprob, const double *transmat, const double *U, const double *V,
+    const double *W, const double *variances, Py_ssize_t n_seq, const Py_ssize_t *lengths,
+    const double *X, Py_ssize_t max_sweeps, double tol, int n_threads, double *gamma,
+    double *logpot, double *bound, Py_ssize_t *n_sweeps, signed char *converged) noexcept nogil

@@ -15,7 +15,7 @@ end, so the answers do not depend on the number of threads.
 
 C API
 -----
-Four ``noexcept nogil`` functions, declared in ``mfengine/hmm/_chain.pxd`` for other Cython
+Five ``noexcept nogil`` functions, declared in ``mfengine/hmm/_chain.pxd`` for other Cython
 modules (``from mfengine.hmm._chain cimport mf_hmm_structured_infer, MF_OK``; compile with
 ``include_dirs=[mfengine.get_include()]``).  Arrays are row-major doubles the caller allocates;
 the status codes are those of ``mf_status.h``: MF_OK (0); MF_NOT_CONVERGED (1): results written,
@@ -62,6 +62,23 @@ valid call that writes nothing.
 has no finite naive solution, the link start stands in for it; a sequence without context
 couplings (length <= lag) runs its one ascent whatever the mask.  MF_EBADARG also for a mask
 of 0 or with another bit set.
+
+``mf_hmm_infer_diag(method, starts, n, D, lag, context, startprob, transmat, U, V, W,
+variances, n_seq, lengths, X, max_sweeps, tol, n_threads, gamma, logpot, bound, n_sweeps,
+converged)``: either solver with a diagonal output covariance, x_t ~ N(U[s_t] + V[s_t+lag] +
+W[s_t-lag], diag(variances)).  ``method`` ``MF_HMM_METHOD_STRUCTURED`` (0) or
+``MF_HMM_METHOD_NAIVE`` (1) (in C: ``MFENGINE_HMM_METHOD_*``); ``starts`` the mask of
+``mf_hmm_structured_infer_starts`` (read by the structured method only); ``variances`` (D,)
+one per output dimension, shared by the states, or NULL (unit covariance: then the numbers of
+``mf_hmm_structured_infer_starts`` / ``mf_hmm_naive_infer`` bit for bit); ``logpot`` written
+by the structured method only (may be NULL for the naive one); the rest as above.  It whitens:
+with sigma_d = sqrt(variances[d]) the unit-covariance solver runs on U, V, W and X divided
+column-wise by sigma (exact, as N(x; m, sigma^2) = N(x / sigma; m / sigma, 1) / sigma), so
+``gamma`` and ``logpot`` are those of the whitened problem and ``bound`` is its bound less the
+sum over the observed entries (t, d) of ln sigma_d.  The tables are copied once a call, each
+sequence's rows into a scratch of its thread's (never a copy of all of X).  MF_EBADARG also:
+a method other than 0 and 1; a variance NaN, infinite, zero or negative; a mean over sigma_d
+above 1e100 in magnitude, or an entry of X over sigma_d infinite.
 
 What cannot be checked is that each buffer holds the entries
 stated.  The Python API first centres the model (``mfengine.hmm._problem.centred``): it
@@ -604,6 +621,12 @@ cdef extern from "mfengine_solver.h":
         Py_ssize_t n_seq, const Py_ssize_t *lengths, const double *X, Py_ssize_t max_sweeps,
         double tol, int n_threads, double *gamma, double *bound, Py_ssize_t *n_sweeps,
         signed char *converged) nogil
+    int mfengine_hmm_infer_diag(
+        int method, unsigned starts, Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag, int context,
+        const double *startprob, const double *transmat, const double *U, const double *V,
+        const double *W, const double *variances, Py_ssize_t n_seq, const Py_ssize_t *lengths,
+        const double *X, Py_ssize_t max_sweeps, double tol, int n_threads, double *gamma,
+        double *logpot, double *bound, Py_ssize_t *n_sweeps, signed char *converged) nogil
 
 
 cdef int mf_hmm_fb_infer(Py_ssize_t T, Py_ssize_t n, const double *startprob,
@@ -646,6 +669,18 @@ cdef int mf_hmm_naive_infer(
                                     n_sweeps, converged)
 
 
+cdef int mf_hmm_infer_diag(
+        int method, unsigned starts, Py_ssize_t n, Py_ssize_t D, Py_ssize_t lag, int context,
+        const double *startprob, const double *transmat, const double *U, const double *V,
+        const double *W, const double *variances, Py_ssize_t n_seq, const Py_ssize_t *lengths,
+        const double *X, Py_ssize_t max_sweeps, double tol, int n_threads, double *gamma,
+        double *logpot, double *bound, Py_ssize_t *n_sweeps,
+        signed char *converged) noexcept nogil:
+    return mfengine_hmm_infer_diag(method, starts, n, D, lag, context, startprob, transmat, U, V,
+                                   W, variances, n_seq, lengths, X, max_sweeps, tol, n_threads,
+                                   gamma, logpot, bound, n_sweeps, converged)
+
+
 def _capi_selftest(str method, const float64_t[::1] startprob, const float64_t[:, ::1] transmat,
                    const float64_t[:, ::1] U, const float64_t[:, ::1] V,
                    const float64_t[:, ::1] W, Py_ssize_t lag, int context,
@@ -683,3 +718,33 @@ def _capi_selftest(str method, const float64_t[::1] startprob, const float64_t[:
                                         n_threads, &gamma[0, 0], &bound[0], &ns[0], &conv[0])
     return (status, np.asarray(bound)[:k], np.asarray(gamma)[:N], np.asarray(logpot)[:N],
             np.asarray(ns)[:k], np.asarray(conv)[:k].astype(bool))
+
+
+def _capi_diag_selftest(int method, unsigned starts, const float64_t[::1] startprob,
+                        const float64_t[:, ::1] transmat, const float64_t[:, ::1] U,
+                        const float64_t[:, ::1] V, const float64_t[:, ::1] W,
+                        const float64_t[::1] variances, Py_ssize_t lag, int context,
+                        const float64_t[:, ::1] X, const intp_t[::1] lengths,
+                        Py_ssize_t max_sweeps, double tol, int n_threads, bint logpot_null=False):
+    """Tests only: call mf_hmm_infer_diag on arrays (no checks here: the C function's own are
+    what is tested); ``variances`` None passes NULL, and so does ``logpot_null`` for logpot.
+    The outputs start at -7 (a value no call writes), so that a refused call can be seen to
+    leave them alone.  Returns (status, bound, gamma, logpot, n_sweeps, converged)."""
+    cdef Py_ssize_t n = U.shape[0], D = U.shape[1], N = X.shape[0], k = lengths.shape[0]
+    cdef float64_t[::1] bound = np.full(max(k, 1), -7.0)
+    cdef float64_t[:, ::1] gamma = np.full((max(N, 1), n), -7.0)
+    cdef float64_t[:, ::1] logpot = np.full((max(N, 1), n), -7.0)
+    cdef Py_ssize_t[::1] ns = np.full(max(k, 1), -7, dtype=np.intp)
+    cdef signed char[::1] conv = np.full(max(k, 1), -7, dtype=np.int8)
+    cdef const double *var = NULL
+    cdef double *lp = NULL if logpot_null else &logpot[0, 0]
+    cdef int status
+    if variances is not None:
+        var = &variances[0]
+    with nogil:
+        status = mf_hmm_infer_diag(method, starts, n, D, lag, context, &startprob[0],
+                                   &transmat[0, 0], &U[0, 0], &V[0, 0], &W[0, 0], var, k,
+                                   <Py_ssize_t *>&lengths[0], &X[0, 0], max_sweeps, tol,
+                                   n_threads, &gamma[0, 0], lp, &bound[0], &ns[0], &conv[0])
+    return (status, np.asarray(bound)[:k], np.asarray(gamma)[:N], np.asarray(logpot)[:N],
+            np.asarray(ns)[:k], np.asarray(conv)[:k])

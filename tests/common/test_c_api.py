@@ -75,7 +75,8 @@ OUTSIDE_PYX = textwrap.dedent(
         MF_OK, MF_NOT_CONVERGED, MF_EBADARG, mf_sbn_gaussian_infer, mf_sbn_gaussian_gradient,
         mf_sjj_solve, mf_plefka_solve, mf_plefka_gradient, mf_hmm_fb_infer,
         mf_hmm_structured_infer, mf_hmm_structured_infer_starts, mf_hmm_naive_infer,
-        mf_nlgbn_infer, MF_HMM_START_NAIVE_LINK, MF_HMM_START_OWN_MEANS)
+        mf_hmm_infer_diag, mf_nlgbn_infer, MF_HMM_START_NAIVE_LINK, MF_HMM_START_OWN_MEANS,
+        MF_HMM_ALL_STARTS, MF_HMM_METHOD_STRUCTURED, MF_HMM_METHOD_NAIVE)
 
     def gaussian_infer(sizes, weights, biases, V, missing, double tol):
         cdef Py_ssize_t[::1] sz = np.ascontiguousarray(sizes, dtype=np.intp)
@@ -165,10 +166,12 @@ OUTSIDE_PYX = textwrap.dedent(
                                      &xi[0, 0], &logz)
         return status, np.asarray(gamma), np.asarray(xi), logz
 
+    # method "structured", "naive", "two starts", or "diag structured" / "diag naive":
+    # mf_hmm_infer_diag with the variances var (None: NULL)
     def hmm(str method, const double[::1] sp, const double[:, ::1] A, const double[:, ::1] U,
             const double[:, ::1] V, const double[:, ::1] W, Py_ssize_t lag, int context,
             const double[:, ::1] X, const Py_ssize_t[::1] lengths, Py_ssize_t max_sweeps,
-            double tol, int n_threads):
+            double tol, int n_threads, const double[::1] var=None):
         cdef Py_ssize_t n = U.shape[0], D = U.shape[1], N = X.shape[0], k = lengths.shape[0]
         cdef double[::1] bound = np.empty(k)
         cdef double[:, ::1] gamma = np.empty((N, n))
@@ -176,9 +179,21 @@ OUTSIDE_PYX = textwrap.dedent(
         cdef Py_ssize_t[::1] ns = np.empty(k, dtype=np.intp)
         cdef signed char[::1] conv = np.empty(k, dtype=np.int8)
         cdef bint structured = method == "structured", two = method == "two starts"
+        cdef bint diag = method.startswith("diag ")
+        cdef int code = (MF_HMM_METHOD_NAIVE if method.endswith("naive")
+                         else MF_HMM_METHOD_STRUCTURED)
+        cdef const double *vp = NULL
         cdef int status
+        if var is not None:
+            vp = &var[0]
         with nogil:
-            if two:
+            if diag:
+                status = mf_hmm_infer_diag(code, MF_HMM_ALL_STARTS, n, D, lag, context, &sp[0],
+                                           &A[0, 0], &U[0, 0], &V[0, 0], &W[0, 0], vp, k,
+                                           &lengths[0], &X[0, 0], max_sweeps, tol, n_threads,
+                                           &gamma[0, 0], &logpot[0, 0], &bound[0], &ns[0],
+                                           &conv[0])
+            elif two:
                 status = mf_hmm_structured_infer_starts(
                     n, D, lag, context, &sp[0], &A[0, 0], &U[0, 0], &V[0, 0], &W[0, 0], k,
                     &lengths[0], &X[0, 0], max_sweeps, tol, n_threads,
@@ -229,6 +244,7 @@ OUTSIDE_PYX = textwrap.dedent(
         cdef double A[4]
         cdef double U[2]
         cdef double VW[2]
+        cdef double vv[1]
         cdef double mu[3]
         cdef double var[3]
         cdef signed char types[3]
@@ -243,7 +259,7 @@ OUTSIDE_PYX = textwrap.dedent(
         w[0], w[1], h[0], h[1], h[2] = 0.5, -0.3, 0.1, -0.2, 0.3
         data[0], data[1], data[2], data[3], data[4], data[5] = NAN, 1.0, 0.5, -0.2, 1.0, 0.0
         sp[0], sp[1], A[0], A[1], A[2], A[3] = 0.5, 0.5, 0.9, 0.1, 0.2, 0.8
-        U[0], U[1], VW[0], VW[1] = -1.0, 1.0, 0.1, -0.1
+        U[0], U[1], VW[0], VW[1], vv[0] = -1.0, 1.0, 0.1, -0.1, 0.5
         mu[0], mu[1], mu[2] = 0.5, 0.5, 0.5
         var[0], var[1], var[2], types[0], types[1], types[2] = 1.0, 0.5, 2.0, 2, 0, 0
         cdef Py_ssize_t *ppp = pp
@@ -289,6 +305,14 @@ OUTSIDE_PYX = textwrap.dedent(
                 status = mf_hmm_naive_infer(2, 1, 1, 3, sp, A, U, VW, VW, 1, lengths, &data[3],
                                             100, tol, 1, gam,
                                             &out[12], &ns[0], &cv[0])
+        elif fn == "hmm_diag":  # as hmm_structured, output variance 0.5 (NaN: only it)
+            if case == "negative size":
+                lengths[0] = -3
+            if case == "NaN":
+                U[0], vv[0] = -1.0, NAN
+            status = mf_hmm_infer_diag(MF_HMM_METHOD_STRUCTURED, MF_HMM_ALL_STARTS, 2, 1, 1, 3,
+                                       sp, A, U, VW, VW, vv, 1, lengths, X, 100, tol, 1,
+                                       &out[0], &out[6], &out[12], &ns[0], &cv[0])
         elif fn == "nlgbn":     # a net 1 -> 2 (rectified top unit), one pattern
             status = mf_nlgbn_infer(2, szp, types, w, h, var, k, &data[4], NULL, tol, 100, 0,
                                     1, &out[0], &out[1], &out[2], &ns[0],
@@ -317,7 +341,7 @@ OUTSIDE_SETUP = textwrap.dedent(
 
 BAD_CASES = ["valid", "NULL", "negative size", "NaN"]
 FAMILIES = ["gaussian", "sjj", "plefka_solve", "plefka_gradient", "hmm_fb", "hmm_structured",
-            "hmm_naive", "nlgbn"]
+            "hmm_naive", "hmm_diag", "nlgbn"]
 
 
 def _run(cmd, cwd, env=None, **kw):
@@ -371,8 +395,23 @@ def _hmm_case():
         centre.append(u + v * (t + 2 < T) + w * (t >= 2))
     args = dict(sp=h.startprob_, A=h.transmat_, U=h.means_ - u, V=h.right_means_ - v,
                 W=h.left_means_ - w, X=np.ascontiguousarray(X - np.concatenate(centre)),
-                lengths=lengths, logpot=rng.normal(size=(30, 3)))
+                lengths=lengths, logpot=rng.normal(size=(30, 3)), var=np.array([0.4, 2.7]))
     return h, X, lengths, args
+
+
+def _hmm_diag_reference(a, method):
+    """mf_hmm_infer_diag's numbers on the HMM case with its variances: the unit-covariance
+    entry point on tables and data divided by sqrt(variances) in NumPy (the same bits as the
+    C division), each bound less its observed entries' ln sqrt(variance)."""
+    s = np.sqrt(a["var"])
+    white = [np.ascontiguousarray(a[k] / s) for k in ("U", "V", "W")]
+    st, bound, gamma, logpot, ns, conv = _chain._capi_selftest(
+        method, a["sp"], a["A"], *white, 2, 3, np.ascontiguousarray(a["X"] / s), a["lengths"],
+        400, 1e-13, 1)
+    assert st == 0
+    correction = np.where(np.isnan(a["X"]), 0.0, 0.5 * np.log(a["var"])).sum(axis=1)
+    off = np.concatenate([[0], np.cumsum(a["lengths"])])
+    return bound - [correction[i:j].sum() for i, j in zip(off[:-1], off[1:])], gamma, logpot
 
 
 def _nlgbn_case():
@@ -447,6 +486,12 @@ def outside(tmp_path_factory):
                         400, 1e-13, 2)
             for k, v in zip(("status", "bound", "gamma", "logpot", "ns", "conv"), res):
                 r[m + "_" + k] = v
+        for m in ("structured", "naive"):
+            for var in ("diag", "none"):
+                res = o.hmm("diag " + m, h("sp"), h("A"), h("U"), h("V"), h("W"), 2, 3, h("X"),
+                            h("lengths"), 400, 1e-13, 2, h("var") if var == "diag" else None)
+                for k, v in zip(("status", "bound", "gamma", "logpot", "ns", "conv"), res):
+                    r[f"{{m}}_{{var}}_{{k}}"] = v
         g = lambda k: d["ng_" + k]
         res = o.nlgbn(g("sizes"), g("types"), g("w"), g("b"), g("var"), g("X"), g("miss"),
                       1e-6, 1000, 2)
@@ -544,6 +589,27 @@ def test_outside_extension_hmm_matches_the_python_api_bit_for_bit(outside):
     np.testing.assert_array_equal(out["fb_gamma"], gamma)
     np.testing.assert_array_equal(out["fb_xi"], xi)
     assert float(out["fb_logz"]) == logz
+
+
+def test_outside_extension_hmm_diag_is_the_whitened_problem(outside):
+    """mf_hmm_infer_diag from the outside extension (2 threads): with variances the numbers of
+    the unit-covariance solver on the whitened problem, bound corrected; with NULL the old
+    entry points' (and so the Python API's), bit for bit."""
+    out, _ = outside
+    h, X, lengths, a = _hmm_case()
+    for method in ("structured", "naive"):
+        bound, gamma, logpot = _hmm_diag_reference(a, method)
+        assert int(out[method + "_diag_status"]) == 0
+        np.testing.assert_array_equal(out[method + "_diag_gamma"], gamma)
+        np.testing.assert_allclose(out[method + "_diag_bound"], bound, rtol=1e-13, atol=0)
+        assert not np.allclose(out[method + "_diag_bound"], out[method + "_bound"])
+        assert int(out[method + "_none_status"]) == 0
+        for k in ("bound", "gamma", "ns", "conv"):
+            np.testing.assert_array_equal(out[f"{method}_none_{k}"], out[f"{method}_{k}"])
+        if method == "structured":
+            np.testing.assert_array_equal(out["structured_diag_logpot"], logpot)
+            np.testing.assert_array_equal(out["structured_none_logpot"],
+                                          out["structured_logpot"])
 
 
 def test_outside_extension_nlgbn_matches_the_python_api_bit_for_bit(outside):
@@ -689,13 +755,13 @@ C_IO = textwrap.dedent(
         return g;
     }
 
-    /* The context-HMM case (sp, A, logpot, U, V, W, X, lengths .bin) and room for its
+    /* The context-HMM case (sp, A, logpot, U, V, W, X, lengths, var .bin) and room for its
        outputs: n states, D output dimensions, T steps of the forward-backward case, rows of X
-       in n_seq sequences. */
+       in n_seq sequences, var (D) output variances. */
     typedef struct {
         size_t n, T, n_seq;
         ptrdiff_t D, rows, *len, *ns;
-        double *sp, *A, *lp, *U, *V, *W, *X, *gamma, *pot, *xs, *bound;
+        double *sp, *A, *lp, *U, *V, *W, *X, *var, *gamma, *pot, *xs, *bound;
         signed char *conv;
     } hmm_case;
 
@@ -710,6 +776,7 @@ C_IO = textwrap.dedent(
         c.W = load("W", NULL, 8);
         c.X = load("X", &N, 8);
         c.len = load("lengths", &c.n_seq, sizeof(ptrdiff_t));
+        c.var = load("var", NULL, 8);
         c.D = nU / c.n;
         c.rows = N / c.D;
         c.T /= c.n;
@@ -802,6 +869,7 @@ C_PROGRAM_ALL = textwrap.dedent(
         GET(nv, mfengine_hmm_naive_infer_fn, "mfengine.hmm._chain", "mf_hmm_naive_infer")
         GET(st1, mfengine_hmm_structured_infer_starts_fn, "mfengine.hmm._chain",
             "mf_hmm_structured_infer_starts")
+        GET(dg, mfengine_hmm_infer_diag_fn, "mfengine.hmm._chain", "mf_hmm_infer_diag")
         Py_BEGIN_ALLOW_THREADS     /* the functions are nogil: run them without the GIL */
         s = solve(nu, nnz, pp, pi, w, h, 0, 12, k, clamp, NULL, 1e-10, 500, 2, G, mu, it, conv);
         printf("plefka %d\n", s);
@@ -841,6 +909,16 @@ C_PROGRAM_ALL = textwrap.dedent(
         save("nv_bound", c.bound, c.n_seq * 8);
         printf("naive_nan %d\n", nv(c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V, c.W, c.n_seq, c.len,
                c.X, 400, NAN, 2, c.gamma, c.bound, c.ns, c.conv));
+        s = dg(MFENGINE_HMM_METHOD_STRUCTURED, MFENGINE_HMM_ALL_STARTS, c.n, c.D, 2, 3, c.sp,
+               c.A, c.U, c.V, c.W, c.var, c.n_seq, c.len, c.X, 400, 1e-13, 2, c.gamma, c.pot,
+               c.bound, c.ns, c.conv);
+        printf("diag %d\n", s);
+        save("dg_bound", c.bound, c.n_seq * 8);
+        save("dg_gamma", c.gamma, c.rows * c.n * 8);
+        save("dg_logpot", c.pot, c.rows * c.n * 8);
+        printf("diag_bad_method %d\n", dg(2, MFENGINE_HMM_ALL_STARTS, c.n, c.D, 2, 3, c.sp,
+               c.A, c.U, c.V, c.W, c.var, c.n_seq, c.len, c.X, 400, 1e-13, 2, c.gamma, c.pot,
+               c.bound, c.ns, c.conv));
         Py_END_ALLOW_THREADS
 
         ng_case g = load_nlgbn();
@@ -880,8 +958,8 @@ def test_c_program_reaches_every_function_through_the_header(tmp_path):
     EB = mfengine.solver.MF_EBADARG
     assert status == dict(sjj=0, sjj_nan=EB, sjj_null=EB, sjj_negative=EB, plefka=0,
                           plefka_gradient=0, plefka_null=EB, fb=0, fb_negative=EB,
-                          structured=0, own_means=0, naive=0, naive_nan=EB, nlgbn=0,
-                          nlgbn_null=EB)
+                          structured=0, own_means=0, naive=0, naive_nan=EB, diag=0,
+                          diag_bad_method=EB, nlgbn=0, nlgbn_null=EB)
 
     def out(name):
         return np.fromfile(tmp_path / f"out_{name}.bin")
@@ -914,6 +992,10 @@ def test_c_program_reaches_every_function_through_the_header(tmp_path):
     r = hm.set_params(starts="all").infer(X, lengths, method="naive")
     np.testing.assert_array_equal(out("nv_bound"), r.bound)
     np.testing.assert_array_equal(out("nv_gamma"), r.posteriors.ravel())
+    bound, gamma, logpot = _hmm_diag_reference(a, "structured")
+    np.testing.assert_allclose(out("dg_bound"), bound, rtol=1e-13, atol=0)
+    np.testing.assert_array_equal(out("dg_gamma"), gamma.ravel())
+    np.testing.assert_array_equal(out("dg_logpot"), logpot.ravel())
     r = net.infer(Xn, miss, tol=1e-6, max_iter=1000)
     np.testing.assert_array_equal(out("ng_bound"), r.bound)
     np.testing.assert_array_equal(out("ng_mu"), np.hstack(r.mu[:-1]).ravel())
@@ -1111,6 +1193,23 @@ C_PROGRAM_NO_PYTHON = textwrap.dedent(
         save("nv_bound", c.bound, c.n_seq * 8);
         printf("naive_nan %d\n", mfengine_hmm_naive_infer(c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V,
                c.W, c.n_seq, c.len, c.X, 400, NAN, 2, c.gamma, c.bound, c.ns, c.conv));
+        /* diagonal variances, naive (no logpot), on 1 and 4 threads; then a variance of 0 */
+        for (int threads = 1; threads <= 4; threads *= 4) {
+            char name[32];
+            int s = mfengine_hmm_infer_diag(MFENGINE_HMM_METHOD_NAIVE, 0u, c.n, c.D, 2, 3, c.sp,
+                                            c.A, c.U, c.V, c.W, c.var, c.n_seq, c.len, c.X, 400,
+                                            1e-13, threads, c.gamma, NULL, c.bound, c.ns,
+                                            c.conv);
+            printf("diag_naive%d %d\n", threads, s);
+            snprintf(name, sizeof name, "dn%d_bound", threads);
+            save(name, c.bound, c.n_seq * 8);
+            snprintf(name, sizeof name, "dn%d_gamma", threads);
+            save(name, c.gamma, c.rows * c.n * 8);
+        }
+        c.var[0] = 0.0;
+        printf("diag_zero_variance %d\n", mfengine_hmm_infer_diag(
+               MFENGINE_HMM_METHOD_NAIVE, 0u, c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V, c.W, c.var,
+               c.n_seq, c.len, c.X, 400, 1e-13, 2, c.gamma, NULL, c.bound, c.ns, c.conv));
         c.len[0] = 0;
         printf("structured_zero_length %d\n", mfengine_hmm_structured_infer(
                c.n, c.D, 2, 3, c.sp, c.A, c.U, c.V, c.W, c.n_seq, c.len, c.X, 400, 1e-13, 2,
@@ -1154,8 +1253,9 @@ def test_c_program_without_python_calls_every_family(tmp_path):
     """Every kernel runs its threads in plain C: a C program that never starts Python links
     the families' modules and gets the Python API's numbers bit for bit (sjj and Plefka on 2
     threads; structured on 1, 2 and 4 threads, 4 > the sequences: the starts run apart; two
-    of the starts, through their mask, on 1 and 4), and every bad argument refused (the
-    Gaussian pair: test_c_program_calls_the_solver_...)."""
+    of the starts, through their mask, on 1 and 4; naive with diagonal variances on 1 and 4,
+    against the whitened problem), and every bad argument refused (the Gaussian pair:
+    test_c_program_calls_the_solver_...)."""
     from mfengine.nlgbn import _estep
     from mfengine.sbn import _plefka
 
@@ -1178,7 +1278,8 @@ def test_c_program_without_python_calls_every_family(tmp_path):
     EB = mfengine.solver.MF_EBADARG
     assert status == dict(fb=0, fb_negative=EB, structured1=0, structured2=0, structured4=0,
                           two_starts1=0, two_starts4=0, no_start=EB, unknown_start=EB, naive=0,
-                          naive_nan=EB, structured_zero_length=EB, nlgbn=0,
+                          naive_nan=EB, diag_naive1=0, diag_naive4=0, diag_zero_variance=EB,
+                          structured_zero_length=EB, nlgbn=0,
                           nlgbn_negative_variance=EB, plefka=0, plefka_gradient=0,
                           plefka_null=EB, sjj=0)
 
@@ -1199,6 +1300,11 @@ def test_c_program_without_python_calls_every_family(tmp_path):
         np.testing.assert_array_equal(out(f"ts{threads}_bound"), r.bound)
         np.testing.assert_array_equal(out(f"ts{threads}_logpot"), r.potentials.ravel())
     np.testing.assert_array_equal(out("nv_bound"), hm.infer(X, lengths, method="naive").bound)
+    bound, gamma, _ = _hmm_diag_reference(a, "naive")
+    for threads in (1, 4):
+        np.testing.assert_allclose(out(f"dn{threads}_bound"), bound, rtol=1e-13, atol=0)
+        np.testing.assert_array_equal(out(f"dn{threads}_bound"), out("dn1_bound"))
+        np.testing.assert_array_equal(out(f"dn{threads}_gamma"), gamma.ravel())
     r = net.infer(Xn, miss, tol=1e-6, max_iter=1000)
     np.testing.assert_array_equal(out("ng_bound"), r.bound)
     np.testing.assert_array_equal(out("ng_mu"), np.hstack(r.mu[:-1]).ravel())
@@ -1299,4 +1405,4 @@ def test_header_declares_every_function_of_the_pxd_with_its_capsule_signature():
             sig = re.match(r"int \((.*)\)$", capi[name].__repr__().split('"')[1]).group(1)
             assert decl[key] == _c_types(sig), name
             seen += 1
-    assert seen == len(decl) == 10
+    assert seen == len(decl) == 11
