@@ -186,11 +186,15 @@ def certificate(nets, clamp, net_of, u, tol, max_iter, n_threads):
     strict ("sjj") bound, which holds at any means and variational parameters.  On noisy-OR
     nets it is solved (warm-started at the Plefka means ``u``; its coordinate ascent only
     raises it), which costs about as much as the Plefka solve; on sigmoid nets it is
-    evaluated at ``u`` with every xi at 1/2 (one pass over the edges)."""
+    evaluated at ``u`` with every xi at 1/2 (one pass over the edges).  A noisy-OR net with a
+    bias at 0 (no leak) has no strict bound to offer (it needs every bias positive): there the
+    certificate is the trivial bound -inf, which nothing contradicts."""
     from mfengine.sbn import sjj
 
     free = np.isnan(clamp)
     start = np.where(free, np.clip(u, 1e-12, 1.0 - 1e-12), 0.5)
+    if nets.noisy_or and np.any(np.asarray(nets.h) <= 0.0):
+        return np.full(clamp.shape[0], -np.inf)
     if nets.noisy_or:
         return solve_items(nets, nets.w, nets.h, clamp, net_of, "sjj", tol, max_iter, n_threads,
                            start)[0]
