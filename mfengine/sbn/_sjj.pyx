@@ -143,7 +143,7 @@ cdef extern from "mf_parallel.h" nogil:
     int mf_clamp_threads(Py_ssize_t n_threads, Py_ssize_t n_items)
     void mf_parallel_for(Py_ssize_t n, int n_threads, mf_body_fn body, void *ctx)
     void mf_small_pages(void *p, size_t n_bytes)
-from libc.math cimport fabs, log, log1p, exp, expm1, sqrt
+from libc.math cimport fabs, log, log1p, exp, expm1, sqrt, NAN
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport uintptr_t
 from mfengine._typedefs cimport intp_t, uint8_t, int8_t

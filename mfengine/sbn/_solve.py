@@ -198,9 +198,8 @@ def certificate(nets, clamp, net_of, u, tol, max_iter, n_threads):
     if nets.noisy_or:
         return solve_items(nets, nets.w, nets.h, clamp, net_of, "sjj", tol, max_iter, n_threads,
                            start)[0]
-    return sjj.evaluate(nets.structure, nets.w, nets.h, net_of, clamp, start,
-                        np.full(clamp.shape, 0.5), activation=nets.activation,
-                        n_threads=n_threads)
+    return sjj.evaluate_half(nets.structure, nets.w, nets.h, net_of, clamp, start,
+                             n_threads=n_threads)
 
 
 def certified(bound, cert):

@@ -552,6 +552,64 @@ def evaluate(structure, w, h, net_of, clamp, mu, xi, activation="sigmoid", n_thr
     return bound
 
 
+#: evaluate_half's products stay in the double range while every unit's |h| + sum_in |w| is
+#: at most this (each product lies within exp(+-500))
+_HALF_SCALE = 1000.0
+
+
+def evaluate_half(structure, w, h, net_of, clamp, mu, n_threads=1):
+    """The sigmoid SJJ bound at given means with every xi at 1/2: ``evaluate(structure, w, h,
+    net_of, clamp, mu, 0.5)``, the same number up to rounding, in one pass over the edges
+    (no transcendental function per edge; about 50 times faster than `evaluate` on a
+    4x12x36x100 net).  A net with a unit whose |h| + sum of |incoming w| exceeds 1,000 is
+    evaluated by `evaluate` itself.  This is the certificate a Plefka answer on a sigmoid net
+    is held against.
+
+    Parameters
+    ----------
+    structure, w, h, net_of, clamp, mu, n_threads
+        As for `evaluate` (sigmoid units only).
+
+    Returns
+    -------
+    bound : ndarray of shape (n_items,)
+        The bound, free units' entropies included, minus an allowance for its rounding.
+
+    See Also
+    --------
+    evaluate : The bound at any xi.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from mfengine.sbn.dag import DagStructure
+    >>> s = DagStructure(np.array([[False, False], [True, False]]))
+    >>> clamp = np.array([[np.nan, 1.0]])
+    >>> a = evaluate_half(s, [[3.0]], [[0.0, -1.0]], [0], clamp, [[0.3, 0.0]])
+    >>> b = evaluate(s, [[3.0]], [[0.0, -1.0]], [0], clamp, [[0.3, 0.0]], [[0.5, 0.5]])
+    >>> bool(np.isclose(a[0], b[0], rtol=1e-12))
+    True
+    """
+    arrays, w, h, net_of, clamp = check_nets(structure, w, h, net_of, clamp, "sigmoid")
+    par_ptr = arrays[0]
+    scale = np.abs(h) + (np.add.reduceat(np.abs(w), par_ptr[:-1], axis=1)
+                         * (np.diff(par_ptr) > 0) if w.shape[1] else 0.0)
+    if not np.all(scale <= _HALF_SCALE):
+        n = clamp.shape[1]
+        return evaluate(structure, w, h, net_of, clamp, mu, np.full((clamp.shape[0], n), 0.5),
+                        n_threads=n_threads)
+    mu = check_means(mu, clamp, "mu", skip=barren_mask(arrays, clamp))
+    bound = np.empty(clamp.shape[0])
+    rc = _kernel().evaluate_half(*arrays, w, h, np.exp(0.5 * w), np.exp(-0.5 * w),
+                                 np.exp(0.5 * h), np.exp(-0.5 * h), net_of, clamp, mu, bound,
+                                 effective_n_threads(n_threads))
+    _raise_status(rc, np.zeros(0, dtype=np.int8), "sjj.evaluate_half", 0)
+    if np.isnan(bound).any():        # only where a thread had no scratch space
+        raise MemoryError("sjj.evaluate_half: could not allocate "
+                          f"{10 * clamp.shape[1] + 16} bytes of scratch space per thread")
+    return bound
+
+
 # ---------------------------------------------------------------------------- gradient
 def _l1p_tilt(m, x):
     """ln(1 - m + m e^x) and the tilted mean m e^x / (1 - m + m e^x), elementwise, accurate

@@ -289,3 +289,52 @@ def test_default_start_written_by_the_threads_equals_the_explicit_start(activati
             for a, b in zip(ref, got):
                 np.testing.assert_array_equal(a, b)
     assert np.all(np.isfinite(ref[1])) and np.all(ref[4])
+
+
+def test_evaluate_half_is_evaluate_at_xi_one_half():
+    # the Plefka certificate on sigmoid nets: the bound with every xi at 1/2, one pass over the
+    # edges; the same number as evaluate's (and the NumPy reference's), batches of nets,
+    # clamped, free and barren units, more than one thread
+    rng = np.random.default_rng(11)
+    for trial in range(60):
+        scale = [0.5, 2.0, 8.0][trial % 3]
+        net = random_dag(rng, 9, 4, scale=scale)
+        s = net.structure
+        n_nets, n_items = 3, 40
+        w = s.pack(net.W)[None] * rng.uniform(0.5, 1.5, (n_nets, 1))
+        h = net.h[None] * rng.uniform(0.5, 1.5, (n_nets, 1))
+        net_of = rng.integers(0, n_nets, n_items).astype(np.intp)
+        clamp = np.where(rng.random((n_items, 9)) < 0.5, rng.integers(0, 2, (n_items, 9)), np.nan)
+        mu = np.where(np.isnan(clamp), rng.uniform(0.0, 1.0, clamp.shape), clamp)
+        mu[rng.random(mu.shape) < 0.1] = 0.0          # means at the ends too
+        want = sjj.evaluate(s, w, h, net_of, clamp, mu, np.full(clamp.shape, 0.5))
+        got = sjj.evaluate_half(s, w, h, net_of, clamp, mu, n_threads=2)
+        np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-11)
+    # against the NumPy reference on the net itself (one net, no rescaling)
+    for trial in range(30):
+        net = random_dag(rng, 8, 3, scale=3.0)
+        s = net.structure
+        clamp = np.full((1, 8), np.nan)
+        clamp[0, 5:] = rng.integers(0, 2, 3)
+        free = np.isnan(clamp[0])
+        mu = np.where(free, rng.uniform(0.01, 0.99, 8), clamp[0])
+        k = ~barren_mask(net.W, free)
+        ref = sjj_sigmoid(net.W[np.ix_(k, k)], net.h[k], mu[k], np.full(k.sum(), 0.5), free[k])
+        got = sjj.evaluate_half(s, s.pack(net.W)[None], net.h[None], np.zeros(1, np.intp),
+                                clamp, mu[None])[0]
+        assert got == pytest.approx(ref, rel=1e-11, abs=1e-11)
+        assert got <= net.exact_log_likelihood(clamp[:, 5:])[0] + 1e-12
+
+
+def test_evaluate_half_hands_large_weights_to_evaluate():
+    # beyond |h| + sum |w| of 1,000 the products could leave the double range: evaluate's
+    # own careful sum is used
+    rng = np.random.default_rng(3)
+    net = random_dag(rng, 6, 2, scale=400.0, density=1.0)
+    s = net.structure
+    clamp = np.array([[np.nan] * 4 + [1.0, 0.0]])
+    mu = np.array([[0.2, 0.7, 0.5, 0.9, 1.0, 0.0]])
+    got = sjj.evaluate_half(s, s.pack(net.W)[None], net.h[None], np.zeros(1, np.intp), clamp, mu)
+    want = sjj.evaluate(s, s.pack(net.W)[None], net.h[None], np.zeros(1, np.intp), clamp, mu,
+                        np.full((1, 6), 0.5))
+    assert np.isfinite(got[0]) and got[0] == want[0]
