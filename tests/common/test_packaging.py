@@ -189,5 +189,6 @@ def test_one_version_everywhere(tmp_path):
     if os.path.isfile(pyproject):
         with open(pyproject) as fh:
             text = fh.read()
-        assert re.search(r'^dynamic\s*=\s*\[[^]]*"version"', text, re.MULTILINE), "version not dynamic"
-        assert not re.search(r'^version\s*=', text, re.MULTILINE), "pyproject.toml repeats the version"
+        project = re.search(r"^\[project\]\n(.*?)(?=^\[)", text, re.MULTILINE | re.DOTALL).group(1)
+        assert re.search(r'^dynamic\s*=\s*\[[^]]*"version"', project, re.MULTILINE), "version not dynamic"
+        assert not re.search(r"^version\s*=", project, re.MULTILINE), "[project] repeats the version"
