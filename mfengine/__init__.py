@@ -12,7 +12,7 @@ Every model family is a scikit-learn estimator with the same verbs: ``infer``,
 """
 import importlib
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 try:
     from mfengine import _openmp  # noqa: F401  (compiled; fails if the package was not built)

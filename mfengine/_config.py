@@ -50,7 +50,8 @@ def get_config():
     Returns
     -------
     dict
-        Keys ``version``, ``python``, ``numpy`` (the versions in use), ``openmp`` (whether the
+        Keys ``version``, ``python``, ``numpy`` (the versions in use), ``numpy_build`` (the
+        NumPy the kernels were compiled against; None when unknown), ``openmp`` (whether the
         kernels were compiled with OpenMP), ``default_n_threads`` (the thread count used when
         ``n_threads=None``), ``runtime_dispatch`` (whether the hot loops choose an AVX2+FMA
         body at run time), ``native``, ``compile_args``, ``define_macros``, ``compiler``,
@@ -85,6 +86,7 @@ def get_config():
         "version": __version__,
         "python": sys.version.split()[0],
         "numpy": np.__version__,
+        "numpy_build": BUILD_INFO.get("numpy_build"),
         "openmp": _openmp.openmp_enabled(),
         "default_n_threads": effective_n_threads(None),
         "runtime_dispatch": _openmp.dispatch_enabled(),
@@ -121,8 +123,8 @@ def show_config(file=None):
     cfg = get_config()
     out = file or sys.stdout
     print("mfengine", cfg["version"], file=out)
-    for key in ("python", "numpy", "cython", "compiler"):
-        print(f"  {key:<18} {cfg[key]}", file=out)
+    for key in ("python", "numpy", "numpy_build", "cython", "compiler"):
+        print(f"  {key.replace('_', ' '):<18} {cfg[key]}", file=out)
     print(f"  {'openmp':<18} {'on' if cfg['openmp'] else 'off'}", file=out)
     print(f"  {'default threads':<18} {cfg['default_n_threads']}", file=out)
     print(f"  {'runtime dispatch':<18} {'AVX2+FMA / baseline (target_clones)' if cfg['runtime_dispatch'] else 'off'}", file=out)

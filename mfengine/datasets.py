@@ -310,7 +310,8 @@ def make_diagnosis_net(n_diseases=600, n_findings=4000, parents_per_finding=10, 
     leak : (float, float), default=(0.005, 0.01)
         Range of the findings' leak biases (P(finding | no disease) = 1 - exp(-leak)).
     random_state : None, int or numpy.random.Generator, default=None
-        Seed of the draw.
+        Seed of the draw.  NumPy 1.x and 2.x give different nets for one seed (the
+        same parent sets, the weights on other edges: ``np.argpartition``'s order).
 
     Returns
     -------

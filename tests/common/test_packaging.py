@@ -160,3 +160,35 @@ def test_installed_distribution_declares_its_dependencies():
     runtime = {re.split(r"[ ;<>=!~\[]", r, maxsplit=1)[0].lower() for r in requires if "extra ==" not in r}
     assert {"numpy", "scipy", "scikit-learn"} <= runtime, requires
     assert not {"tqdm", "matplotlib"} & runtime, "tqdm and matplotlib stay optional"
+
+
+def test_one_version_everywhere(tmp_path):
+    """The version is written once (mfengine/__init__.py); the installed distribution, the
+    configuration report and a saved model's header all carry that same string."""
+    import io
+    import json
+
+    import numpy as np
+
+    try:
+        dist_version = importlib.metadata.version("mfengine")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("mfengine is not installed as a distribution")
+    assert mfengine.__version__ == dist_version
+    assert mfengine.get_config()["version"] == dist_version
+    buf = io.StringIO()
+    mfengine.show_config(file=buf)
+    assert buf.getvalue().splitlines()[0] == f"mfengine {dist_version}"
+    net = mfengine.SigmoidBeliefNet([2, 3], random_state=0, progress=False)
+    path = net.save(tmp_path / "m")
+    with np.load(path, allow_pickle=False) as archive:
+        header = json.loads(str(archive["_header"]))
+    assert header["mfengine_version"] == dist_version
+    # pyproject.toml takes the version from the package, it does not repeat it
+    pyproject = os.path.join(REPO, "pyproject.toml")
+    if os.path.isfile(pyproject):
+        with open(pyproject) as fh:
+            text = fh.read()
+        project = re.search(r"^\[project\]\n(.*?)(?=^\[)", text, re.MULTILINE | re.DOTALL).group(1)
+        assert re.search(r'^dynamic\s*=\s*\[[^]]*"version"', project, re.MULTILINE), "version not dynamic"
+        assert not re.search(r"^version\s*=", project, re.MULTILINE), "[project] repeats the version"

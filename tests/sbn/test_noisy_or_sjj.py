@@ -288,6 +288,16 @@ def test_missing_units_that_sum_out_leave_the_bound_of_the_net_without_them():
     assert n_barren > 20
 
 
+# The case below is a net of mf.datasets.make_diagnosis_net, which picks each finding's parents
+# with np.argpartition; NumPy 2.0 changed the order in which it returns the picked indices, so
+# a seed gives the same parent sets with the weights on other edges: the recorded case exists
+# under NumPy 2 only (on NumPy 1.x it is another, equally valid net, with other numbers).
+recorded_under_numpy2 = pytest.mark.skipif(
+    int(np.__version__.split(".")[0]) < 2,
+    reason="the recorded case is make_diagnosis_net's net under NumPy 2's argpartition order")
+
+
+@recorded_under_numpy2
 def test_diagnosis_case_with_unrecorded_findings():
     """The repro of the bug: 600 diseases, 4000 findings, 10% recorded.  Treated as free
     units, the unrecorded findings gave a bound of -187.81 and posteriors of the present

@@ -778,7 +778,16 @@ def test_fallback_converges_on_cases_with_most_findings_unrecorded(order):
     assert np.max(np.abs(np.where(keep, img - uu, 0.0))) <= 1e-6
 
 
+# The case below is a net of mf.datasets.make_diagnosis_net, which picks each finding's parents
+# with np.argpartition; NumPy 2.0 changed the order in which it returns the picked indices, so
+# a seed gives the same parent sets with the weights on other edges: the recorded case exists
+# under NumPy 2 only (on NumPy 1.x it is another, equally valid net, with other numbers).
+recorded_under_numpy2 = pytest.mark.skipif(
+    int(np.__version__.split(".")[0]) < 2,
+    reason="the recorded case is make_diagnosis_net's net under NumPy 2's argpartition order")
 
+
+@recorded_under_numpy2
 def test_fallback_converges_on_every_recorded_case_within_the_budget():
     """Diagnosis-style cases with every finding recorded on which the solver used to spend
     infer's whole budget (600 diseases x 4000 findings, seed 1, cases 9, 27, 30 of 50): the
