@@ -21,6 +21,11 @@ error by the delta method sd(w) / (sqrt(K) mean(w)), and the effective sample si
 (sum w)^2 / sum w^2.  Where every weight is 0 (a noisy-OR pattern of probability 0) the
 estimate is -inf, the standard error +inf and the ESS 0.
 
+With ``pred``, ``estimate`` also gives every free unit's self-normalised estimate of
+P(unit = 1 | clamped units), sum_k w_k x_k / sum_k w_k, and with ``pred_se`` its delta-method
+standard error sqrt(sum_k w_k^2 (x_k - m)^2) / sum_k w_k, both accumulated in one pass with
+the weights rescaled to the running largest log-weight.
+
 ``ais`` runs annealed importance sampling instead (Neal 2001): chains start from the
 factorised q (clipped means; no defensive component, since every chain's weight is a product
 of T ratios of neighbouring distributions f_b = q^(1 - b) P(., v)^b, b = (t / T)^2) and take
@@ -206,27 +211,42 @@ cdef void ais_item(const Dag *g, const double *w, const double *h, const double 
 cdef void estimate_item(const Dag *g, const double *w, const double *h, const double *clamp,
                         const double *q, Py_ssize_t K, double mix, double eps, uint64_t seed,
                         bint noisy_or, double *work, double *est, double *se,
-                        double *ess, double *pred) noexcept nogil:
+                        double *ess, double *pred, double *pse) noexcept nogil:
     """One item's estimate; with ``pred`` (else NULL) also the self-normalised importance
     estimate of P(s_j = 1 | clamped units) of every free unit j: of E[s_j] for a needed unit,
     of E[P(s_j = 1 | parents)] (Rao-Blackwellised) for a barren one, whose draws then come
-    from the prior (their factors cancel in the weight)."""
+    from the prior (their factors cancel in the weight).  With ``pse`` too (else NULL; only
+    with ``pred``), each estimate's delta-method standard error
+    sqrt(sum_k w_k^2 (x_k - m)^2) / sum_k w_k, m the estimate (before its clip to 1).
+
+    The sums behind ``pse`` are kept beside the estimates' own, which they leave untouched:
+    S2 = sum t_k^2 and per unit A = sum t_k^2 (x_k - m) and Q = sum t_k^2 (x_k - m)^2,
+    centred on the running estimate m (so Q is never a small difference of large sums) and
+    moved exactly when m moves by d: Q -= 2 d A - d^2 S2, A -= d S2.  The t_k are the weights
+    rescaled to the largest log-weight so far, like the estimates' sums, so a rescale
+    multiplies S2, A and Q by the square of the estimates' factor."""
     cdef Py_ssize_t n = g.n, i, k, e, j
     cdef double *z = work
     cdef double *lq1 = work + n          # ln q_i and ln(1 - q_i) of the clipped means
     cdef double *lq0 = work + 2 * n
     cdef double *lw = work + 3 * n
     cdef double *pv = work + 3 * n + K   # this draw's value of each free unit (pred)
+    cdef double *acc = work + 4 * n + K  # A of every free unit (pse; Q is kept in pse)
     cdef double c, qi, lp, lprior, lmf, l, u, pon, m_run = -INFINITY, s_run = 0.0, scale, t
+    cdef double s2_run = 0.0, inv_old, inv_new, m_old, m_new, d, r, t2
     cdef double la = log(mix) if mix > 0.0 else -INFINITY
     cdef double l1a = log1p(-mix) if mix < 1.0 else -INFINITY
     cdef bint prior, on
     cdef uint64_t state = mix64(seed)
-    cdef uint8_t *needed = <uint8_t *> (work + 4 * n + K)
+    cdef uint8_t *needed = <uint8_t *> (work + 5 * n + K)
     prepare(g, clamp, q, eps, needed, lq1, lq0)
     if pred != NULL:
         for i in range(n):
             pred[i] = 0.0
+    if pse != NULL:
+        for i in range(n):
+            pse[i] = 0.0
+            acc[i] = 0.0
     for k in range(K):
         prior = uniform(&state) < mix
         for i in range(n):
@@ -271,24 +291,59 @@ cdef void estimate_item(const Dag *g, const double *w, const double *h, const do
                 for i in range(n):
                     pred[i] = pred[i] * scale
                 s_run = s_run * scale
+                if pse != NULL:
+                    scale = scale * scale
+                    s2_run = s2_run * scale
+                    for i in range(n):
+                        acc[i] = acc[i] * scale
+                        pse[i] = pse[i] * scale
                 m_run = lw[k]
             t = exp(lw[k] - m_run)
-            s_run = s_run + t
-            for i in range(n):
-                c = clamp[i]
-                if not (c == c):
-                    pred[i] = pred[i] + t * pv[i]
+            if pse == NULL:
+                s_run = s_run + t
+                for i in range(n):
+                    c = clamp[i]
+                    if not (c == c):
+                        pred[i] = pred[i] + t * pv[i]
+            else:
+                # the same sums as above, and the standard errors' beside them
+                inv_old = 1.0 / s_run if s_run > 0.0 else 0.0
+                s_run = s_run + t
+                inv_new = 1.0 / s_run
+                t2 = t * t
+                for i in range(n):
+                    c = clamp[i]
+                    if not (c == c):
+                        m_old = pred[i] * inv_old
+                        pred[i] = pred[i] + t * pv[i]
+                        m_new = pred[i] * inv_new
+                        d = m_new - m_old
+                        # re-centre the earlier draws' sums on the new estimate (exact; a
+                        # no-op at the first draw, where S2 = A = Q = 0)
+                        pse[i] = pse[i] - d * (2.0 * acc[i] - d * s2_run)
+                        acc[i] = acc[i] - d * s2_run
+                        r = pv[i] - m_new
+                        pse[i] = pse[i] + t2 * r * r
+                        acc[i] = acc[i] + t2 * r
+                s2_run = s2_run + t2
     if pred != NULL:
         for i in range(n):
             c = clamp[i]
             if c == c:
                 pred[i] = c
+                if pse != NULL:
+                    pse[i] = 0.0
             elif s_run > 0.0:
                 pred[i] = pred[i] / s_run
                 if pred[i] > 1.0:
                     pred[i] = 1.0
+                if pse != NULL:
+                    # Q >= 0 in exact arithmetic; rounding in the re-centring may leave -0
+                    pse[i] = sqrt(pse[i]) / s_run if pse[i] > 0.0 else 0.0
             else:
                 pred[i] = NAN
+                if pse != NULL:
+                    pse[i] = NAN
     summarise(lw, K, est, se, ess)
 
 
@@ -327,7 +382,7 @@ def estimate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
              const double[:, ::1] q, Py_ssize_t n_samples, double mix, double eps,
              uint64_t seed, uint64_t item_offset, double[::1] est, double[::1] se,
              double[::1] ess, int8_t[::1] status, bint noisy_or=False, int n_threads=1,
-             double[:, ::1] pred=None):
+             double[:, ::1] pred=None, double[:, ::1] pred_se=None):
     """Estimate ln P(clamped units) of every item into ``est`` (with ``se``, ``ess``).
 
     ``q`` (n_items, n_units): the proposal means of the free units (read only where ``clamp``
@@ -335,9 +390,12 @@ def estimate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
     component, 1: the prior alone); ``eps`` in [0, 0.5] clips the means.  Returns MF_OK, or
     MF_EBADARG (nothing written) when a size, an index or an option is out of range;
     ``status[p]`` is MF_ENOMEM for an item whose thread could not allocate its scratch
-    space.  ``pred`` (n_items,
-    n_units), optional: each free unit's estimated P(unit = 1 | clamped units) (clamped units:
-    their value; NaN where every weight is 0).
+    space.  ``pred`` (n_items, n_units), optional: each free unit's estimated
+    P(unit = 1 | clamped units) (clamped units: their value; NaN where every weight is 0).
+    ``pred_se`` (n_items, n_units), optional and only with ``pred``: the delta-method standard
+    error of each of those self-normalised estimates, sqrt(sum w^2 (x - m)^2) / sum w (0 at a
+    clamped unit, NaN where every weight is 0); asking for it leaves ``pred`` and the other
+    outputs bit for bit as they are without it.
     """
     cdef Dag g
     if check_dag(par_ptr, par_idx, ch_ptr, ch_idx, ch_w, &g) != MF_OK:
@@ -351,9 +409,12 @@ def estimate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
             or n_samples > (1 << 40) or not (0.0 <= mix <= 1.0) or not (0.0 <= eps <= 0.5)):
         return MF_EBADARG
     cdef bint want_pred = pred is not None
+    cdef bint want_se = pred_se is not None
     if want_pred and (pred.shape[0] != n_items or pred.shape[1] != n):
         return MF_EBADARG
-    cdef size_t nbytes = (4 * <size_t> n + <size_t> n_samples) * sizeof(double) + <size_t> n + 16
+    if want_se and (not want_pred or pred_se.shape[0] != n_items or pred_se.shape[1] != n):
+        return MF_EBADARG
+    cdef size_t nbytes = (5 * <size_t> n + <size_t> n_samples) * sizeof(double) + <size_t> n + 16
     cdef double *work = NULL
     cdef double dummy_w = 0.0
     with nogil, parallel(num_threads=n_threads):
@@ -366,7 +427,8 @@ def estimate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
             estimate_item(&g, &w[net_of[p], 0] if nnz else &dummy_w, &h[net_of[p], 0],
                           &clamp[p, 0], &q[p, 0], n_samples, mix, eps,
                           seed ^ mix64(item_offset + <uint64_t> p + 1), noisy_or, work,
-                          &est[p], &se[p], &ess[p], &pred[p, 0] if want_pred else NULL)
+                          &est[p], &se[p], &ess[p], &pred[p, 0] if want_pred else NULL,
+                          &pred_se[p, 0] if want_se else NULL)
         free(work)
     return MF_OK
 

@@ -274,16 +274,22 @@ def check_sampling_args(method, n_samples, random_state, n_steps=AIS_STEPS):
 
 
 def importance(nets, items, mu, bound, n_samples, seed, n_threads, progress,
-               method="importance", n_steps=AIS_STEPS, predict=False):
+               method="importance", n_steps=AIS_STEPS, predict=False, predict_stderr=False):
     """Importance-sampled (or AIS) ln P(x) of the ``items`` of ``nets`` (a ``DagNets``).
 
     ``mu`` holds the mean-field means of every unit, shaped ``items.shape + (n_units,)`` as
     ``run_dag`` returns them, and ``bound`` the objective of that solve; the proposal is the
     defensive mixture of the kernel's docstring (mfengine/sbn/_importance.pyx), or for "ais"
-    the start of ``n_samples`` annealing chains of ``n_steps`` temperatures.  Returns a
-    ``LogLikelihoodEstimate`` shaped like ``bound``; with ``predict`` ("importance" only),
-    also the (n_items, n_units) estimates of P(unit = 1 | data) (see the kernel's
-    ``estimate``)."""
+    the start of ``n_samples`` annealing chains of ``n_steps`` temperatures.
+
+    Returns a ``LogLikelihoodEstimate`` shaped like ``bound``.  With ``predict`` ("importance"
+    only), ``(estimate, pred)``: also the (n_items, n_units) self-normalised estimates of
+    P(unit = 1 | data) (see the kernel's ``estimate``; a clamped unit reads its value).  With
+    ``predict_stderr`` as well, ``(estimate, pred, pred_se)``: ``pred_se`` holds each of those
+    estimates' delta-method standard error, sqrt(sum_s w_s^2 (x_s - pred)^2) / sum_s w_s over
+    the samples' weights w_s and values x_s (0 at a clamped unit, NaN where every weight is
+    0).  ``pred`` and the ln P(x) estimates are bit for bit the same with or without it, and
+    none depends on the thread count."""
     from mfengine._base import LogLikelihoodEstimate
     from mfengine.sbn import _importance
 
@@ -296,7 +302,11 @@ def importance(nets, items, mu, bound, n_samples, seed, n_threads, progress,
                          "no NaN)")
     est, se, ess = np.empty(n), np.empty(n), np.empty(n)
     status = np.zeros(n, dtype=np.int8)
+    if predict_stderr and not predict:
+        raise ValueError("predict_stderr needs predict=True (the standard errors are those of "
+                         "the predicted marginals)")
     pred = np.empty((n, s.n_units)) if predict else None
+    pred_se = np.empty((n, s.n_units)) if predict and predict_stderr else None
     noisy = nets.noisy_or
     from mfengine._progress import progress_bar
 
@@ -322,7 +332,8 @@ def importance(nets, items, mu, bound, n_samples, seed, n_threads, progress,
                                           h, net_of[a:b], clamp[a:b], q[a:b], n_samples,
                                           IMPORTANCE_MIX, IMPORTANCE_EPS, seed, a, est[a:b],
                                           se[a:b], ess[a:b], status[a:b], noisy, nt,
-                                          None if pred is None else pred[a:b])
+                                          None if pred is None else pred[a:b],
+                                          None if pred_se is None else pred_se[a:b])
             if rc != 0:
                 raise ValueError("the importance sampler refused its arguments (an internal "
                                  "size or index is inconsistent)")
@@ -346,4 +357,6 @@ def importance(nets, items, mu, bound, n_samples, seed, n_threads, progress,
     result = LogLikelihoodEstimate(estimate=est.reshape(shape), stderr=se.reshape(shape),
                                    bound=np.asarray(bound, dtype=np.float64).reshape(shape),
                                    n_samples=n_samples, ess=ess.reshape(shape), method=method)
+    if pred_se is not None:
+        return result, pred, pred_se
     return (result, pred) if predict else result
