@@ -26,7 +26,8 @@ except ImportError as exc:  # pragma: no cover - exercised only on an unbuilt so
         "importing it from an unbuilt source tree."
     ) from exc
 
-from mfengine._base import ConvergenceWarning, InferenceResult, LogLikelihoodEstimate
+from mfengine._base import (ConvergenceWarning, InferenceResult, LogLikelihoodEstimate,
+                            PosteriorMarginalsEstimate)
 from mfengine._outofcore import fit_chunked, map_chunked, score_chunked
 from mfengine._persist import load
 from mfengine._config import get_config, get_include, show_config
@@ -55,6 +56,7 @@ __all__ = [
     "MixtureClassifier",
     "InferenceResult",
     "LogLikelihoodEstimate",
+    "PosteriorMarginalsEstimate",
     "BeliefNetResult",
     "ConvergenceWarning",
     "infer",

@@ -204,6 +204,52 @@ class LogLikelihoodEstimate:
                 f"n_samples={self.n_samples}, mean={mean:.6g}, mean_stderr={se:.3g})")
 
 
+@dataclass(repr=False)
+class PosteriorMarginalsEstimate:
+    """Importance-sampled posterior marginals P(unit = 1 | x) per pattern, with standard errors.
+
+    Returned by ``posterior_marginals(X, ...)`` of the belief nets.
+
+    Parameters
+    ----------
+    mean : ndarray of shape (n_patterns, n_units)
+        The self-normalised estimate of P(unit = 1 | x) of every unit, in unit order (an
+        observed unit reads its value).
+    stderr : ndarray of shape (n_patterns, n_units)
+        Each estimate's delta-method standard error, sqrt(sum_s w_s^2 (x_s - mean)^2) /
+        sum_s w_s over the samples' weights w_s and values x_s (0 at an observed unit, NaN
+        where every weight is 0).
+    ess : ndarray of shape (n_patterns,)
+        Effective sample size of the weights per pattern, (sum w)^2 / sum w^2.
+    n_samples : int
+        Samples drawn per pattern.
+    log_likelihood : LogLikelihoodEstimate
+        The estimate of ln P(x) from the same samples.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import mfengine as mf
+    >>> est = mf.PosteriorMarginalsEstimate(np.array([[0.2, 1.0]]), np.array([[0.01, 0.0]]),
+    ...                                     np.array([80.0]), 100, None)
+    >>> est
+    PosteriorMarginalsEstimate(n=1, n_units=2, n_samples=100, max_stderr=0.01)
+    """
+
+    mean: np.ndarray
+    stderr: np.ndarray
+    ess: np.ndarray
+    n_samples: int
+    log_likelihood: object = None
+
+    def __repr__(self):
+        n = int(np.size(self.ess))
+        se = self.stderr[np.isfinite(self.stderr)]
+        worst = float(np.max(se)) if se.size else float("nan")
+        return (f"{type(self).__name__}(n={n}, n_units={np.shape(self.mean)[-1]}, "
+                f"n_samples={self.n_samples}, max_stderr={worst:.3g})")
+
+
 class PersistMixin:
     """``save(path)``: the model in a portable, versioned ``.npz`` file, read by ``mf.load``.
 
