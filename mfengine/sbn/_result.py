@@ -27,7 +27,7 @@ class BeliefNetResult(InferenceResult):
     n_iter : ndarray of int, shaped like ``bound``
         Sweeps (or fixed-point iterations) taken per pattern.
     method : str
-        "gaussian", "sjj", "plefka11", "plefka12" or "plefka22".
+        "gaussian", "sjj", "plefka11", "plefka12", "plefka22", "exact" or "hybrid".
     tol : float
         The tolerance of the solve.
     mu : list of ndarray, or ndarray

@@ -27,6 +27,7 @@ from mfengine.sbn._checks import (check_activation, check_dag_data,
 from mfengine.sbn._exact import (MAX_ENUMERATED_HIDDEN, dag_posterior, log_joint_checked,
                                  log_probs, log_sum_states, sum_log_probs)
 from mfengine.sbn._exact_noisy_or import bipartite_blocks, exact_bipartite
+from mfengine.sbn._hybrid_noisy_or import hybrid_bipartite
 from mfengine.sbn._result import BeliefNetResult
 from mfengine.sbn._learn import check_partition, fit_items, fit_partitions, schedule, stop
 from mfengine.sbn._problem import DagNets
@@ -259,7 +260,7 @@ class _DagModel(BeliefNetModel):
                 check_flag(self.progress if progress is None else progress, "progress"))
 
     def infer(self, X, missing=None, *, method=None, tol=None, max_iter=None, n_threads=None,
-              init_mu=None, inner_tol=None, progress=None):
+              init_mu=None, inner_tol=None, progress=None, max_exact=None):
         """Solve the mean-field problem of every pattern.
 
         Parameters
@@ -270,7 +271,7 @@ class _DagModel(BeliefNetModel):
         missing : array_like of bool, optional
             Missing visible entries, marginalised exactly: X's shape, or (n_visible,) for
             every pattern (X may hold NaN or any finite value there).
-        method : {"sjj", "plefka11", "plefka12", "plefka22", "exact"}, optional
+        method : {"sjj", "plefka11", "plefka12", "plefka22", "exact", "hybrid"}, optional
             Default: the model's ``method``.  "sjj": the strict lower bound of Saul, Jaakkola
             & Jordan, by coordinate ascent (every update raises it).  "plefka11/12/22":
             -G of the Plefka schemes of Bhattacharyya & Keerthi, an approximation of ln P(v)
@@ -280,12 +281,21 @@ class _DagModel(BeliefNetModel):
             whose largest table is within ``2**25`` entries, typically up to 30-40 positive
             findings on a 600-disease net), else by enumerating the hidden and missing units
             (at most 20); beyond either a ValueError names the size.  On the junction-tree
-            path the unrecorded findings' means are not computed (NaN).
+            path the unrecorded findings' means are not computed (NaN).  "hybrid" (a
+            ``BeliefNet`` that is a bipartite noisy-OR net): Jaakkola & Jordan's (1999)
+            certified lower bound on ln P(v), some positive findings handled exactly (a
+            junction tree whose tables hold at most ``2**16`` entries) and the rest by the
+            variational transformation, their parameters raised by EM; the positives join
+            the exact part greedily by predicted gain, up to ``max_exact`` of them, and the
+            bound never falls as ``max_exact`` grows.  When every positive fits, it is the
+            exact answer.  ``mu`` holds the diseases' posteriors under the transformed
+            model (the unrecorded findings' NaN).
         tol : float, optional
-            Stop an item when its objective changes by less than ``tol`` nats in a sweep.
-            Default: ``infer_tol``.
+            Stop an item when its objective changes by less than ``tol`` nats in a sweep
+            (with "hybrid": an EM iteration; default 1e-6).  Default: ``infer_tol``.
         max_iter : int, optional
-            Most sweeps per item.  Default: ``infer_max_iter``.
+            Most sweeps per item (with "hybrid": EM iterations per EM run; default 200).
+            Default: ``infer_max_iter``.
         n_threads : int, optional
             OpenMP threads over items; answers do not depend on it.
         init_mu : array_like of shape (n_items, n_hidden), optional
@@ -294,6 +304,9 @@ class _DagModel(BeliefNetModel):
             Tolerance of each 1-D solve ("sjj").
         progress : bool, optional
             Default: the model's ``progress``.
+        max_exact : int, optional
+            "hybrid" only: most positive findings handled exactly per pattern; None (the
+            default) as many as the junction tree's size allows, 0 none.
 
         Returns
         -------
@@ -311,15 +324,19 @@ class _DagModel(BeliefNetModel):
         RuntimeWarning
             When a Plefka objective leaves the range of a log-probability.
         """
+        if max_exact is not None and not (isinstance(method, str) and method == "hybrid"):
+            raise ValueError(f"max_exact is for method='hybrid' only, got method={method!r}")
         return self._solve(X, missing, method, tol, max_iter, n_threads, init_mu, inner_tol,
-                           progress)
+                           progress, max_exact=max_exact)
 
     def _solve(self, X, missing=None, method=None, tol=None, max_iter=None, n_threads=None,
-               init_mu=None, inner_tol=None, progress=None, keep="all"):
+               init_mu=None, inner_tol=None, progress=None, keep="all", max_exact=None):
         """``infer``, keeping all of the result, or (``keep``) only the means ("mu") or the
         bounds ("bound"): see ``run_dag``."""
         if isinstance(method, str) and method == "exact":
             return self._solve_exact(X, missing, keep)
+        if isinstance(method, str) and method == "hybrid":
+            return self._solve_hybrid(X, missing, keep, tol, max_iter, max_exact)
         method, tol, max_iter, inner_tol, n_threads, progress = self._check_kwargs(
             method, tol, max_iter, inner_tol, n_threads, progress)
         nets, items, _, _ = self._dag_problem(X, missing)
@@ -349,6 +366,34 @@ class _DagModel(BeliefNetModel):
         return BeliefNetResult(bound=log_p, converged=np.ones(n, dtype=bool),
                                n_iter=np.zeros(n, dtype=np.intp), method="exact", tol=0.0,
                                mu=None if keep == "bound" else mu, xi=None)
+
+    def _solve_hybrid(self, X, missing, keep, tol, max_iter, max_exact):
+        """``infer(method="hybrid")``: ``_hybrid_noisy_or.hybrid_bipartite`` on a bipartite
+        noisy-OR net."""
+        if self._batch:
+            raise ValueError("method='hybrid' is for a BeliefNet; solve one net of a batch at "
+                             "a time (batch[k])")
+        nets, _, V, miss = self._dag_problem(X, missing, items=False)
+        blocks = self._bipartite_blocks()
+        if blocks is None:
+            raise ValueError("method='hybrid' needs a bipartite noisy-OR net (diseases above "
+                             "findings, as mf.datasets.make_diagnosis_net builds); this net is "
+                             f"not one (activation={self.activation!r}): use method='exact' "
+                             "(enumeration) or a mean-field method")
+        E = V if miss is None else np.where(miss, np.nan, V)
+        kw = {} if tol is None else {"tol": tol}
+        if max_iter is not None:
+            kw["max_iter"] = max_iter
+        bound, marg, info = hybrid_bipartite(blocks.h_disease, blocks.h_finding, blocks.W_fd,
+                                             E, max_exact=max_exact, **kw)
+        mu = None
+        if keep != "bound":
+            mu = np.full((V.shape[0], nets.n_units), np.nan)
+            mu[:, blocks.diseases] = marg
+            mu[:, blocks.findings] = E
+        return BeliefNetResult(bound=bound, converged=np.ones(V.shape[0], dtype=bool),
+                               n_iter=info["n_iter"], method="hybrid", tol=kw.get("tol", 1e-6),
+                               mu=mu, xi=None)
 
     def _bipartite_blocks(self):
         """The net's diagnosis-net blocks (``_exact_noisy_or.bipartite_blocks``), or None when

@@ -67,9 +67,9 @@ class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
         """
         n_samples = check_int(n_samples, "n_samples", 0, 2**31 - 1)
         rng = check_random_state(random_state)
-        if isinstance(method, str) and method == "exact":
-            raise ValueError("method='exact' gives the exact posterior's marginals, not a "
-                             "factorised posterior to draw from; use a mean-field method")
+        if isinstance(method, str) and method in ("exact", "hybrid"):
+            raise ValueError(f"method={method!r} gives posterior marginals, not a factorised "
+                             "posterior to draw from; use a mean-field method")
         r = self._solve(X, missing, method=method, keep="mu")
         return self._draw_states(r, rng, n_samples)
 
@@ -316,8 +316,8 @@ class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
         r = self._solve(X, missing, method=method, keep="mu")
         _, _, V, miss = self._dag_problem(X, missing, items=False)
         out = np.where(miss.astype(bool), self._flat_means(r)[:, visible], V)
-        if not np.all(np.isfinite(out)):     # the exact junction tree leaves them out
-            raise ValueError("method='exact' on a diagnosis net gives the diseases' posteriors "
-                             "only, not the unrecorded findings'; impute with "
+        if not np.all(np.isfinite(out)):     # the junction tree leaves them out
+            raise ValueError(f"method={r.method!r} on a diagnosis net gives the diseases' "
+                             "posteriors only, not the unrecorded findings'; impute with "
                              "method='importance'")
         return out
