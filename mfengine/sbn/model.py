@@ -16,14 +16,20 @@
 ``_draw_states(result, rng, n_samples)``
     Draws from the factorised posterior of ``result``, in the net's layout.
 """
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator, DensityMixin
 
-from mfengine._base import PersistMixin, PosteriorMarginalsEstimate
+from mfengine._base import PersistMixin, PosteriorMarginalsEstimate, user_stacklevel
 from mfengine._validation import check_flag, check_int, check_random_state
 from mfengine.sbn._solve import SAMPLED_METHODS, check_sampling_args, importance
 
 __all__ = ["BeliefNetModel"]
+
+#: ``posterior_marginals`` warns for a pattern whose importance weights' effective sample size
+#: is below this: its standard errors then rest on a handful of samples.
+MIN_MARGINALS_ESS = 10
 
 
 class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
@@ -203,7 +209,7 @@ class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
         ``n_samples`` grows, with the delta-method standard error
         sqrt(sum_s w_s^2 (x_s - mean)^2) / sum_s w_s.  Where the mean-field posterior is
         confident and wrong the weights degenerate: ``ess`` then falls towards 1 and the
-        standard errors understate the error, so read them beside ``ess``.  Compiled and
+        standard errors understate the error (a warning says so below an ess of 10).  Compiled and
         parallel over patterns; the answer does not depend on ``n_threads``.
 
         Parameters
@@ -235,6 +241,11 @@ class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
         ValueError
             For ``n_samples`` below 2 or malformed data, naming the argument.
 
+        Warns
+        -----
+        RuntimeWarning
+            When some pattern's effective sample size is below 10.
+
         Examples
         --------
         >>> import numpy as np
@@ -254,6 +265,15 @@ class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
         est, pred, pred_se = importance(nets, items, self._flat_means(r), r.bound, n_samples,
                                         seed, n_threads, progress, predict=True,
                                         predict_stderr=True)
+        low = np.asarray(est.ess) < MIN_MARGINALS_ESS
+        if np.any(low):
+            warnings.warn(
+                f"posterior_marginals: the effective sample size is below "
+                f"{MIN_MARGINALS_ESS} on {int(low.sum())} of {low.size} patterns (smallest "
+                f"{float(np.min(est.ess)):.3g} of {n_samples} samples): a few samples carry "
+                "the estimate, and its standard errors understate its error there (the "
+                "mean-field proposal is far from the posterior)", RuntimeWarning,
+                stacklevel=user_stacklevel())
         shape = np.shape(est.estimate) + (pred.shape[-1],)
         return PosteriorMarginalsEstimate(mean=pred.reshape(shape),
                                           stderr=pred_se.reshape(shape), ess=est.ess,

@@ -92,3 +92,13 @@ def test_bad_data_is_named():
     net = mf.SigmoidBeliefNet([2, 4], random_state=0, progress=False)
     with pytest.raises(ValueError, match="X"):
         net.posterior_marginals(np.full((2, 3), 0.5), n_samples=10)
+
+
+def test_degenerate_weights_warn():
+    # a full diagnosis case (a few hundred positive findings): the mean-field proposal is far
+    # from the posterior and a handful of samples carry the weight
+    net = mf.datasets.make_diagnosis_net(random_state=0)
+    X = net.sample(2, random_state=7)
+    with pytest.warns(RuntimeWarning, match="effective sample size is below 10"):
+        est = _quiet(net.posterior_marginals, X, n_samples=300, random_state=0)
+    assert np.all(est.ess < 10)
