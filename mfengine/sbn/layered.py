@@ -404,7 +404,7 @@ class SigmoidBeliefNet(LayeredLearning, BeliefNetModel):
 
     # ------------------------------------------------------------------ inference
     def infer(self, X, missing=None, *, method=None, tol=None, max_iter=None, n_threads=None,
-              init_mu=None, inner_tol=None, progress=None):
+              init_mu=None, inner_tol=None, progress=None, max_exact=None):
         """Solve the mean-field equations for every pattern of ``X``.
 
         Parameters
@@ -440,6 +440,10 @@ class SigmoidBeliefNet(LayeredLearning, BeliefNetModel):
             until the derivative in mu is at most ``inner_tol`` in magnitude.
         progress : bool, optional
             Default: the net's ``progress``.
+        max_exact : None
+            The budget of ``BeliefNet.infer(method="hybrid")`` on bipartite noisy-OR nets,
+            kept here so that every belief net's ``infer`` takes the same arguments; a
+            layered net has no such method, and any value but None is refused.
 
         Returns
         -------
@@ -447,11 +451,20 @@ class SigmoidBeliefNet(LayeredLearning, BeliefNetModel):
             ``bound``, ``converged``, ``n_iter`` per pattern, and ``mu``, ``xi``: one
             (n_patterns, sizes[l]) array per layer.
 
+        Raises
+        ------
+        ValueError
+            For ``max_exact`` other than None.
+
         Warns
         -----
         ConvergenceWarning
             When some pattern's solve reached ``max_iter`` sweeps.
         """
+        if max_exact is not None:
+            raise ValueError("max_exact is for BeliefNet.infer(method='hybrid') on a bipartite "
+                             f"noisy-OR net; a SigmoidBeliefNet has no such method, got "
+                             f"max_exact={max_exact!r}")
         return self._solve(X, missing, method, tol, max_iter, n_threads, init_mu, inner_tol,
                            progress)
 

@@ -193,3 +193,9 @@ def test_infer_hybrid_refusals():
     batch = mf.BeliefNetBatch.from_nets([net, net])
     with pytest.raises(ValueError, match="hybrid"):
         batch.infer(X, method="hybrid")
+
+
+def test_layered_net_refuses_max_exact():
+    net = mf.SigmoidBeliefNet([2, 4], random_state=0, progress=False)
+    with pytest.raises(ValueError, match="max_exact"):
+        net.infer(net.sample(2, random_state=0), max_exact=3)
