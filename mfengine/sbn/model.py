@@ -209,7 +209,9 @@ class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
         ``n_samples`` grows, with the delta-method standard error
         sqrt(sum_s w_s^2 (x_s - mean)^2) / sum_s w_s.  Where the mean-field posterior is
         confident and wrong the weights degenerate: ``ess`` then falls towards 1 and the
-        standard errors understate the error (a warning says so below an ess of 10).  Compiled and
+        standard errors may understate the error (a warning says so below an ess of 10).
+        A posterior concentrated on a few states also gives a small ``ess``; its marginals
+        are then near 0 or 1 and their errors small.  Compiled and
         parallel over patterns; the answer does not depend on ``n_threads``.
 
         Parameters
@@ -271,8 +273,9 @@ class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
                 f"posterior_marginals: the effective sample size is below "
                 f"{MIN_MARGINALS_ESS} on {int(low.sum())} of {low.size} patterns (smallest "
                 f"{float(np.min(est.ess)):.3g} of {n_samples} samples): a few samples carry "
-                "the estimate, and its standard errors understate its error there (the "
-                "mean-field proposal is far from the posterior)", RuntimeWarning,
+                "the estimate there, and its standard errors may understate its error (the "
+                "mean-field proposal is far from the posterior, or the posterior sits on a "
+                "few states); compare with another seed or more samples", RuntimeWarning,
                 stacklevel=user_stacklevel())
         shape = np.shape(est.estimate) + (pred.shape[-1],)
         return PosteriorMarginalsEstimate(mean=pred.reshape(shape),
