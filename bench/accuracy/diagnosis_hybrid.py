@@ -142,7 +142,8 @@ def exact_tractable(net, b, args, rng):
     for method, kw in rows:
         lb, mu, t, n_warn = solve_each(net, E, method, args.quiet, **kw)
         err = np.abs(mu[:, dis] - marg_x)
-        name = method if not kw else f"hybrid k={'all' if kw['max_exact'] is None else kw['max_exact']}"
+        k = kw.get("max_exact", "all")
+        name = method if not kw else f"hybrid k={'all' if k is None else k}"
         gap = f"{np.mean(lp_x - lb):.3g}" if method in ("hybrid", "sjj") else ""
         if method == "hybrid":
             bounds.append(lb)

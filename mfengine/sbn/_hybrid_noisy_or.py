@@ -27,10 +27,11 @@ as 2**width.  Here a positive finding is either
   parent ``j*`` (q a vertex), giving ``P(f = 1 | d) >= d_j* (1 - e^{-w_fj*})``.
 
 Every factor of a transformed finding is at most the finding's own, so
-``B(E, q) = ln sum_d P(d) prod_{f neg} P(f=0|d) prod_{f in E} P(f=1|d) prod_{f not in E} G_f(d; q_f)``
-is a lower bound on ln P(e) for every exact set E and every q; it is computed exactly by the
-engine of ``_exact_noisy_or`` (the transformed findings' factors absorbed into the priors, the
-exact ones in the junction tree), so the bound is certified up to rounding.  With every
+``B(E, q) = ln sum_d P(d) prod_{f neg} P(f=0|d) prod_{f in E} P(f=1|d)
+prod_{f not in E} G_f(d; q_f)`` is a lower bound on ln P(e) for every exact set E and every
+q; it is computed exactly by the engine of ``_exact_noisy_or`` (the transformed findings'
+factors absorbed into the priors, the exact ones in the junction tree), so the bound is
+certified up to rounding.  With every
 positive exact it is ln P(e) itself.
 
 The q are raised by EM, which never lowers B: with ``pi`` the posterior of the current
@@ -72,8 +73,7 @@ import time
 import numpy as np
 
 from mfengine.sbn._exact_noisy_or import (_case, _check_evidence, _check_sparse_weights,
-                                          _check_vector, _check_width, _log1mexp, _plan,
-                                          _MERGE_WIDTH)
+                                          _check_vector, _check_width, _log1mexp, _plan)
 
 __all__ = ["hybrid_bipartite", "DEFAULT_HYBRID_MAX_WIDTH"]
 
@@ -202,9 +202,10 @@ def _mstep(w, p, seg, h, lam, u0):
     ``sum_j q_j(lam)`` decreases continuously in ``lam``, but in double precision it jumps
     at a parent's threshold ``lam = p_j (-F(h))``: one rounding step of ``lam`` below it, that
     parent's ``u_j`` is where ``-F(h) - Gam`` falls to that step (``u`` near 37 for ``lam``
-    near 1, so ``q_j`` near ``w_j / 37``), and above it ``q_j`` is 0.  When the solution lies in that jump the bracket of ``lam``
-    shrinks to the threshold, and the parent (its term ``q_j (F(h + w_j / q_j) - F(h))`` is
-    then linear in ``q_j`` to double precision) takes what the others leave of the sum 1.
+    near 1, so ``q_j`` near ``w_j / 37``), and above it ``q_j`` is 0.  When the solution lies
+    in that jump the bracket of ``lam`` shrinks to the threshold, and the parent (its term
+    ``q_j (F(h + w_j / q_j) - F(h))`` is then linear in ``q_j`` to double precision) takes
+    what the others leave of the sum 1.
     """
     with np.errstate(all="ignore"):
         return _mstep_solve(w, p, seg, h, lam, u0)

@@ -52,7 +52,7 @@ def test_bound_below_exact_and_equal_when_all_exact(seed):
     ref = np.array([enumerate_log_p(hd, hf, W, e) for e in E])
     exact, marg_x, _ = exact_bipartite(hd, hf, scipy.sparse.csr_matrix(W), E)
     np.testing.assert_allclose(exact, ref, atol=1e-9)
-    lb0, _, info0 = hybrid_bipartite(hd, hf, W, E, max_exact=0)
+    lb0, _, _ = hybrid_bipartite(hd, hf, W, E, max_exact=0)
     assert np.all(lb0 <= ref + 1e-9)
     lb, marg, info = hybrid_bipartite(hd, hf, W, E)            # every positive exact
     assert info["exact"].all()
@@ -68,7 +68,7 @@ def test_monotone_in_max_exact(seed, leak):
     E = cases(hd, hf, W, 6, seed + 200, p_miss=0.1)
     ref = np.array([enumerate_log_p(hd, hf, W, e) for e in E])
     prev = np.full(E.shape[0], -np.inf)
-    for k in range(0, 9):
+    for k in range(9):
         lb, _, info = hybrid_bipartite(hd, hf, W, E, max_exact=k)
         assert np.all(lb <= ref + 1e-9), k
         assert np.all(lb >= prev - 1e-9), k
