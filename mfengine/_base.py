@@ -217,8 +217,8 @@ class PosteriorMarginalsEstimate:
         observed unit reads its value).
     stderr : ndarray of shape (n_patterns, n_units)
         Each estimate's delta-method standard error, sqrt(sum_s w_s^2 (x_s - mean)^2) /
-        sum_s w_s over the samples' weights w_s and values x_s (0 at an observed unit, NaN
-        where every weight is 0).
+        sum_s w_s over the samples' weights w_s and values x_s (each sample's probability of
+        a 1 given its other units; 0 at an observed unit, NaN where every weight is 0).
     ess : ndarray of shape (n_patterns,)
         Effective sample size of the weights per pattern, (sum w)^2 / sum w^2.
     n_samples : int

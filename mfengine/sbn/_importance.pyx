@@ -211,7 +211,7 @@ cdef void ais_item(const Dag *g, const double *w, const double *h, const double 
 cdef void estimate_item(const Dag *g, const double *w, const double *h, const double *clamp,
                         const double *q, Py_ssize_t K, double mix, double eps, uint64_t seed,
                         bint noisy_or, double *work, double *est, double *se,
-                        double *ess, double *pred, double *pse) noexcept nogil:
+                        double *ess, double *pred, double *pse, bint rb) noexcept nogil:
     """One item's estimate; with ``pred`` (else NULL) also the self-normalised importance
     estimate of P(s_j = 1 | clamped units) of every free unit j: of E[s_j] for a needed unit,
     of E[P(s_j = 1 | parents)] (Rao-Blackwellised) for a barren one, whose draws then come
@@ -224,7 +224,13 @@ cdef void estimate_item(const Dag *g, const double *w, const double *h, const do
     centred on the running estimate m (so Q is never a small difference of large sums) and
     moved exactly when m moves by d: Q -= 2 d A - d^2 S2, A -= d S2.  The t_k are the weights
     rescaled to the largest log-weight so far, like the estimates' sums, so a rescale
-    multiplies S2, A and Q by the square of the estimates' factor."""
+    multiplies S2, A and Q by the square of the estimates' factor.
+
+    With ``rb`` (only with ``pred``), a needed free unit's value in a draw is its conditional
+    P(s_j = 1 | the draw's other units, clamped units) = sigmoid(ln P(s_j = 1, rest) -
+    ln P(s_j = 0, rest)) (Rao-Blackwellised: its own factor and its needed children's, as in
+    ``ais_item``'s Gibbs step) instead of s_j itself; the estimates stay consistent, and
+    where the draws sit on a few states, their neighbours one flip away count too."""
     cdef Py_ssize_t n = g.n, i, k, e, j
     cdef double *z = work
     cdef double *lq1 = work + n          # ln q_i and ln(1 - q_i) of the clipped means
@@ -238,7 +244,11 @@ cdef void estimate_item(const Dag *g, const double *w, const double *h, const do
     cdef double l1a = log1p(-mix) if mix < 1.0 else -INFINITY
     cdef bint prior, on
     cdef uint64_t state = mix64(seed)
-    cdef uint8_t *needed = <uint8_t *> (work + 5 * n + K)
+    cdef double *rbv = work + 5 * n + K  # each needed free unit's conditional (rb)
+    cdef uint8_t *needed = <uint8_t *> (work + 6 * n + K)
+    cdef Py_ssize_t ch
+    cdef double wv, zc, own1, own0, dp
+    cdef bint son, cs
     prepare(g, clamp, q, eps, needed, lq1, lq0)
     if pred != NULL:
         for i in range(n):
@@ -284,6 +294,36 @@ cdef void estimate_item(const Dag *g, const double *w, const double *h, const do
                 for e in range(g.ch_ptr[i], g.ch_ptr[i + 1]):
                     z[g.ch_idx[e]] += w[g.ch_w[e]]
         lw[k] = lp - mf_logaddexp(l1a + lmf, la + lprior)
+        # a draw whose weight, rescaled to the largest so far, underflows to 0 adds nothing
+        # (t = 0 below): its conditionals are not computed, and the sums are the same bits
+        if rb and pred != NULL and lw[k] > -INFINITY and lw[k] - m_run > -746.0:
+            for i in range(n):
+                c = clamp[i]
+                if c == c or not needed[i]:
+                    continue
+                son = pv[i] > 0.5
+                own1 = log_f(z[i], True, noisy_or)
+                own0 = log_f(z[i], False, noisy_or)
+                dp = log_ratio(own1, own0)
+                for e in range(g.ch_ptr[i], g.ch_ptr[i + 1]):
+                    ch = g.ch_idx[e]
+                    wv = w[g.ch_w[e]]
+                    if wv == 0.0 or not needed[ch]:
+                        continue
+                    c = clamp[ch]
+                    cs = (c > 0.5) if c == c else (pv[ch] > 0.5)
+                    # the child's term with unit i on, and with it off
+                    zc = z[ch] if son else z[ch] + wv
+                    own1 = log_f(zc, cs, noisy_or)
+                    zc = z[ch] - wv if son else z[ch]
+                    if noisy_or and zc < 0.0:
+                        zc = 0.0                  # rounding of a sum that held wv
+                    dp = dp + log_ratio(own1, log_f(zc, cs, noisy_or))
+                rbv[i] = mf_sigmoid(dp) if dp == dp else pv[i]
+            for i in range(n):
+                c = clamp[i]
+                if not (c == c) and needed[i]:
+                    pv[i] = rbv[i]
         if pred != NULL and lw[k] > -INFINITY:
             # running weighted sums, rescaled to the largest log-weight so far
             if lw[k] > m_run:
@@ -382,7 +422,8 @@ def estimate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
              const double[:, ::1] q, Py_ssize_t n_samples, double mix, double eps,
              uint64_t seed, uint64_t item_offset, double[::1] est, double[::1] se,
              double[::1] ess, int8_t[::1] status, bint noisy_or=False, int n_threads=1,
-             double[:, ::1] pred=None, double[:, ::1] pred_se=None):
+             double[:, ::1] pred=None, double[:, ::1] pred_se=None,
+             bint rao_blackwell=False):
     """Estimate ln P(clamped units) of every item into ``est`` (with ``se``, ``ess``).
 
     ``q`` (n_items, n_units): the proposal means of the free units (read only where ``clamp``
@@ -395,7 +436,9 @@ def estimate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
     ``pred_se`` (n_items, n_units), optional and only with ``pred``: the delta-method standard
     error of each of those self-normalised estimates, sqrt(sum w^2 (x - m)^2) / sum w (0 at a
     clamped unit, NaN where every weight is 0); asking for it leaves ``pred`` and the other
-    outputs bit for bit as they are without it.
+    outputs bit for bit as they are without it.  ``rao_blackwell`` (only with ``pred``): a
+    needed free unit's value in each draw is its conditional given the draw's other units
+    (see ``estimate_item``); the draws and ln P estimates are unchanged.
     """
     cdef Dag g
     if check_dag(par_ptr, par_idx, ch_ptr, ch_idx, ch_w, &g) != MF_OK:
@@ -414,7 +457,9 @@ def estimate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
         return MF_EBADARG
     if want_se and (not want_pred or pred_se.shape[0] != n_items or pred_se.shape[1] != n):
         return MF_EBADARG
-    cdef size_t nbytes = (5 * <size_t> n + <size_t> n_samples) * sizeof(double) + <size_t> n + 16
+    if rao_blackwell and not want_pred:
+        return MF_EBADARG
+    cdef size_t nbytes = (6 * <size_t> n + <size_t> n_samples) * sizeof(double) + <size_t> n + 16
     cdef double *work = NULL
     cdef double dummy_w = 0.0
     with nogil, parallel(num_threads=n_threads):
@@ -428,7 +473,7 @@ def estimate(const intp_t[::1] par_ptr, const intp_t[::1] par_idx, const intp_t[
                           &clamp[p, 0], &q[p, 0], n_samples, mix, eps,
                           seed ^ mix64(item_offset + <uint64_t> p + 1), noisy_or, work,
                           &est[p], &se[p], &ess[p], &pred[p, 0] if want_pred else NULL,
-                          &pred_se[p, 0] if want_se else NULL)
+                          &pred_se[p, 0] if want_se else NULL, rao_blackwell)
         free(work)
     return MF_OK
 

@@ -274,7 +274,8 @@ def check_sampling_args(method, n_samples, random_state, n_steps=AIS_STEPS):
 
 
 def importance(nets, items, mu, bound, n_samples, seed, n_threads, progress,
-               method="importance", n_steps=AIS_STEPS, predict=False, predict_stderr=False):
+               method="importance", n_steps=AIS_STEPS, predict=False, predict_stderr=False,
+               rao_blackwell=False):
     """Importance-sampled (or AIS) ln P(x) of the ``items`` of ``nets`` (a ``DagNets``).
 
     ``mu`` holds the mean-field means of every unit, shaped ``items.shape + (n_units,)`` as
@@ -289,7 +290,10 @@ def importance(nets, items, mu, bound, n_samples, seed, n_threads, progress,
     estimates' delta-method standard error, sqrt(sum_s w_s^2 (x_s - pred)^2) / sum_s w_s over
     the samples' weights w_s and values x_s (0 at a clamped unit, NaN where every weight is
     0).  ``pred`` and the ln P(x) estimates are bit for bit the same with or without it, and
-    none depends on the thread count."""
+    none depends on the thread count.  With ``rao_blackwell`` (only with ``predict``), each
+    draw contributes a needed free unit's conditional given the draw's other units instead
+    of its sampled value (see the kernel's ``estimate``): the same draws and ln P(x)
+    estimates, marginals of lower variance."""
     from mfengine._base import LogLikelihoodEstimate
     from mfengine.sbn import _importance
 
@@ -302,6 +306,8 @@ def importance(nets, items, mu, bound, n_samples, seed, n_threads, progress,
                          "no NaN)")
     est, se, ess = np.empty(n), np.empty(n), np.empty(n)
     status = np.zeros(n, dtype=np.int8)
+    if rao_blackwell and not predict:
+        raise ValueError("rao_blackwell needs predict=True (it changes the predicted marginals)")
     if predict_stderr and not predict:
         raise ValueError("predict_stderr needs predict=True (the standard errors are those of "
                          "the predicted marginals)")
@@ -333,7 +339,8 @@ def importance(nets, items, mu, bound, n_samples, seed, n_threads, progress,
                                           IMPORTANCE_MIX, IMPORTANCE_EPS, seed, a, est[a:b],
                                           se[a:b], ess[a:b], status[a:b], noisy, nt,
                                           None if pred is None else pred[a:b],
-                                          None if pred_se is None else pred_se[a:b])
+                                          None if pred_se is None else pred_se[a:b],
+                                          rao_blackwell)
             if rc != 0:
                 raise ValueError("the importance sampler refused its arguments (an internal "
                                  "size or index is inconsistent)")

@@ -205,9 +205,11 @@ class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
 
         Self-normalised importance sampling with the proposal of ``log_likelihood`` (the
         net's mean-field posterior, clipped and mixed with the prior): each marginal is
-        sum_s w_s x_s / sum_s w_s over the samples' weights w_s and values x_s, consistent as
-        ``n_samples`` grows, with the delta-method standard error
-        sqrt(sum_s w_s^2 (x_s - mean)^2) / sum_s w_s.  Where the mean-field posterior is
+        sum_s w_s x_s / sum_s w_s over the samples' weights w_s, consistent as ``n_samples``
+        grows, with the delta-method standard error sqrt(sum_s w_s^2 (x_s - mean)^2) /
+        sum_s w_s.  Rao-Blackwellised: x_s is the unit's probability of a 1 given sample s's
+        other units (its own factor and its children's), not the sampled 0 or 1, so that
+        states one flip away from those drawn count too.  Where the mean-field posterior is
         confident and wrong the weights degenerate: ``ess`` then falls towards 1 and the
         standard errors may understate the error (a warning says so below an ess of 10).
         A posterior concentrated on a few states also gives a small ``ess``; its marginals
@@ -266,7 +268,7 @@ class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
         nets, items, _, _ = self._dag_problem(X, missing)
         est, pred, pred_se = importance(nets, items, self._flat_means(r), r.bound, n_samples,
                                         seed, n_threads, progress, predict=True,
-                                        predict_stderr=True)
+                                        predict_stderr=True, rao_blackwell=True)
         low = np.asarray(est.ess) < MIN_MARGINALS_ESS
         if np.any(low):
             warnings.warn(
