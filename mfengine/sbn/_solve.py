@@ -11,8 +11,8 @@ from mfengine._validation import (Options, check_int, check_random_state, check_
 from mfengine.sbn._result import BeliefNetResult, concatenate_results
 
 __all__ = ["METHODS", "DAG_METHODS", "inner_tol_for", "check_solve_args", "run_gaussian",
-           "solve_items", "run_dag", "certificate", "certified", "report", "SAMPLED_METHODS",
-           "check_sampling_args", "importance"]
+           "solve_items", "run_dag", "run_exact", "run_hybrid", "certificate", "certified",
+           "report", "SAMPLED_METHODS", "check_sampling_args", "importance"]
 
 METHODS = ("gaussian", "sjj", "plefka11", "plefka12", "plefka22")
 #: Methods for belief nets over any DAG (a layered net is converted with ``to_dag``).
@@ -179,6 +179,53 @@ def run_dag(nets, items, method, tol, max_iter, inner_tol, n_threads, init_mu, p
     if r.certificate is not None:
         r.certificate = r.certificate.reshape(shape)
     return r
+
+
+def run_exact(blocks, W, h, activation, visible, V, miss, keep):
+    """``method="exact"`` on checked data ``V`` (``miss``: mask or None): the junction tree of
+    ``_exact_noisy_or`` when ``blocks`` (the net's ``bipartite_blocks``) is not None, else
+    enumeration (``_exact.dag_posterior``) of the net (W, h, activation, visible).  ``keep``
+    as in `run_dag`."""
+    from mfengine.sbn._exact import MAX_ENUMERATED_HIDDEN, dag_posterior
+    from mfengine.sbn._exact_noisy_or import exact_bipartite
+
+    if blocks is not None:
+        E = V if miss is None else np.where(miss, np.nan, V)
+        log_p, marg, _ = exact_bipartite(blocks.h_disease, blocks.h_finding, blocks.W_fd, E)
+        mu = _bipartite_means(blocks, len(h), marg, E)
+    else:
+        log_p, mu = dag_posterior(W, h, activation, visible, V, miss, MAX_ENUMERATED_HIDDEN)
+    n = V.shape[0]
+    return BeliefNetResult(bound=log_p, converged=np.ones(n, dtype=bool),
+                           n_iter=np.zeros(n, dtype=np.intp), method="exact", tol=0.0,
+                           mu=None if keep == "bound" else mu, xi=None)
+
+
+def run_hybrid(blocks, n_units, V, miss, keep, tol, max_iter, max_exact):
+    """``method="hybrid"`` (``_hybrid_noisy_or.hybrid_bipartite``) on checked data of a
+    bipartite noisy-OR net whose blocks are ``blocks``; ``tol`` / ``max_iter`` None for the
+    defaults."""
+    from mfengine.sbn._hybrid_noisy_or import hybrid_bipartite
+
+    E = V if miss is None else np.where(miss, np.nan, V)
+    kw = {} if tol is None else {"tol": tol}
+    if max_iter is not None:
+        kw["max_iter"] = max_iter
+    bound, marg, info = hybrid_bipartite(blocks.h_disease, blocks.h_finding, blocks.W_fd, E,
+                                         max_exact=max_exact, **kw)
+    mu = None if keep == "bound" else _bipartite_means(blocks, n_units, marg, E)
+    return BeliefNetResult(bound=bound, converged=np.ones(V.shape[0], dtype=bool),
+                           n_iter=info["n_iter"], method="hybrid", tol=kw.get("tol", 1e-6),
+                           mu=mu, xi=None)
+
+
+def _bipartite_means(blocks, n_units, marg, E):
+    """Every unit's mean: the diseases' posterior marginals, the findings' data (NaN where
+    unrecorded)."""
+    mu = np.full((E.shape[0], n_units), np.nan)
+    mu[:, blocks.diseases] = marg
+    mu[:, blocks.findings] = E
+    return mu
 
 
 def certificate(nets, clamp, net_of, u, tol, max_iter, n_threads):

@@ -24,14 +24,14 @@ from mfengine._validation import (ARRAY_LIKE, BOOLEAN, CALLABLE, LEARNING_RATE, 
                                   check_value)
 from mfengine.sbn._checks import (check_activation, check_dag_data,
                                   check_visible, check_weights, edges, is_sparse_batch, w_shape)
-from mfengine.sbn._exact import (MAX_ENUMERATED_HIDDEN, dag_posterior, log_joint_checked,
-                                 log_probs, log_sum_states, sum_log_probs)
-from mfengine.sbn._exact_noisy_or import bipartite_blocks, exact_bipartite
-from mfengine.sbn._hybrid_noisy_or import hybrid_bipartite
+from mfengine.sbn._exact import (MAX_ENUMERATED_HIDDEN, log_joint_checked, log_probs,
+                                 log_sum_states, sum_log_probs)
+from mfengine.sbn._exact_noisy_or import bipartite_blocks
 from mfengine.sbn._result import BeliefNetResult
 from mfengine.sbn._learn import check_partition, fit_items, fit_partitions, schedule, stop
 from mfengine.sbn._problem import DagNets
-from mfengine.sbn._solve import DAG_METHODS, check_solve_args, report, run_dag
+from mfengine.sbn._solve import (DAG_METHODS, check_solve_args, report, run_dag, run_exact,
+                                 run_hybrid)
 from mfengine.sbn._structure import ACTIVATIONS, DagStructure, _is_sparse
 from mfengine.sbn.model import BeliefNetModel
 
@@ -345,55 +345,27 @@ class _DagModel(BeliefNetModel):
         return report(r, f"{type(self).__name__}.infer(method={method!r})")
 
     def _solve_exact(self, X, missing, keep):
-        """``infer(method="exact")``: the junction tree of ``_exact_noisy_or`` on a bipartite
-        noisy-OR net, else enumeration (``_exact.dag_posterior``)."""
+        """``infer(method="exact")``: ``_solve.run_exact`` on the checked arrays."""
         if self._batch:
             raise ValueError("method='exact' is for a BeliefNet; score a batch's nets with "
                              "exact_log_likelihood, or one net at a time (batch[k])")
-        nets, _, V, miss = self._dag_problem(X, missing, items=False)
-        blocks = self._bipartite_blocks()
-        if blocks is not None:
-            E = V if miss is None else np.where(miss, np.nan, V)
-            log_p, marg, _ = exact_bipartite(blocks.h_disease, blocks.h_finding, blocks.W_fd,
-                                             E)
-            mu = np.full((V.shape[0], nets.n_units), np.nan)
-            mu[:, blocks.diseases] = marg
-            mu[:, blocks.findings] = E
-        else:
-            log_p, mu = dag_posterior(self.W_, self.h_, self.activation, self.visible_, V, miss,
-                                      MAX_ENUMERATED_HIDDEN)
-        n = V.shape[0]
-        return BeliefNetResult(bound=log_p, converged=np.ones(n, dtype=bool),
-                               n_iter=np.zeros(n, dtype=np.intp), method="exact", tol=0.0,
-                               mu=None if keep == "bound" else mu, xi=None)
+        _, _, V, miss = self._dag_problem(X, missing, items=False)
+        return run_exact(self._bipartite_blocks(), self.W_, self.h_, self.activation,
+                         self.visible_, V, miss, keep)
 
     def _solve_hybrid(self, X, missing, keep, tol, max_iter, max_exact):
-        """``infer(method="hybrid")``: ``_hybrid_noisy_or.hybrid_bipartite`` on a bipartite
-        noisy-OR net."""
+        """``infer(method="hybrid")``: ``_solve.run_hybrid`` on the checked arrays."""
         if self._batch:
             raise ValueError("method='hybrid' is for a BeliefNet; solve one net of a batch at "
                              "a time (batch[k])")
-        nets, _, V, miss = self._dag_problem(X, missing, items=False)
+        _, _, V, miss = self._dag_problem(X, missing, items=False)
         blocks = self._bipartite_blocks()
         if blocks is None:
             raise ValueError("method='hybrid' needs a bipartite noisy-OR net (diseases above "
                              "findings, as mf.datasets.make_diagnosis_net builds); this net is "
                              f"not one (activation={self.activation!r}): use method='exact' "
                              "(enumeration) or a mean-field method")
-        E = V if miss is None else np.where(miss, np.nan, V)
-        kw = {} if tol is None else {"tol": tol}
-        if max_iter is not None:
-            kw["max_iter"] = max_iter
-        bound, marg, info = hybrid_bipartite(blocks.h_disease, blocks.h_finding, blocks.W_fd,
-                                             E, max_exact=max_exact, **kw)
-        mu = None
-        if keep != "bound":
-            mu = np.full((V.shape[0], nets.n_units), np.nan)
-            mu[:, blocks.diseases] = marg
-            mu[:, blocks.findings] = E
-        return BeliefNetResult(bound=bound, converged=np.ones(V.shape[0], dtype=bool),
-                               n_iter=info["n_iter"], method="hybrid", tol=kw.get("tol", 1e-6),
-                               mu=mu, xi=None)
+        return run_hybrid(blocks, self.n_units, V, miss, keep, tol, max_iter, max_exact)
 
     def _bipartite_blocks(self):
         """The net's diagnosis-net blocks (``_exact_noisy_or.bipartite_blocks``), or None when
