@@ -338,3 +338,24 @@ def test_evaluate_half_hands_large_weights_to_evaluate():
     want = sjj.evaluate(s, s.pack(net.W)[None], net.h[None], np.zeros(1, np.intp), clamp, mu,
                         np.full((1, 6), 0.5))
     assert np.isfinite(got[0]) and got[0] == want[0]
+
+
+def test_evaluate_half_with_units_without_parents_anywhere():
+    # units without parents at the end of the order (an empty last segment) and in between
+    W = np.zeros((5, 5))
+    W[2, 0], W[2, 1], W[3, 2] = 1.5, -2.0, 0.7
+    s = DagStructure(W != 0)
+    h = np.array([[0.3, -0.2, 0.1, -0.4, 0.5]])
+    clamp = np.array([[np.nan, np.nan, np.nan, 1.0, 0.0]])
+    mu = np.array([[0.4, 0.6, 0.2, 1.0, 0.0]])
+    got = sjj.evaluate_half(s, s.pack(W)[None], h, np.zeros(1, np.intp), clamp, mu)
+    want = sjj.evaluate(s, s.pack(W)[None], h, np.zeros(1, np.intp), clamp, mu,
+                        np.full((1, 5), 0.5))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    no_edges = DagStructure(np.zeros((3, 3), dtype=bool))
+    got = sjj.evaluate_half(no_edges, np.zeros((1, 0)), h[:, :3], np.zeros(1, np.intp),
+                            np.array([[1.0, 0.0, np.nan]]), np.array([[1.0, 0.0, 0.5]]))
+    want = sjj.evaluate(no_edges, np.zeros((1, 0)), h[:, :3], np.zeros(1, np.intp),
+                        np.array([[1.0, 0.0, np.nan]]), np.array([[1.0, 0.0, 0.5]]),
+                        np.full((1, 3), 0.5))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
