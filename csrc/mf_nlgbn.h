@@ -150,10 +150,17 @@ int mf_nlgbn_estep_block_miss(const mf_nlgbn_net *net, ptrdiff_t n, const double
  * seeded by (seed, index) alone (xoshiro256** seeded through splitmix64), so a pattern's answer
  * does not depend on which thread computes it or in what order.
  * Writes *estimate = log of the mean weight, *stderr = its delta-method standard error
- * sd(w) / (sqrt(K) mean(w)), *ess = (sum w)^2 / sum w^2.  scratch holds
- * mf_nlgbn_is_scratch(net) doubles.  Returns MF_OK, or MF_EBADARG (nothing written): net not
- * checked, a NULL pointer, n_samples < 2, a non-finite mu or logvar; a pattern whose weights are
- * not finite numbers gets NaN estimates (status MF_EOVERFLOW). */
+ * sd(w) / (sqrt(K) mean(w)), *ess = (sum w)^2 / sum w^2.
+ * Unless mean is NULL (then mean_se and sd are not read), the same weights also give every
+ * unit's posterior marginal, n_units each, in unit order: mean[i] = sum_s w_s v_s / sum_s w_s,
+ * mean_se[i] = sqrt(sum_s w_s^2 (v_s - mean[i])^2) / sum_s w_s (the delta method's) and sd[i]
+ * the self-normalised posterior standard deviation, where v_s is a hidden unit's drawn
+ * pre-activation, or a missing entry's mean given the draw, b + W f(h) (Rao-Blackwellised; its
+ * sd adds the entry's variance psi^2); an observed entry reads x with mean_se = sd = 0.
+ * scratch holds mf_nlgbn_is_scratch(net) doubles.  Returns MF_OK, or MF_EBADARG (nothing
+ * written): net not checked, a NULL pointer (mean_se or sd NULL with mean not), n_samples < 2,
+ * a non-finite mu or logvar; a pattern whose weights are not finite numbers gets NaN estimates
+ * (status MF_EOVERFLOW). */
 #define MF_NLGBN_IS_AP 0.1
 #define MF_NLGBN_IS_BQ 0.8
 #define MF_NLGBN_IS_BW 0.1
@@ -163,7 +170,8 @@ ptrdiff_t mf_nlgbn_is_scratch(const mf_nlgbn_net *net);
 int mf_nlgbn_is_pattern(const mf_nlgbn_net *net, const double *x, const unsigned char *miss,
                         const double *mu, const double *logvar, ptrdiff_t n_samples,
                         unsigned long long seed, unsigned long long index, double *estimate,
-                        double *stderr_out, double *ess, double *scratch);
+                        double *stderr_out, double *ess, double *mean, double *mean_se,
+                        double *sd, double *scratch);
 
 #ifdef __cplusplus
 }

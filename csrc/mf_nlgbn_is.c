@@ -75,7 +75,7 @@ static inline double unit_out(int type, double x)
 
 ptrdiff_t mf_nlgbn_is_scratch(const mf_nlgbn_net *net)
 {
-    return net == NULL ? 0 : 3 * net->n_units + 1;
+    return net == NULL ? 0 : 8 * net->n_units + 1;
 }
 
 static inline double logaddexp(double a, double b)
@@ -88,17 +88,29 @@ static inline double logaddexp(double a, double b)
 int mf_nlgbn_is_pattern(const mf_nlgbn_net *net, const double *x, const unsigned char *miss,
                         const double *mu, const double *logvar, ptrdiff_t n_samples,
                         unsigned long long seed, unsigned long long index, double *estimate,
-                        double *stderr_out, double *ess, double *scratch)
+                        double *stderr_out, double *ess, double *mean, double *mean_se,
+                        double *sd, double *scratch)
 {
     if (net == NULL || net->checked != NET_CHECKED || x == NULL || mu == NULL || logvar == NULL
         || estimate == NULL || stderr_out == NULL || ess == NULL || scratch == NULL
-        || n_samples < 2)
+        || n_samples < 2 || (mean != NULL && (mean_se == NULL || sd == NULL)))
         return MF_EBADARG;
     ptrdiff_t U = net->n_units, H = net->n_hidden, L = net->n_layers;
     for (ptrdiff_t i = 0; i < H; i++)
         if (!isfinite(mu[i]) || !isfinite(logvar[i]) || logvar[i] > 600.0 || logvar[i] < -600.0)
             return MF_EBADARG;
     double *h = scratch, *f = scratch + U, *sig = scratch + 2 * U;
+    /* the marginals' weighted sums, of d = (value - centre): sum w d, sum w d^2, sum w^2 d,
+     * sum w^2 d^2 per unit, on the scale of the running largest weight like S1 and S2 */
+    double *ctr = scratch + 3 * U, *Sd = scratch + 4 * U, *Sdd = scratch + 5 * U;
+    double *Qd = scratch + 6 * U, *Qdd = scratch + 7 * U;
+    const int want = mean != NULL;
+    if (want) {
+        for (ptrdiff_t i = 0; i < U; i++) {
+            ctr[i] = i < H ? mu[i] : 0.0;
+            Sd[i] = Sdd[i] = Qd[i] = Qdd[i] = 0.0;
+        }
+    }
     double sum_logsig = 0.0;
     for (ptrdiff_t i = 0; i < H; i++) {
         sig[i] = exp(0.5 * logvar[i]);
@@ -135,8 +147,11 @@ int mf_nlgbn_is_pattern(const mf_nlgbn_net *net, const double *x, const unsigned
                 ptrdiff_t i = off + c;
                 double p = net->prec[i], lnorm = 0.5 * (log(p) - LOG_2PI);
                 if (l == L - 1) {
-                    if (miss != NULL && miss[c])
+                    if (miss != NULL && miss[c]) {
+                        if (want && k == 0)
+                            ctr[i] = f[i];        /* a missing entry's centre: a first draw */
                         continue;
+                    }
                     double d = x[c] - f[i];
                     llik += -0.5 * p * d * d + lnorm;
                     continue;
@@ -173,24 +188,63 @@ int mf_nlgbn_is_pattern(const mf_nlgbn_net *net, const double *x, const unsigned
                 double r = exp(lmax - lwt);
                 S1 *= r;
                 S2 *= r * r;
+                if (want)
+                    for (ptrdiff_t i = 0; i < U; i++) {
+                        Sd[i] *= r;
+                        Sdd[i] *= r;
+                        Qd[i] *= r * r;
+                        Qdd[i] *= r * r;
+                    }
             }
             lmax = lwt;
         }
         double w = exp(lwt - lmax);
         S1 += w;
         S2 += w * w;
+        if (want) {
+            /* a hidden unit's value is its draw; a missing entry's is its conditional mean
+             * given the draw, b + W f(h) (Rao-Blackwellised); an observed entry is the data */
+            for (ptrdiff_t i = 0; i < U; i++) {
+                if (i >= H && (miss == NULL || !miss[i - H]))
+                    continue;
+                double d = (i < H ? h[i] : f[i]) - ctr[i], wd = w * d;
+                Sd[i] += wd;
+                Sdd[i] += wd * d;
+                Qd[i] += w * wd;
+                Qdd[i] += w * wd * d;
+            }
+        }
     }
     if (bad || !(S1 > 0.0)) {
         *estimate = NAN;
         *stderr_out = NAN;
         *ess = NAN;
+        if (want)
+            for (ptrdiff_t i = 0; i < U; i++)
+                mean[i] = mean_se[i] = sd[i] = NAN;
         return MF_EOVERFLOW;
     }
-    double K = (double)n_samples, mean = S1 / K;
-    double var = (S2 / K - mean * mean) * K / (K - 1.0);
+    double K = (double)n_samples, wbar = S1 / K;
+    double var = (S2 / K - wbar * wbar) * K / (K - 1.0);
     if (var < 0.0) var = 0.0;
-    *estimate = lmax + log(mean);
-    *stderr_out = sqrt(var / K) / mean;
+    *estimate = lmax + log(wbar);
+    *stderr_out = sqrt(var / K) / wbar;
     *ess = S1 * S1 / S2;
+    if (want) {
+        for (ptrdiff_t i = 0; i < U; i++) {
+            if (i >= H && (miss == NULL || !miss[i - H])) {
+                mean[i] = x[i - H];
+                mean_se[i] = sd[i] = 0.0;
+                continue;
+            }
+            double dm = Sd[i] / S1, v = Sdd[i] / S1 - dm * dm;
+            double q = (Qdd[i] - 2.0 * dm * Qd[i] + dm * dm * S2) / (S1 * S1);
+            if (i >= H)
+                v += 1.0 / net->prec[i];          /* the entry's noise given its parents */
+            mean[i] = ctr[i] + dm;
+            mean_se[i] = sqrt(q > 0.0 ? q : 0.0);
+            sd[i] = sqrt(v > 0.0 ? v : 0.0);
+        }
+    }
     return MF_OK;
 }

@@ -204,27 +204,55 @@ class LogLikelihoodEstimate:
                 f"n_samples={self.n_samples}, mean={mean:.6g}, mean_stderr={se:.3g})")
 
 
+#: ``posterior_marginals`` warns for a pattern whose importance weights' effective sample size
+#: is below this: its standard errors then rest on a handful of samples.
+MIN_MARGINALS_ESS = 10
+
+
+def warn_low_marginals_ess(ess, n_samples):
+    """``posterior_marginals``' warning when some pattern's effective sample size is below
+    MIN_MARGINALS_ESS."""
+    ess = np.asarray(ess)
+    low = ess < MIN_MARGINALS_ESS
+    if np.any(low):
+        warnings.warn(
+            f"posterior_marginals: the effective sample size is below "
+            f"{MIN_MARGINALS_ESS} on {int(low.sum())} of {low.size} patterns (smallest "
+            f"{float(np.min(ess)):.3g} of {n_samples} samples): a few samples carry "
+            "the estimate there, and its standard errors may understate its error (the "
+            "mean-field proposal is far from the posterior, or the posterior sits on a "
+            "few states); compare with another seed or more samples", RuntimeWarning,
+            stacklevel=user_stacklevel())
+
+
 @dataclass(repr=False)
 class PosteriorMarginalsEstimate:
-    """Importance-sampled posterior marginals P(unit = 1 | x) per pattern, with standard errors.
+    """Importance-sampled posterior marginals per pattern, with standard errors.
 
-    Returned by ``posterior_marginals(X, ...)`` of the belief nets.
+    Returned by ``posterior_marginals(X, ...)`` of the belief nets (binary units: the mean is
+    P(unit = 1 | x)) and of :class:`mfengine.NLGBN` (continuous units: the mean is
+    E[pre-activation | x], with the posterior standard deviation ``sd``).
 
     Parameters
     ----------
     mean : ndarray of shape (n_patterns, n_units)
-        The self-normalised estimate of P(unit = 1 | x) of every unit, in unit order (an
+        The self-normalised estimate of every unit's posterior mean, in unit order (an
         observed unit reads its value).
     stderr : ndarray of shape (n_patterns, n_units)
         Each estimate's delta-method standard error, sqrt(sum_s w_s^2 (x_s - mean)^2) /
-        sum_s w_s over the samples' weights w_s and values x_s (each sample's probability of
-        a 1 given its other units; 0 at an observed unit, NaN where every weight is 0).
+        sum_s w_s over the samples' weights w_s and values x_s (for binary units each sample's
+        probability of a 1 given its other units; 0 at an observed unit, NaN where every
+        weight is 0).
     ess : ndarray of shape (n_patterns,)
         Effective sample size of the weights per pattern, (sum w)^2 / sum w^2.
     n_samples : int
         Samples drawn per pattern.
     log_likelihood : LogLikelihoodEstimate
         The estimate of ln P(x) from the same samples.
+    sd : ndarray of shape (n_patterns, n_units) or None
+        Continuous units only: the self-normalised estimate of each unit's posterior standard
+        deviation (0 at an observed unit); None for binary nets, whose marginal's spread is
+        sqrt(mean (1 - mean)).
 
     Examples
     --------
@@ -241,6 +269,7 @@ class PosteriorMarginalsEstimate:
     ess: np.ndarray
     n_samples: int
     log_likelihood: object = None
+    sd: object = None
 
     def __repr__(self):
         n = int(np.size(self.ess))

@@ -57,7 +57,8 @@ cdef extern from "mf_nlgbn.h" nogil:
     int mf_nlgbn_is_pattern(const mf_nlgbn_net *net, const double *x, const unsigned char *miss,
                             const double *mu, const double *logvar, Py_ssize_t n_samples,
                             unsigned long long seed, unsigned long long index, double *estimate,
-                            double *stderr_out, double *ess, double *scratch)
+                            double *stderr_out, double *ess, double *mean, double *mean_se,
+                            double *sd, double *scratch)
 
 BLOCK = 64          # patterns per block of sufficient statistics
 DEF C_BLOCK = 64
@@ -237,12 +238,14 @@ def importance(const double[:, ::1] X, const uint8_t[:, ::1] miss, const double[
                const intp_t[::1] woff, const int8_t[::1] types, const double[::1] WT,
                const double[::1] bias, const double[::1] prec, const double[::1] acoef,
                const intp_t[::1] soff, Py_ssize_t n_samples, unsigned long long seed,
-               double[::1] estimate, double[::1] stderr, double[::1] ess, int n_threads):
+               double[::1] estimate, double[::1] stderr, double[::1] ess, int n_threads,
+               double[:, ::1] mean=None, double[:, ::1] mean_se=None, double[:, ::1] sd=None):
     """Importance-sampled ln p(x) of every pattern of X (see mf_nlgbn_is_pattern in
     csrc/mf_nlgbn.h): the proposal's Gaussian part from (mu, logvar) (n, n_hidden), ``miss``
     None or (n, n_visible) uint8.  Pattern p draws from the stream of (seed, p), so the answer
-    does not depend on n_threads.  Writes estimate, stderr, ess (n,); NaN where a pattern's
-    weights were not finite.  Returns the number of such patterns."""
+    does not depend on n_threads.  Writes estimate, stderr, ess (n,), and with ``mean`` (then
+    ``mean_se`` and ``sd`` too, each (n, n_units)) every unit's sampled posterior marginal; NaN
+    where a pattern's weights were not finite.  Returns the number of such patterns."""
     cdef mf_nlgbn_net net
     _make_net(&net, sizes, offset, woff, types, WT, bias, prec, acoef, soff)
     cdef Py_ssize_t n = X.shape[0], H = net.n_hidden, nv = net.n_visible, p
@@ -253,6 +256,17 @@ def importance(const double[:, ::1] X, const uint8_t[:, ::1] miss, const double[
           f"estimate, stderr and ess must have {n} entries")
     _need(n_samples >= 2, f"n_samples must be at least 2, got {n_samples}")
     _need(n_threads >= 1, f"n_threads must be at least 1, got {n_threads}")
+    cdef Py_ssize_t U = H + nv
+    cdef double *mp_mean = NULL
+    cdef double *mp_se = NULL
+    cdef double *mp_sd = NULL
+    if mean is not None:
+        _need(mean_se is not None and sd is not None, "mean_se and sd must come with mean")
+        _need(mean.shape[0] == n and mean.shape[1] == U and mean_se.shape[0] == n
+              and mean_se.shape[1] == U and sd.shape[0] == n and sd.shape[1] == U,
+              f"mean, mean_se and sd must have shape ({n}, {U})")
+        if n > 0:
+            mp_mean, mp_se, mp_sd = &mean[0, 0], &mean_se[0, 0], &sd[0, 0]
     cdef const unsigned char *mp = NULL
     if miss is not None:
         _need(miss.shape[0] == n and miss.shape[1] == nv, f"miss must have shape ({n}, {nv})")
@@ -275,7 +289,9 @@ def importance(const double[:, ::1] X, const uint8_t[:, ::1] miss, const double[
                 status[p] = mf_nlgbn_is_pattern(
                     &net, &X[p, 0], mp + p * nv if mp != NULL else NULL, &mu[p, 0],
                     &logvar[p, 0], n_samples, seed, <unsigned long long> p, &estimate[p],
-                    &stderr[p], &ess[p], buf)
+                    &stderr[p], &ess[p], mp_mean + p * U if mp_mean != NULL else NULL,
+                    mp_se + p * U if mp_se != NULL else NULL,
+                    mp_sd + p * U if mp_sd != NULL else NULL, buf)
             free(buf)
     if nomem_a[0]:
         raise MemoryError(f"could not allocate the sampler's scratch memory ({scratch * 8} bytes)")

@@ -162,19 +162,27 @@ def partition_estep(block, state, shared, _):
     return (float(bound.sum()), stats.sum(axis=0), conv), state
 
 
-def importance(net, X, miss, mu, lv, n_samples, seed, n_threads):
+def importance(net, X, miss, mu, lv, n_samples, seed, n_threads, marginals=False):
     """The compiled importance sampler of ln p(x), its proposal built on the mean-field
-    posteriors (mu, lv): ``(estimate, stderr, ess)`` per pattern."""
+    posteriors (mu, lv): ``(estimate, stderr, ess)`` per pattern, and with ``marginals`` also
+    every unit's sampled posterior ``(mean, mean_se, sd)``, each (n, n_units) in unit order."""
     f = net.flat()
     n = X.shape[0]
     est, se, ess = np.empty(n), np.empty(n), np.empty(n)
+    extra = ()
+    if marginals:
+        try:
+            extra = tuple(np.empty((n, sum(net.sizes))) for _ in range(3))
+        except MemoryError:
+            raise MemoryError(f"the marginals of {n} patterns need "
+                              f"{24 * n * sum(net.sizes)} bytes") from None
     n_bad = _estep.importance(X, miss, mu, lv, f["sizes"], f["offset"], f["woff"], f["types"],
                               f["WT"], f["bias"], f["prec"], f["acoef"], f["soff"],
-                              n_samples, seed, est, se, ess, n_threads)
+                              n_samples, seed, est, se, ess, n_threads, *extra)
     if n_bad:
         raise ValueError(f"the importance weights are not finite numbers for {n_bad} of {n} "
                          "patterns: X or the model's parameters are too extreme for float64")
-    return est, se, ess
+    return (est, se, ess) + extra
 
 
 def ancestral_sample(net, n_samples, rng, return_all):

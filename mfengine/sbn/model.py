@@ -16,20 +16,15 @@
 ``_draw_states(result, rng, n_samples)``
     Draws from the factorised posterior of ``result``, in the net's layout.
 """
-import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, DensityMixin
 
-from mfengine._base import PersistMixin, PosteriorMarginalsEstimate, user_stacklevel
+from mfengine._base import PersistMixin, PosteriorMarginalsEstimate, warn_low_marginals_ess
 from mfengine._validation import check_flag, check_int, check_random_state
 from mfengine.sbn._solve import SAMPLED_METHODS, check_sampling_args, importance
 
 __all__ = ["BeliefNetModel"]
-
-#: ``posterior_marginals`` warns for a pattern whose importance weights' effective sample size
-#: is below this: its standard errors then rest on a handful of samples.
-MIN_MARGINALS_ESS = 10
 
 
 class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
@@ -269,16 +264,7 @@ class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
         est, pred, pred_se = importance(nets, items, self._flat_means(r), r.bound, n_samples,
                                         seed, n_threads, progress, predict=True,
                                         predict_stderr=True, rao_blackwell=True)
-        low = np.asarray(est.ess) < MIN_MARGINALS_ESS
-        if np.any(low):
-            warnings.warn(
-                f"posterior_marginals: the effective sample size is below "
-                f"{MIN_MARGINALS_ESS} on {int(low.sum())} of {low.size} patterns (smallest "
-                f"{float(np.min(est.ess)):.3g} of {n_samples} samples): a few samples carry "
-                "the estimate there, and its standard errors may understate its error (the "
-                "mean-field proposal is far from the posterior, or the posterior sits on a "
-                "few states); compare with another seed or more samples", RuntimeWarning,
-                stacklevel=user_stacklevel())
+        warn_low_marginals_ess(est.ess, n_samples)
         shape = np.shape(est.estimate) + (pred.shape[-1],)
         return PosteriorMarginalsEstimate(mean=pred.reshape(shape),
                                           stderr=pred_se.reshape(shape), ess=est.ess,

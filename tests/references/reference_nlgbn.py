@@ -288,6 +288,13 @@ def log_marginal_quadrature(net, X, n_nodes=None, width=10.0):
     mean +- ``width`` sd, split at 0 where the unit's output has its kink), tensor product for
     two units; NaN entries of X are missing (left out).  Accurate to ~1e-10 relative for the
     moderate weights and variances of the tests."""
+    H, logw, mean, sd = _quadrature_grid(net, n_nodes, width)
+    return np.array([np.logaddexp.reduce(a) for a in _log_joint(logw, mean, sd, X)])
+
+
+def _quadrature_grid(net, n_nodes, width):
+    """The quadrature nodes over the hidden pre-activations (n_nodes, n_hidden), their log
+    prior weights, the visible means b + W f(h) at each node and the visible sds."""
     sizes = _sizes(net)
     assert len(sizes) == 2 and sizes[0] in (1, 2)
     if n_nodes is None:
@@ -299,21 +306,44 @@ def log_marginal_quadrature(net, X, n_nodes=None, width=10.0):
         logw = np.log(w) + norm.logpdf(h, b, sd)
         f = {"linear": h, "binary": (h >= 0).astype(float), "rectified": np.maximum(h, 0.0),
              "sigmoidal": ndtr(h)}[kind]
-        axes.append((f, logw))
+        axes.append((h, f, logw))
     if len(axes) == 1:
-        F = axes[0][0][:, None]
-        logw = axes[0][1]
+        H, F, logw = axes[0][0][:, None], axes[0][1][:, None], axes[0][2]
     else:
-        F = np.stack(np.meshgrid(axes[0][0], axes[1][0], indexing="ij"), -1).reshape(-1, 2)
-        logw = (axes[0][1][:, None] + axes[1][1][None, :]).ravel()
+        H = np.stack(np.meshgrid(axes[0][0], axes[1][0], indexing="ij"), -1).reshape(-1, 2)
+        F = np.stack(np.meshgrid(axes[0][1], axes[1][1], indexing="ij"), -1).reshape(-1, 2)
+        logw = (axes[0][2][:, None] + axes[1][2][None, :]).ravel()
     mean = net.biases_[1][None, :] + F @ net.weights_[0].T          # (n_nodes, n_visible)
-    sd = np.sqrt(net.variances_[1])
-    out = np.empty(X.shape[0])
-    for p, x in enumerate(np.asarray(X, dtype=float)):
+    return H, logw, mean, np.sqrt(net.variances_[1])
+
+
+def _log_joint(logw, mean, sd, X):
+    """Per pattern of X (NaN = missing): the log weight of each node, ln p(h) + ln p(x_obs|h)
+    times its quadrature weight."""
+    for x in np.asarray(X, dtype=float):
         obs = ~np.isnan(x)
         d = (x[obs][None, :] - mean[:, obs]) / sd[obs]
-        ll = -0.5 * (d * d).sum(axis=1) - np.log(sd[obs]).sum() - 0.5 * obs.sum() * np.log(2 * np.pi)
-        a = logw + ll
-        m = a.max()
-        out[p] = m + np.log(np.exp(a - m).sum())
-    return out
+        ll = (-0.5 * (d * d).sum(axis=1) - np.log(sd[obs]).sum()
+              - 0.5 * obs.sum() * np.log(2 * np.pi))
+        yield logw + ll
+
+
+def posterior_moments_quadrature(net, X, n_nodes=None, width=10.0):
+    """The exact posterior mean and standard deviation of every unit, in unit order (hidden
+    pre-activations, then the visible entries: an observed one its value with sd 0, a missing
+    one its predictive moments), of the nets of :func:`log_marginal_quadrature`, by the same
+    quadrature.  Returns (mean, sd), each (n_patterns, n_units)."""
+    H, logw, vmean, vsd = _quadrature_grid(net, n_nodes, width)
+    X = np.asarray(X, dtype=float)
+    means, sds = [], []
+    for x, a in zip(X, _log_joint(logw, vmean, vsd, X)):
+        w = np.exp(a - a.max())
+        w /= w.sum()
+        m_h = w @ H
+        v_h = w @ (H - m_h) ** 2
+        m_v = w @ vmean
+        v_v = w @ (vmean - m_v) ** 2 + vsd ** 2
+        miss = np.isnan(x)
+        means.append(np.concatenate([m_h, np.where(miss, m_v, x)]))
+        sds.append(np.sqrt(np.concatenate([v_h, np.where(miss, v_v, 0.0)])))
+    return np.array(means), np.array(sds)

@@ -73,10 +73,7 @@ def test_layered_net_units_in_order_and_seed_reproducible():
 
 def test_batch_shapes():
     nets = [mf.datasets.make_diagnosis_net(6, 8, 3, random_state=s) for s in range(3)]
-    batch = mf.BeliefNetBatch.from_nets(nets) if hasattr(mf.BeliefNetBatch, "from_nets") \
-        else None
-    if batch is None:
-        pytest.skip("no BeliefNetBatch.from_nets")
+    batch = mf.BeliefNetBatch.from_nets(nets)
     X = np.stack([n.sample(1, random_state=k)[0] for k, n in enumerate(nets)])
     est = _quiet(batch.posterior_marginals, X, n_samples=500, random_state=0)
     assert est.mean.shape == (3, nets[0].h.size) and est.ess.shape == (3,)
