@@ -153,7 +153,8 @@ int mf_nlgbn_estep_block_miss(const mf_nlgbn_net *net, ptrdiff_t n, const double
  * sd(w) / (sqrt(K) mean(w)), *ess = (sum w)^2 / sum w^2.
  * Unless mean is NULL (then mean_se and sd are not read), the same weights also give every
  * unit's posterior marginal, n_units each, in unit order: mean[i] = sum_s w_s v_s / sum_s w_s,
- * mean_se[i] = sqrt(sum_s w_s^2 (v_s - mean[i])^2) / sum_s w_s (the delta method's) and sd[i]
+ * mean_se[i] = sqrt(sum_s w_s^2 (v_s - mean[i])^2) / sum_s w_s (the delta method's, with the
+ * estimate's resolution added in quadrature: mf_se_with_resolution in mf_numerics.h) and sd[i]
  * the self-normalised posterior standard deviation, where v_s is a hidden unit's drawn
  * pre-activation, or a missing entry's mean given the draw, b + W f(h) (Rao-Blackwellised; its
  * sd adds the entry's variance psi^2); an observed entry reads x with mean_se = sd = 0.

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdint.h>
 #include "mf_nlgbn.h"
+#include "mf_numerics.h"
 
 #define NET_CHECKED 0x4e4c47
 #define LOG_2PI 1.83787706640934548356
@@ -242,7 +243,7 @@ int mf_nlgbn_is_pattern(const mf_nlgbn_net *net, const double *x, const unsigned
             if (i >= H)
                 v += 1.0 / net->prec[i];          /* the entry's noise given its parents */
             mean[i] = ctr[i] + dm;
-            mean_se[i] = sqrt(q > 0.0 ? q : 0.0);
+            mean_se[i] = mf_se_with_resolution(sqrt(q > 0.0 ? q : 0.0), mean[i], K);
             sd[i] = sqrt(v > 0.0 ? v : 0.0);
         }
     }

@@ -143,4 +143,16 @@ static inline double mf_norm_cdf(double t)
     return 0.5 * erfc(-t * 0.70710678118654752440);      /* 1 / sqrt(2) */
 }
 
+/* The standard error reported with a sampled estimate m from K draws: the sampling error se
+ * together with the resolution of m itself, (K + 16) u |m| (u = 2^-52).  A self-normalised
+ * estimate is a ratio of K-term sums of positive terms, each term from the few-ulp numerics
+ * above: K u bounds the relative rounding of such a sum (recursive summation), 16 u allows for
+ * the terms.  Below that resolution two runs may differ by rounding alone, and where the
+ * weights sit on one draw the sampling error alone can be smaller than an ulp of m. */
+#define MF_ULP 2.220446049250313080847e-16
+static inline double mf_se_with_resolution(double se, double m, double K)
+{
+    return hypot(se, (K + 16.0) * MF_ULP * m);
+}
+
 #endif

@@ -21,7 +21,8 @@ Workloads (each scored on held-out data; one thread, so that the times compare):
 * **context HMM**: a 3-state, lag-2 ContextHMM with context on both sides; exact ln P(X) by
   forward-backward over the augmented state (``score(method="exact")``).
 * **NLGBN**: a binary-rectified-linear net on noisy continuous bars; no exact answer: the gap
-  to an importance-sampled ln P(x).
+  to an importance-sampled ln P(x), and the mean-field posterior means' distance from the
+  importance-sampled ones (``posterior_marginals``), in posterior standard deviations.
 
 Every figure is computed in the run that prints it.
 """
@@ -169,6 +170,18 @@ def nlgbn(n):
         dt / n, "pattern")
     row("NLGBN", "importance", "ln P (K=2000)", f"SE {est.stderr.mean():.4f}", dt_is / n,
         "pattern")
+    # posterior means of the hidden pre-activations: infer's Gaussian q against the sampled
+    # marginals (consistent for the exact posterior), in units of the posterior's own sd
+    pm, dt_pm = timed(g.posterior_marginals, Xte, n_samples=2000, random_state=1)
+    r = g.infer(Xte)
+    H = sum(g.sizes[:-1])
+    mu_q = np.concatenate(r.mu[:-1], axis=1)
+    z = np.abs(mu_q - pm.mean[:, :H]) / pm.sd[:, :H]
+    row("NLGBN", "nlgbn", "hidden posterior means vs IS: |mu_q - mean| / sd (mean, max)",
+        f"{z.mean():.3f}, {z.max():.2f} (IS SE/sd {np.mean(pm.stderr[:, :H] / pm.sd[:, :H]):.3f})",
+        dt / n, "pattern")
+    row("NLGBN", "posterior_marginals", "hidden means and sds (K=2000)",
+        f"SE/sd {np.mean(pm.stderr[:, :H] / pm.sd[:, :H]):.3f}", dt_pm / n, "pattern")
 
 
 def main(argv=None):

@@ -574,8 +574,10 @@ class NLGBN(PersistMixin, BaseEstimator):
         mean-field posterior of :meth:`infer`, mixed with wider and prior draws): each hidden
         unit's posterior mean of its pre-activation is sum_s w_s h_s / sum_s w_s over the
         samples' weights w_s, consistent as ``n_samples`` grows, with the delta-method
-        standard error sqrt(sum_s w_s^2 (h_s - mean)^2) / sum_s w_s, and its posterior
-        standard deviation likewise.  A missing visible entry is Rao-Blackwellised: each
+        standard error sqrt(sum_s w_s^2 (h_s - mean)^2) / sum_s w_s (and the estimate's
+        rounding bound, (n_samples + 16) ulps of it, added in quadrature: see
+        :class:`mfengine.PosteriorMarginalsEstimate`), and its posterior standard deviation
+        likewise.  A missing visible entry is Rao-Blackwellised: each
         sample contributes its mean given the hidden draw, b + W f(h), and its standard
         deviation adds the entry's noise psi.  Unlike :meth:`infer`'s Gaussian q, these
         converge to the exact posterior's moments (nonlinear units' posteriors need not be

@@ -52,6 +52,7 @@ cdef extern from "mf_numerics.h" nogil:
     double mf_sigmoid(double x)
     double mf_logaddexp(double a, double b)
     double mf_log1mexp(double x)
+    double mf_se_with_resolution(double se, double m, double K)
 
 
 cdef inline uint64_t mix64(uint64_t z) noexcept nogil:
@@ -217,7 +218,8 @@ cdef void estimate_item(const Dag *g, const double *w, const double *h, const do
     of E[P(s_j = 1 | parents)] (Rao-Blackwellised) for a barren one, whose draws then come
     from the prior (their factors cancel in the weight).  With ``pse`` too (else NULL; only
     with ``pred``), each estimate's delta-method standard error
-    sqrt(sum_k w_k^2 (x_k - m)^2) / sum_k w_k, m the estimate (before its clip to 1).
+    sqrt(sum_k w_k^2 (x_k - m)^2) / sum_k w_k, m the estimate (before its clip to 1), with the
+    estimate's resolution (K + 16) u |m| (mf_se_with_resolution) added in quadrature.
 
     The sums behind ``pse`` are kept beside the estimates' own, which they leave untouched:
     S2 = sum t_k^2 and per unit A = sum t_k^2 (x_k - m) and Q = sum t_k^2 (x_k - m)^2,
@@ -378,8 +380,10 @@ cdef void estimate_item(const Dag *g, const double *w, const double *h, const do
                 if pred[i] > 1.0:
                     pred[i] = 1.0
                 if pse != NULL:
-                    # Q >= 0 in exact arithmetic; rounding in the re-centring may leave -0
-                    pse[i] = sqrt(pse[i]) / s_run if pse[i] > 0.0 else 0.0
+                    # Q >= 0 in exact arithmetic; rounding in the re-centring may leave -0;
+                    # the estimate's own resolution joins the sampling error
+                    pse[i] = mf_se_with_resolution(
+                        sqrt(pse[i]) / s_run if pse[i] > 0.0 else 0.0, pred[i], <double> K)
             else:
                 pred[i] = NAN
                 if pse != NULL:

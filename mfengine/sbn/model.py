@@ -202,7 +202,8 @@ class BeliefNetModel(PersistMixin, DensityMixin, BaseEstimator):
         net's mean-field posterior, clipped and mixed with the prior): each marginal is
         sum_s w_s x_s / sum_s w_s over the samples' weights w_s, consistent as ``n_samples``
         grows, with the delta-method standard error sqrt(sum_s w_s^2 (x_s - mean)^2) /
-        sum_s w_s.  Rao-Blackwellised: x_s is the unit's probability of a 1 given sample s's
+        sum_s w_s (and the estimate's rounding bound, (n_samples + 16) ulps of it, added in
+        quadrature: see :class:`mfengine.PosteriorMarginalsEstimate`).  Rao-Blackwellised: x_s is the unit's probability of a 1 given sample s's
         other units (its own factor and its children's), not the sampled 0 or 1, so that
         states one flip away from those drawn count too.  Where the mean-field posterior is
         confident and wrong the weights degenerate: ``ess`` then falls towards 1 and the
