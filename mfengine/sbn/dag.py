@@ -722,12 +722,17 @@ class BeliefNet(_DagModel):
         return check_dag_data(X, missing, int(self.visible_.sum()))
 
     def exact_log_likelihood(self, X, missing=None, max_hidden=MAX_ENUMERATED_HIDDEN):
-        """Exact ln P(x) per pattern, by enumeration.
+        """Exact ln P(x) per pattern, by enumeration or, on a diagnosis net, a junction tree.
 
         The sum runs over every joint state of the hidden units (and of missing visible
         ones), except the units with no observed descendant (a missing leaf, an unobserved
         chain below it): those sum out exactly (their factors sum to 1) and are dropped
-        before enumerating, so they do not count towards ``max_hidden``.
+        before enumerating, so they do not count towards ``max_hidden``.  Where that leaves
+        more than ``max_hidden`` units on a bipartite noisy-OR net (diseases above findings,
+        as ``mf.datasets.make_diagnosis_net`` builds), the patterns are scored by the
+        junction tree of ``infer(method="exact")`` instead (``score_samples(X, missing,
+        method="exact")``), which is exact for any number of diseases and limited by the
+        tree's width.
 
         Parameters
         ----------
@@ -747,7 +752,8 @@ class BeliefNet(_DagModel):
         Raises
         ------
         ValueError
-            When more than ``max_hidden`` units would be summed over.
+            When more than ``max_hidden`` units would be summed over on a net that is not
+            bipartite noisy-OR, or when a diagnosis case's junction tree is too wide.
 
         Examples
         --------
@@ -778,6 +784,10 @@ class BeliefNet(_DagModel):
             free[vis[mask]] = True
             keep = self._observed_ancestry(~free)
             summed = np.flatnonzero(free & keep)
+            if summed.size > max_hidden and not self._batch and self._bipartite_blocks():
+                out[rows] = self._solve_exact(Vz[rows], None if miss is None else miss[rows],
+                                              "bound").bound
+                continue
             if summed.size > max_hidden:
                 raise ValueError(
                     f"exact_log_likelihood enumerates 2**(hidden + missing) states; here that is "

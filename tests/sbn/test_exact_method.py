@@ -90,3 +90,28 @@ def test_exact_refuses_what_is_out_of_reach_by_name():
         small.impute(Xs, miss, method="exact")
     with pytest.raises(ValueError, match="not a factorised posterior"):
         small.sample_posterior(Xs, 2, method="exact")
+
+
+def test_exact_log_likelihood_takes_the_junction_tree_beyond_enumeration():
+    # a diagnosis net's enumeration stops at max_hidden; the junction tree does not
+    net = mf.datasets.make_diagnosis_net(7, 9, 3, random_state=1)
+    X = net.sample(6, random_state=2)
+    miss = np.random.default_rng(3).random(X.shape) < 0.3
+    by_tree = net.exact_log_likelihood(X, miss, max_hidden=0)
+    np.testing.assert_allclose(by_tree, net.exact_log_likelihood(X, miss), atol=1e-10)
+    # a sigmoid net (no junction tree) still refuses by name
+    sig = mf.BeliefNet(net.W.toarray(), np.zeros(net.h.size), net.visible_, "sigmoid")
+    with pytest.raises(ValueError, match="max_hidden=0"):
+        sig.exact_log_likelihood(X, miss, max_hidden=0)
+    # the full-size net: tractable cases score exactly, out-of-reach ones name the width
+    big = mf.datasets.make_diagnosis_net(random_state=0)
+    Xb = big.sample(2, random_state=3)
+    keep = np.zeros(Xb.shape, dtype=bool)
+    rng = np.random.default_rng(0)
+    for p in range(2):
+        keep[p, rng.choice(np.flatnonzero(Xb[p] == 1), 12, replace=False)] = True
+        keep[p, rng.choice(np.flatnonzero(Xb[p] == 0), 300, replace=False)] = True
+    np.testing.assert_array_equal(big.exact_log_likelihood(Xb, ~keep),
+                                  big.score_samples(Xb, ~keep, method="exact"))
+    with pytest.raises(ValueError, match="max_width is 25"):
+        big.exact_log_likelihood(Xb)
