@@ -22,8 +22,9 @@ class BeliefNetResult(InferenceResult):
     converged : ndarray of bool, shaped like ``bound``
         Whether the solve converged to a solution the package stands behind: its objective
         changed by less than ``tol`` in the last sweep and, for the Plefka methods, its -G
-        is not contradicted by a certificate (at most 0, and not below the certified lower
-        bound in ``certificate``).  "exact" results are always converged.
+        is not contradicted by a certificate (at most 0, not below the certified lower
+        bound in ``certificate``, and explaining the evidence: see ``evidence_support``).
+        "exact" results are always converged.
     n_iter : ndarray of int, shaped like ``bound``
         Sweeps (or fixed-point iterations) taken per pattern.
     method : str
@@ -46,6 +47,13 @@ class BeliefNetResult(InferenceResult):
         ``bound``.  A -G below it contradicts the certificate (the Plefka solution is then
         not a good approximation: ``converged`` is False there and the call warns).  None
         for the other methods.
+    evidence_support : ndarray or None
+        For the Plefka methods on noisy-OR nets with units of bias 0 (no leak): per pattern,
+        the smallest sum of the parents' posterior means over the units observed on that
+        have no leak (+inf where there is none).  Such a unit cannot be on unless a parent
+        is, so under the exact posterior the sum is at least 1; below 1 the posterior
+        explains less than the evidence requires (``converged`` is False there and the call
+        warns).  None otherwise.
 
     See Also
     --------
@@ -63,6 +71,7 @@ class BeliefNetResult(InferenceResult):
     mu: object = None
     xi: object = None
     certificate: object = None
+    evidence_support: object = None
 
 
 def concatenate_results(parts, method, tol):
@@ -83,4 +92,5 @@ def concatenate_results(parts, method, tol):
         mu=cat([r.mu for r in parts]),
         xi=cat([r.xi for r in parts]),
         certificate=cat([r.certificate for r in parts]),
+        evidence_support=cat([r.evidence_support for r in parts]),
     )

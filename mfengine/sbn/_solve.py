@@ -12,7 +12,8 @@ from mfengine.sbn._result import BeliefNetResult, concatenate_results
 
 __all__ = ["METHODS", "DAG_METHODS", "inner_tol_for", "check_solve_args", "run_gaussian",
            "solve_items", "run_dag", "run_exact", "run_hybrid", "certificate", "certified",
-           "report", "SAMPLED_METHODS", "check_sampling_args", "importance"]
+           "evidence_support", "EVIDENCE_SLACK", "report", "SAMPLED_METHODS",
+           "check_sampling_args", "importance"]
 
 METHODS = ("gaussian", "sjj", "plefka11", "plefka12", "plefka22")
 #: Methods for belief nets over any DAG (a layered net is converted with ``to_dag``).
@@ -159,13 +160,17 @@ def run_dag(nets, items, method, tol, max_iter, inner_tol, n_threads, init_mu, p
         bound, mu, xi, n_iter, conv = solve_items(
             nets, nets.w, nets.h, clamp[sl], net_of[sl], method, tol, max_iter, nt,
             None if mu0 is None else mu0[sl], inner_tol)
-        cert = None
+        cert = support = None
         if method.startswith("plefka"):
             cert = certificate(nets, clamp[sl], net_of[sl], mu, tol, max_iter, nt)
             conv = np.asarray(conv, dtype=bool) & certified(bound, cert)
+            support = evidence_support(nets, clamp[sl], net_of[sl], mu)
+            if support is not None:
+                conv &= support >= 1.0 - EVIDENCE_SLACK
         return BeliefNetResult(bound=bound, converged=conv, n_iter=n_iter, method=method,
                                tol=tol, mu=None if keep == "bound" else mu,
-                               xi=xi if keep == "all" else None, certificate=cert)
+                               xi=xi if keep == "all" else None, certificate=cert,
+                               evidence_support=support)
 
     most = None
     if keep != "all" and method == "sjj" and nets.noisy_or:
@@ -178,6 +183,8 @@ def run_dag(nets, items, method, tol, max_iter, inner_tol, n_threads, init_mu, p
     r.xi = None if r.xi is None else r.xi.reshape(shape + r.xi.shape[-1:])
     if r.certificate is not None:
         r.certificate = r.certificate.reshape(shape)
+    if r.evidence_support is not None:
+        r.evidence_support = r.evidence_support.reshape(shape)
     return r
 
 
@@ -249,6 +256,41 @@ def certificate(nets, clamp, net_of, u, tol, max_iter, n_threads):
                              n_threads=n_threads)
 
 
+#: A posterior contradicts the evidence where the means of the possible causes of a positive
+#: noisy-OR unit without a leak sum to less than 1 by more than this (see `evidence_support`).
+EVIDENCE_SLACK = 1e-6
+
+
+def evidence_support(nets, clamp, net_of, mu):
+    """How much of the evidence a posterior explains, per item: the smallest sum of the
+    parents' means (parents joined by a positive weight; an observed parent counts its
+    value) over the noisy-OR units observed on whose bias is 0.  Such a unit cannot be on
+    unless a parent is, so under the exact posterior that sum is at least P(some parent on
+    | v) = 1; a posterior whose sum falls below 1 sums to less than the evidence allows.
+    +inf for an item without such a unit; None on sigmoid nets and on nets whose biases are
+    all positive (nothing to check)."""
+    h = np.asarray(nets.h)
+    if not nets.noisy_or or not np.any(h == 0.0):
+        return None
+    import scipy.sparse as sp
+
+    s = nets.structure
+    n = s.n_units
+    child = np.repeat(np.arange(n), np.diff(s.par_ptr))          # edge k: par_idx[k] -> child
+    m = np.where(np.isnan(clamp), mu, clamp)
+    out = np.full(clamp.shape[0], np.inf)
+    for k in np.unique(net_of):
+        rows = np.flatnonzero(net_of == k)
+        on = (clamp[rows] == 1.0) & (h[k] == 0.0)[None, :]
+        if not on.any():
+            continue
+        pos = np.asarray(nets.w)[k] > 0.0
+        A = sp.csr_matrix((np.ones(int(pos.sum())), (s.par_idx[pos], child[pos])), shape=(n, n))
+        support = np.asarray(A.T @ m[rows].T).T                  # (rows, n): sum of parents' means
+        out[rows] = np.min(np.where(on, support, np.inf), axis=1)
+    return out
+
+
 def certified(bound, cert):
     """Where an objective (-G) stands: at most 0 (a log-probability of binary data) and not
     below the certified lower bound ``cert`` beyond round-off."""
@@ -285,6 +327,21 @@ def report(result, what):
                 "trusted either); use method='sjj', a certified lower bound with its "
                 "posterior, or method='exact' where it is tractable.  `converged` is False "
                 "for these patterns.", RuntimeWarning, stacklevel=user_stacklevel())
+        support = getattr(result, "evidence_support", None)
+        if support is not None:
+            short = np.asarray(support) < 1.0 - EVIDENCE_SLACK
+            if short.any():
+                k = np.flatnonzero(short.ravel())
+                eg = ", ".join(f"{np.asarray(support).ravel()[i]:.3g}" for i in k[:3])
+                warnings.warn(
+                    f"{what}: the posterior explains less than the evidence requires for "
+                    f"{k.size} of {bound.size} patterns: a unit observed on that has no leak "
+                    "(bias 0) cannot be on unless a parent is, so its parents' posterior "
+                    f"means must sum to at least 1, and here they sum to {eg}.  The Plefka "
+                    "means cannot be trusted there; use method='exact' or 'hybrid' (a "
+                    "diagnosis net), or posterior_marginals (sampled).  `converged` is False "
+                    "for these patterns.", RuntimeWarning, stacklevel=user_stacklevel())
+                contradicted |= short.reshape(contradicted.shape)
     if result.method.startswith("plefka"):
         contradicted |= ~(bound <= 0.0)      # warned above: not counted as unconverged too
     warn_unconverged(np.asarray(result.converged) | contradicted, what,
