@@ -242,7 +242,7 @@ class PosteriorMarginalsEstimate:
         Each estimate's standard error: the delta method's sampling error,
         sqrt(sum_s w_s^2 (x_s - mean)^2) / sum_s w_s over the samples' weights w_s and values
         x_s (for binary units each sample's probability of a 1 given its other units), with
-        the estimate's float64 resolution (n_samples + 16) * 2**-52 * |mean| added in
+        the estimate's float64 resolution (n_samples + 16) * 2**-52 * abs(mean) added in
         quadrature: the bound on the rounding of its sums, below which two runs may differ
         by rounding alone (and where one draw carries the weight, the sampling error alone
         can be smaller than an ulp).  0 at an observed unit, NaN where every weight is 0.

@@ -177,7 +177,7 @@ def nlgbn(n):
     H = sum(g.sizes[:-1])
     mu_q = np.concatenate(r.mu[:-1], axis=1)
     z = np.abs(mu_q - pm.mean[:, :H]) / pm.sd[:, :H]
-    row("NLGBN", "nlgbn", "hidden posterior means vs IS: |mu_q - mean| / sd (mean, max)",
+    row("NLGBN", "nlgbn", "hidden posterior means vs IS: abs(mu_q - mean) / sd (mean, max)",
         f"{z.mean():.3f}, {z.max():.2f} (IS SE/sd {np.mean(pm.stderr[:, :H] / pm.sd[:, :H]):.3f})",
         dt / n, "pattern")
     row("NLGBN", "posterior_marginals", "hidden means and sds (K=2000)",

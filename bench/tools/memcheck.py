@@ -59,6 +59,9 @@ miss = rng.random(X.shape) < 0.2
 net.infer(np.where(miss, np.nan, X), missing=miss)
 net.gradient(X)
 net.score_samples(X); net.score(X); net.exact_log_likelihood(X)
+net.log_likelihood(X, n_samples=20, random_state=0, n_threads=2)
+net.log_likelihood(X, n_samples=4, method="ais", n_steps=3, random_state=0, n_threads=2)
+net.posterior_marginals(X, n_samples=20, random_state=0, n_threads=2)
 net.fit(X)
 mf.SigmoidBeliefNet([2, 4, 6], method="sjj", max_iter=2, random_state=0, progress=False).fit(X)
 p = net.save(os.path.join(tempfile.mkdtemp(), "sbn")); mf.load(p).score_samples(X)
@@ -95,6 +98,8 @@ for act in ("sigmoid", "noisy_or"):
     from mfengine.sbn import _solve
     _solve.XI_CHUNK_DOUBLES, keep = 64, _solve.XI_CHUNK_DOUBLES     # chunks of a few items
     d.score_samples(V, mv); d.impute(V, mv); b.exact_log_likelihood(Vb, Vb < 0.5)
+    d.posterior_marginals(V, mv, n_samples=20, random_state=0, n_threads=2)
+    b.posterior_marginals(Vb, n_samples=20, random_state=0, n_threads=2)
     b.exact_log_likelihood(Vb[:, 0], Vb[:, 0] < 0.5)
     _solve.XI_CHUNK_DOUBLES = keep
 s = DagStructure(W != 0)
@@ -116,6 +121,9 @@ for units in (None, "binary", "sigmoidal", "linear"):
     g = mf.NLGBN([2, 3, 5], units=units, max_iter=2, random_state=0, progress=False)
     Xg = g.sample(20, random_state=1)
     g.fit(Xg); r = g.infer(Xg, n_threads=2); g.score(Xg)
+    Xm = np.where(rng.random(Xg.shape) < 0.3, np.nan, Xg)
+    g.log_likelihood(Xm, n_samples=20, random_state=0, n_threads=2)
+    g.posterior_marginals(Xm, n_samples=20, random_state=0, n_threads=2)
     g.bound_at(Xg, np.concatenate(r.mu[:-1], axis=1), np.concatenate(r.sigma[:-1], axis=1))
 
 # ContextHMM: every method and context, fit, decoding
