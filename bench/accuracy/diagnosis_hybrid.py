@@ -34,18 +34,19 @@ The net is ``mf.datasets.make_diagnosis_net(random_state=0)`` (600 diseases, 4,0
 
 Run it under ``nice`` on a shared machine; times are wall clock.
 
-Measured 2026-11-29 on a shared 2-core VM (load average about 4) with ``--cases 100``
-(the other options at their defaults): against exact, worst error / mean error adjacent to a
-positive / ms per case (mean, worst): sjj 0.9999 / 0.0157 / 3.6, 7.4; plefka11 0.94 / 0.029 /
-43, 125; hybrid max_exact 0: 0.9999 / 0.0157 / 15, 131 (the sjj answer: the same
-transformation); 2: 0.9999 / 0.0095 / 23; 4: 0.994 / 0.0058 / 32; 8: 0.991 / 0.0017 / 53;
-all (the default): 0 / 0 / 7.3, 16.5 (every positive fits the tree: the exact answer).  The
+Measured 2026-11-29 on a quiet 2-core VM (load average 0.3) with ``--cases 100``
+(the other options at their defaults; 43 s): against exact, worst error / mean error adjacent
+to a positive / ms per case (mean, worst): sjj 0.9999 / 0.0157 / 2.5, 7.8; plefka11 0.94 /
+0.029 / 28, 83; hybrid max_exact 0: 0.9999 / 0.0157 / 10, 90 (the sjj answer: the same
+transformation); 2: 0.9999 / 0.0095 / 15; 4: 0.994 / 0.0058 / 22; 8: 0.991 / 0.0017 / 37;
+all (the default): 0 / 0 / 5.0, 7.8 (every positive fits the tree: the exact answer).  The
 mean bound rises -52.67, -51.06, -50.42, -49.92, -49.74 (= exact ln P) and no case's bound
 falls as max_exact grows.  Full cases (4 cases, 162-347 positives; Rao-Blackwellised
-marginals): ess 3-5 of 2,000 (the reference 35-48 of 20,000); every reference marginal
-within 1e-6 of 0 or 1 and the two runs agree to 4e-29 on every disease, but the standard
-errors are smaller still (median 3e-46), so only 13.4% of the diseases lie within 3 SE of
-the reference (30.4% within 3 sqrt(SE^2 + SE_ref^2), 100% within 3 SE + 1e-12).
+marginals, 0.66 s per case): ess 3-5 of 2,000 (the reference 35-48 of 20,000); every
+reference marginal within 1e-6 of 0 or 1, the two runs agree to 4e-29 absolute and 5e-16
+relative (median) on every disease; 100% of the diseases lie within 3 SE of the reference,
+13.4% within 3 sampling errors alone (the sampling error falls below an ulp of the estimate
+where one draw carries the weight).  With ``--full-cases 10``: 100% and 17.2%.
 """
 import os
 
