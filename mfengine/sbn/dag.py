@@ -784,7 +784,8 @@ class BeliefNet(_DagModel):
             free[vis[mask]] = True
             keep = self._observed_ancestry(~free)
             summed = np.flatnonzero(free & keep)
-            if summed.size > max_hidden and not self._batch and self._bipartite_blocks():
+            if summed.size > max_hidden and not self._batch \
+                    and self._bipartite_blocks() is not None:
                 out[rows] = self._solve_exact(Vz[rows], None if miss is None else miss[rows],
                                               "bound").bound
                 continue
