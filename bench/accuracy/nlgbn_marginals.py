@@ -43,30 +43,6 @@ def random_net(sizes, units, seed, scale=2.0, vis=(0.2, 0.5)):
     return mf.NLGBN.from_params(weights, biases, variances, units=units).set_params(n_threads=1)
 
 
-def linear_posterior(net, X):
-    """The exact Gaussian posterior of every unit of a linear net (as the tests compute it)."""
-    sizes = [b.size for b in net.biases_]
-    U, offs = sum(sizes), np.concatenate([[0], np.cumsum(sizes)])
-    B = np.zeros((U, U))
-    for l, W in enumerate(net.weights_):
-        B[offs[l + 1]:offs[l + 2], offs[l]:offs[l + 1]] = W
-    T = np.linalg.inv(np.eye(U) - B)
-    m = T @ np.concatenate(net.biases_)
-    C = T @ np.diag(np.concatenate(net.variances_)) @ T.T
-    means, sds = [], []
-    for x in X:
-        o = np.zeros(U, dtype=bool)
-        o[offs[-2]:] = ~np.isnan(x)
-        K = np.linalg.solve(C[np.ix_(o, o)], C[o][:, ~o]).T
-        mean = np.concatenate([np.zeros(offs[-2]), x])
-        mean[~o] = m[~o] + K @ (mean[o] - m[o])
-        sd = np.zeros(U)
-        sd[~o] = np.sqrt(np.diag(C[np.ix_(~o, ~o)] - K @ C[o][:, ~o]))
-        means.append(mean)
-        sds.append(sd)
-    return np.array(means), np.array(sds)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--patterns", type=int, default=20)
@@ -91,7 +67,7 @@ def main(argv=None):
             q = net.infer(X)
         t_q = (time.perf_counter() - t0) / len(X)
         if spec == "linear":
-            exact, sd = linear_posterior(net, X)
+            exact, sd = ref.posterior_moments_linear(net, X)
         else:
             exact, sd = ref.posterior_moments_quadrature(net, X)
         H = sum(sizes[:-1])

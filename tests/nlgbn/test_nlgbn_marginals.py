@@ -4,7 +4,7 @@ every unit, with standard errors.
 Oracles: the exact Gaussian posterior of a linear net (closed form, any depth); for binary,
 rectified and sigmoidal units the exact posterior moments by Gauss-Legendre quadrature over one
 or two hidden units (reference_nlgbn.posterior_moments_quadrature, checked here against the
-closed form on a linear net first).
+closed form, reference_nlgbn.posterior_moments_linear, on a linear net first).
 """
 import warnings
 
@@ -26,31 +26,6 @@ def random_net(sizes, units, seed, scale=1.0, vis=(0.3, 1.0)):
     return mf.NLGBN.from_params(weights, biases, variances, units=units)
 
 
-def linear_posterior(net, X):
-    """The exact posterior mean and sd of every unit of a linear net: the units are jointly
-    Gaussian, u = (I - B)^-1 (b + e), and each pattern conditions on its observed entries."""
-    sizes = [b.size for b in net.biases_]
-    U, offs = sum(sizes), np.concatenate([[0], np.cumsum(sizes)])
-    B = np.zeros((U, U))
-    for l, W in enumerate(net.weights_):
-        B[offs[l + 1]:offs[l + 2], offs[l]:offs[l + 1]] = W
-    T = np.linalg.inv(np.eye(U) - B)
-    m = T @ np.concatenate(net.biases_)
-    C = T @ np.diag(np.concatenate(net.variances_)) @ T.T
-    means, sds = [], []
-    for x in np.asarray(X, dtype=float):
-        o = np.zeros(U, dtype=bool)
-        o[offs[-2]:] = ~np.isnan(x)
-        K = np.linalg.solve(C[np.ix_(o, o)], C[o][:, ~o]).T
-        mean = np.concatenate([np.zeros(offs[-2]), x])
-        mean[~o] = m[~o] + K @ (mean[o] - m[o])
-        sd = np.zeros(U)
-        sd[~o] = np.sqrt(np.diag(C[np.ix_(~o, ~o)] - K @ C[o][:, ~o]))
-        means.append(mean)
-        sds.append(sd)
-    return np.array(means), np.array(sds)
-
-
 def _within(est, exact, free, k=3.0):
     """Share of the free entries within k standard errors of the exact mean."""
     return float(np.mean((np.abs(est.mean - exact) <= k * est.stderr)[free]))
@@ -61,7 +36,7 @@ def test_the_quadrature_oracle_matches_the_closed_form():
     X = net.sample(6, random_state=2)
     X[::2, 1] = np.nan
     m, s = ref.posterior_moments_quadrature(net, X)
-    m0, s0 = linear_posterior(net, X)
+    m0, s0 = ref.posterior_moments_linear(net, X)
     np.testing.assert_allclose(m, m0, rtol=1e-8, atol=1e-8)
     np.testing.assert_allclose(s, s0, rtol=1e-8, atol=1e-8)
 
@@ -71,7 +46,7 @@ def test_linear_net_against_the_exact_gaussian_posterior():
     X = net.sample(30, random_state=6)
     X[np.random.default_rng(7).random(X.shape) < 0.25] = np.nan
     est = net.posterior_marginals(X, n_samples=4000, random_state=8)
-    exact, sd = linear_posterior(net, X)
+    exact, sd = ref.posterior_moments_linear(net, X)
     free = np.zeros(exact.shape, dtype=bool)
     free[:, :5] = True
     free[:, 5:] = np.isnan(X)
